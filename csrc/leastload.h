@@ -1,0 +1,134 @@
+/*
+ * leastload.h - the selection engine of one load-balancing virtual server.
+ *
+ * Plain C11, no Python. The engine never reads a clock: every call that can
+ * observe time takes the current second (floor of the caller's clock) as an
+ * argument, so tests and simulations are deterministic.
+ *
+ * Services live in "slots". Slot order is bind order, which is also the
+ * round-robin order; unbinding leaves a hole until ll_compact() closes the
+ * holes (order kept). Slot numbers are the caller's handles.
+ *
+ * Errors: functions return 0 (or a non-negative result) on success and a
+ * negative errno value on failure; on failure nothing has changed, except
+ * that the window may have been moved forward to `sec` (time passing is not
+ * a change made by the call).
+ *   -EINVAL     an argument is out of range (slot, weight, state, method)
+ *   -ENOENT     ll_select: no service is UP and eligible
+ *   -EOVERFLOW  a counter would leave its documented range
+ *   -ENOMEM     allocation failed
+ *   -ERANGE     ll_finish on a service with no active transaction
+ */
+#ifndef LEASTLOAD_H
+#define LEASTLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LL_WINDOW_SECONDS 14     /* buckets in the bytes/packets window   */
+#define LL_MAX_WEIGHT 100        /* weights are 1..LL_MAX_WEIGHT            */
+#define LL_MAX_TTFB_US 3600000000u /* one hour: keeps active*TTFB in 64 bits */
+#define LL_NO_CAP UINT32_MAX     /* ll_set_cap: the service is not capped   */
+
+typedef enum {
+    LL_ROUNDROBIN = 0,
+    LL_LEASTCONNECTION = 1,
+    LL_LEASTRESPONSETIME = 2,
+    LL_LEASTBANDWIDTH = 3,
+    LL_LEASTPACKETS = 4,
+    LL_METHOD_COUNT = 5
+} ll_method;
+
+typedef enum { LL_UP = 0, LL_DOWN = 1, LL_OUT_OF_SERVICE = 2, LL_STATE_COUNT = 3 } ll_state;
+
+typedef struct ll_vserver ll_vserver;
+
+/* What ll_service_info() reports about one slot. */
+typedef struct {
+    uint64_t bytes;          /* bytes in the current 14-second window      */
+    uint64_t packets;        /* packets in the current 14-second window    */
+    uint64_t load;           /* N of the vserver's method (LRT: microseconds) */
+    uint64_t selected;       /* selections since bind                      */
+    uint32_t active;         /* open transactions                          */
+    uint32_t ttfb_us;        /* smoothed TTFB in microseconds (0: none yet) */
+    uint32_t cap;            /* slow-start cap per second, LL_NO_CAP if none */
+    uint32_t sel_this_sec;   /* selections in the current second           */
+    uint32_t sel_last_sec;   /* selections in the previous second          */
+    uint8_t weight;
+    uint8_t state;
+    uint8_t bound;           /* 0 for a hole left by ll_unbind             */
+    uint8_t ttfb_known;      /* 1 once a status-200 TTFB was recorded      */
+} ll_info;
+
+/* Creates an empty vserver whose window starts at second `sec`.
+ * Returns NULL when memory is short or `method` is unknown. */
+ll_vserver *ll_create(ll_method method, int64_t sec);
+/* Frees everything; NULL is accepted. */
+void ll_destroy(ll_vserver *vs);
+
+/* Appends a service at the end of bind order. Returns its slot (>= 0), or
+ * -EINVAL (weight), -ENOMEM, -EOVERFLOW (2^31 - 1 slots). */
+int64_t ll_bind(ll_vserver *vs, uint32_t weight);
+/* Removes a service; its slot becomes a hole. -EINVAL for a bad slot. */
+int ll_unbind(ll_vserver *vs, uint32_t slot);
+/* Makes room for `slots` slots in all (never shrinks), so that binding
+ * that many costs no reallocation. 0, -EINVAL (over 2^30), -ENOMEM. */
+int ll_reserve(ll_vserver *vs, uint32_t slots);
+/* Number of slots in use, holes included (the bound range is 0..this-1). */
+uint32_t ll_slot_count(const ll_vserver *vs);
+/* Number of bound services. */
+uint32_t ll_bound_count(const ll_vserver *vs);
+/* Closes the holes, keeping bind order and the round-robin cursor.
+ * Slot i moves to the number of bound slots before it. O(n). */
+void ll_compact(ll_vserver *vs);
+
+int ll_set_weight(ll_vserver *vs, uint32_t slot, uint32_t weight);
+int ll_set_state(ll_vserver *vs, uint32_t slot, ll_state state);
+/* Changes the method; restarts startup round robin (ll_set_startup_rr). */
+int ll_set_method(ll_vserver *vs, ll_method method);
+ll_method ll_get_method(const ll_vserver *vs);
+/* Requests served plain round robin after the method is set (0: none). */
+void ll_set_startup_rr(ll_vserver *vs, uint64_t requests);
+uint64_t ll_startup_rr_left(const ll_vserver *vs);
+/* Slow-start cap: the service is eligible only while it has been selected
+ * fewer than `cap` times in the current second. LL_NO_CAP removes it. */
+int ll_set_cap(ll_vserver *vs, uint32_t slot, uint32_t cap);
+
+/* Moves the window to second `sec` (earlier seconds: no time passes).
+ * Returns the number of seconds the window moved. */
+int64_t ll_advance(ll_vserver *vs, int64_t sec);
+int64_t ll_current_second(const ll_vserver *vs);
+/* Slot selected last (-1: none yet); round of weighted ROUNDROBIN. */
+int64_t ll_cursor(const ll_vserver *vs);
+uint32_t ll_rr_round(const ll_vserver *vs);
+
+/* Picks a service at second `sec` and counts one new active transaction on
+ * it. Returns its slot, -ENOENT if none is eligible, -EOVERFLOW if the
+ * chosen service already has UINT32_MAX active transactions.
+ * Never allocates. O(log n). */
+int64_t ll_select(ll_vserver *vs, int64_t sec);
+/* The slot ll_select() would pick at `sec`, without picking it (the window
+ * does move). -ENOENT if none is eligible. */
+int64_t ll_peek(ll_vserver *vs, int64_t sec);
+/* Adds traffic to the current bucket. -EOVERFLOW if a window total would
+ * pass UINT64_MAX (nothing is added then). */
+int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets);
+/* One more active transaction without a selection. */
+int ll_begin(ll_vserver *vs, uint32_t slot);
+/* Ends one active transaction. With has_ttfb, ttfb_us (<= LL_MAX_TTFB_US)
+ * updates the smoothed TTFB: the first sample sets it, later ones move it
+ * an eighth of the way, rounded half up. -ERANGE if nothing is active. */
+int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us);
+
+int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out);
+/* Bytes allocated by the engine (for the memory figures). */
+size_t ll_memory_bytes(const ll_vserver *vs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LEASTLOAD_H */

@@ -1,0 +1,48 @@
+/*
+ * ll_internal.h - the vserver's layout, shared by the core's .c files only.
+ */
+#ifndef LL_INTERNAL_H
+#define LL_INTERNAL_H
+
+#include "leastload.h"
+#include "ll_tree.h"
+
+/* Per-service scalars: 32 bytes, so two services share a cache line. */
+typedef struct {
+    uint64_t selected;   /* selections since bind                          */
+    uint32_t active;     /* open transactions: N of LEASTCONNECTION        */
+    uint32_t ttfb_us;    /* smoothed TTFB, integer microseconds            */
+    uint32_t cap;        /* slow-start selections per second, LL_NO_CAP    */
+    uint32_t sel_this;   /* selections in the current second (saturating)  */
+    uint32_t sel_last;   /* selections in the previous second              */
+    uint8_t weight;      /* 1..100                                         */
+    uint8_t state;       /* ll_state                                       */
+    uint8_t bound;       /* 0: a hole left by ll_unbind                    */
+    uint8_t ttfb_known;  /* the first status-200 sample sets the average   */
+} ll_svc;
+
+struct ll_vserver {
+    ll_method method;
+    uint32_t n_slots;        /* slots in use, holes included               */
+    uint32_t n_bound;        /* bound services                             */
+    uint32_t n_capped;       /* slots with a slow-start cap                */
+    uint32_t rr_round;       /* ROUNDROBIN: weights >= round get a turn    */
+    int64_t cursor;          /* slot selected last; -1: before the first   */
+    int64_t cur_sec;         /* second of the newest window bucket         */
+    uint32_t head;           /* bucket index of cur_sec (floor mod 14)     */
+    uint64_t startup_left;   /* plain round-robin picks still to serve     */
+    uint32_t capacity;       /* slots allocated; tree.P >= capacity        */
+    ll_tree tree;            /* keys and arg-min nodes over the slots      */
+    ll_svc *svc;             /* [capacity]                                 */
+    uint64_t *bytes;         /* [capacity] window totals                   */
+    uint64_t *packets;       /* [capacity]                                 */
+    /* Buckets, bucket-major ([b * capacity + slot]) so that rolling one
+     * second walks one contiguous array, not one cache line per service. */
+    uint64_t *bytes_bkt;     /* [LL_WINDOW_SECONDS * capacity] */
+    uint64_t *packets_bkt;   /* [LL_WINDOW_SECONDS * capacity] */
+};
+
+/* Recomputes key[slot] from the service and fixes the tree. */
+void ll_refresh(ll_vserver *vs, uint32_t slot);
+
+#endif /* LL_INTERNAL_H */

@@ -1,0 +1,57 @@
+/*
+ * ll_tree.h - tournament tree over slots (internal).
+ *
+ * Why a tournament tree and not a heap: the tie rule of the vendor is
+ * "the first service with the lowest score *after the service selected
+ * last*, in cyclic bind order" (SPEC section 3). A heap keyed on
+ * (score, sequence) can only give "least recently selected", which sends
+ * Request-6 of the least-bandwidth table to the wrong service. A tree whose
+ * leaves are the slots in bind order and whose inner nodes hold the
+ * leftmost arg-min of their range answers "first slot >= start with key <=
+ * threshold" with one climb and one descent: O(log n) whatever the ties,
+ * and all-tied is the cheap case (the climb stops at the first subtree
+ * whose minimum equals the global one, and its arg-min is the answer).
+ *
+ * Layout: P leaves (a power of two), implicit; node[1..P-1] hold slot
+ * numbers (4 bytes each: P*4 bytes in all, not 2P keys). Leaf i is node
+ * P+i. key[] has P entries; unused slots hold LL_KEY_INF.
+ *
+ * Costs: update O(log P), build O(P), first O(log P). No allocation.
+ */
+#ifndef LL_TREE_H
+#define LL_TREE_H
+
+#include <stdint.h>
+#include "ll_key.h"
+
+typedef struct {
+    uint32_t P;       /* leaves: a power of two >= 1 */
+    uint32_t *node;   /* P entries; node[0] unused   */
+    ll_key *key;      /* P entries                    */
+} ll_tree;
+
+/* Slot holding the minimum of node i's range (leftmost on ties). */
+static inline uint32_t ll_tree_arg(const ll_tree *t, uint32_t i)
+{
+    return i >= t->P ? i - t->P : t->node[i];
+}
+
+/* Slot with the lowest key (leftmost on ties): the root's arg-min. */
+static inline uint32_t ll_tree_min_slot(const ll_tree *t) { return ll_tree_arg(t, 1); }
+
+/* Call after key[slot] changed: fixes the path from that leaf to the root. */
+static inline void ll_tree_update(ll_tree *t, uint32_t slot)
+{
+    for (uint32_t i = (t->P + slot) >> 1; i; i >>= 1) {
+        uint32_t l = ll_tree_arg(t, 2 * i), r = ll_tree_arg(t, 2 * i + 1);
+        t->node[i] = ll_key_lt(t->key[r], t->key[l]) ? r : l;
+    }
+}
+
+/* Recomputes every inner node from the keys. O(P). */
+void ll_tree_build(ll_tree *t);
+
+/* First slot >= start whose key <= thr, or -1 if there is none. */
+int64_t ll_tree_first(const ll_tree *t, uint32_t start, ll_key thr);
+
+#endif /* LL_TREE_H */

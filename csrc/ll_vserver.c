@@ -1,0 +1,475 @@
+/*
+ * ll_vserver.c - one virtual server: slots, the 14-second window, the
+ * methods' sort keys and the selection.
+ *
+ * Every service has one exact integer key, floor(N * 10000 / weight) (see
+ * ll_key.h), kept in a tournament tree over bind order (see ll_tree.h).
+ * select() = read the minimum at the root, find the first slot after the
+ * cursor holding it, charge the pick, fix one leaf-to-root path.
+ * Ineligible slots (holes, not UP, capped out for this second) hold
+ * LL_KEY_INF, so eligibility costs nothing on the select path.
+ *
+ * The window is rolled eagerly: when the clock enters a new second, every
+ * service's expiring bucket leaves its total (one pass over a contiguous
+ * array per counter) and, for the methods whose N is windowed, the keys
+ * are recomputed and the tree rebuilt in O(n). Once a second, that is
+ * cheaper than keeping per-service lazy state on the select path.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ll_internal.h"
+
+#define LL_MAX_SLOTS (1u << 30)
+
+static int slot_ok(const ll_vserver *vs, uint32_t slot)
+{
+    return slot < vs->n_slots && vs->svc[slot].bound;
+}
+
+static uint32_t floor_mod_window(int64_t sec)
+{
+    int64_t m = sec % LL_WINDOW_SECONDS;
+    return (uint32_t)(m < 0 ? m + LL_WINDOW_SECONDS : m);
+}
+
+static uint64_t load_of(const ll_vserver *vs, uint32_t slot)
+{
+    const ll_svc *s = &vs->svc[slot];
+    switch (vs->method) {
+    case LL_LEASTCONNECTION: return s->active;
+    case LL_LEASTRESPONSETIME: return (uint64_t)s->active * s->ttfb_us; /* < 2^64: see LL_MAX_TTFB_US */
+    case LL_LEASTBANDWIDTH: return vs->bytes[slot];
+    case LL_LEASTPACKETS: return vs->packets[slot];
+    default: return s->active; /* ROUNDROBIN has no N; report activity */
+    }
+}
+
+static ll_key key_of(const ll_vserver *vs, uint32_t slot)
+{
+    const ll_svc *s = &vs->svc[slot];
+    if (!s->bound || s->state != LL_UP || (s->cap != LL_NO_CAP && s->sel_this >= s->cap))
+        return LL_KEY_INF;
+    if (vs->method == LL_ROUNDROBIN)  /* heavier first: rounds admit weight >= round */
+        return ll_key_small(LL_MAX_WEIGHT - s->weight);
+    return ll_key_make(load_of(vs, slot), s->weight);
+}
+
+void ll_refresh(ll_vserver *vs, uint32_t slot)
+{
+    vs->tree.key[slot] = key_of(vs, slot);
+    ll_tree_update(&vs->tree, slot);
+}
+
+static void refresh_all(ll_vserver *vs)
+{
+    for (uint32_t i = 0; i < vs->n_slots; i++)
+        vs->tree.key[i] = key_of(vs, i);
+    ll_tree_build(&vs->tree);
+}
+
+static int method_uses_active(ll_method m)
+{
+    return m == LL_LEASTCONNECTION || m == LL_LEASTRESPONSETIME;
+}
+
+/* ---- allocation ------------------------------------------------------ */
+
+static void free_arrays(ll_vserver *vs)
+{
+    free(vs->tree.node);
+    free(vs->tree.key);
+    free(vs->svc);
+    free(vs->bytes);
+    free(vs->packets);
+    free(vs->bytes_bkt);
+    free(vs->packets_bkt);
+}
+
+/* Moves everything into arrays for `capacity` slots. On -ENOMEM nothing
+ * has changed. */
+static int resize(ll_vserver *vs, uint32_t capacity)
+{
+    uint32_t P = 1;
+    while (P < capacity)
+        P *= 2;
+    ll_vserver n = *vs;
+    n.capacity = capacity;
+    n.tree.P = P;
+    n.tree.node = calloc(P, sizeof *n.tree.node);
+    n.tree.key = malloc((size_t)P * sizeof *n.tree.key);
+    n.svc = calloc(capacity, sizeof *n.svc);
+    n.bytes = calloc(capacity, sizeof *n.bytes);
+    n.packets = calloc(capacity, sizeof *n.packets);
+    n.bytes_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.bytes_bkt);
+    n.packets_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.packets_bkt);
+    if (!n.tree.node || !n.tree.key || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
+        || !n.packets_bkt) {
+        free_arrays(&n);
+        return -ENOMEM;
+    }
+    uint32_t used = vs->n_slots;
+    if (used) {
+        memcpy(n.svc, vs->svc, used * sizeof *n.svc);
+        memcpy(n.bytes, vs->bytes, used * sizeof *n.bytes);
+        memcpy(n.packets, vs->packets, used * sizeof *n.packets);
+        memcpy(n.tree.key, vs->tree.key, used * sizeof *n.tree.key);
+        for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
+            memcpy(n.bytes_bkt + (size_t)b * capacity, vs->bytes_bkt + (size_t)b * vs->capacity,
+                   used * sizeof *n.bytes_bkt);
+            memcpy(n.packets_bkt + (size_t)b * capacity, vs->packets_bkt + (size_t)b * vs->capacity,
+                   used * sizeof *n.packets_bkt);
+        }
+    }
+    for (uint32_t i = used; i < P; i++)
+        n.tree.key[i] = LL_KEY_INF;
+    ll_tree_build(&n.tree);
+    free_arrays(vs);
+    *vs = n;
+    return 0;
+}
+
+ll_vserver *ll_create(ll_method method, int64_t sec)
+{
+    if ((unsigned)method >= LL_METHOD_COUNT)
+        return NULL;
+    ll_vserver *vs = calloc(1, sizeof *vs);
+    if (!vs)
+        return NULL;
+    vs->method = method;
+    vs->rr_round = 1;
+    vs->cursor = -1;
+    vs->cur_sec = sec;
+    vs->head = floor_mod_window(sec);
+    if (resize(vs, 4) < 0) {
+        free(vs);
+        return NULL;
+    }
+    return vs;
+}
+
+void ll_destroy(ll_vserver *vs)
+{
+    if (!vs)
+        return;
+    free_arrays(vs);
+    free(vs);
+}
+
+int ll_reserve(ll_vserver *vs, uint32_t slots)
+{
+    if (slots > LL_MAX_SLOTS)
+        return -EINVAL;
+    return slots <= vs->capacity ? 0 : resize(vs, slots);
+}
+
+size_t ll_memory_bytes(const ll_vserver *vs)
+{
+    size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS);
+    size_t per_leaf = sizeof(ll_key) + sizeof(uint32_t);
+    return sizeof *vs + (size_t)vs->capacity * per_slot + (size_t)vs->tree.P * per_leaf;
+}
+
+/* ---- services ---------------------------------------------------------- */
+
+int64_t ll_bind(ll_vserver *vs, uint32_t weight)
+{
+    if (weight < 1 || weight > LL_MAX_WEIGHT)
+        return -EINVAL;
+    if (vs->n_slots == vs->capacity) {
+        if (vs->capacity >= LL_MAX_SLOTS)
+            return -EOVERFLOW;
+        uint32_t grown = vs->capacity * 2 > LL_MAX_SLOTS ? LL_MAX_SLOTS : vs->capacity * 2;
+        int rc = resize(vs, grown);
+        if (rc < 0)
+            return rc;
+    }
+    uint32_t slot = vs->n_slots++;
+    ll_svc *s = &vs->svc[slot];
+    memset(s, 0, sizeof *s);
+    s->weight = (uint8_t)weight;
+    s->state = LL_UP;
+    s->bound = 1;
+    s->cap = LL_NO_CAP;
+    vs->n_bound++;
+    ll_refresh(vs, slot);
+    return slot;
+}
+
+/* Empties a slot's counters (its buckets included): unbind leaves a clean hole. */
+static void clear_slot(ll_vserver *vs, uint32_t slot)
+{
+    memset(&vs->svc[slot], 0, sizeof vs->svc[slot]);
+    vs->bytes[slot] = vs->packets[slot] = 0;
+    for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
+        vs->bytes_bkt[(size_t)b * vs->capacity + slot] = 0;
+        vs->packets_bkt[(size_t)b * vs->capacity + slot] = 0;
+    }
+}
+
+int ll_unbind(ll_vserver *vs, uint32_t slot)
+{
+    if (!slot_ok(vs, slot))
+        return -EINVAL;
+    if (vs->svc[slot].cap != LL_NO_CAP)
+        vs->n_capped--;
+    clear_slot(vs, slot);
+    vs->n_bound--;
+    ll_refresh(vs, slot);
+    return 0;
+}
+
+uint32_t ll_slot_count(const ll_vserver *vs) { return vs->n_slots; }
+uint32_t ll_bound_count(const ll_vserver *vs) { return vs->n_bound; }
+
+void ll_compact(ll_vserver *vs)
+{
+    uint32_t j = 0;
+    int64_t cursor = -1;
+    size_t C = vs->capacity;
+    for (uint32_t i = 0; i < vs->n_slots; i++) {
+        if (!vs->svc[i].bound)
+            continue;
+        if ((int64_t)i <= vs->cursor)
+            cursor = j;  /* the last bound slot at or before the cursor */
+        if (j != i) {
+            vs->svc[j] = vs->svc[i];
+            vs->bytes[j] = vs->bytes[i];
+            vs->packets[j] = vs->packets[i];
+            for (size_t b = 0; b < LL_WINDOW_SECONDS; b++) {
+                vs->bytes_bkt[b * C + j] = vs->bytes_bkt[b * C + i];
+                vs->packets_bkt[b * C + j] = vs->packets_bkt[b * C + i];
+            }
+        }
+        j++;
+    }
+    for (uint32_t i = j; i < vs->n_slots; i++) {
+        clear_slot(vs, i);
+        vs->tree.key[i] = LL_KEY_INF;
+    }
+    vs->n_slots = j;
+    vs->cursor = cursor;
+    refresh_all(vs);
+}
+
+int ll_set_weight(ll_vserver *vs, uint32_t slot, uint32_t weight)
+{
+    if (!slot_ok(vs, slot) || weight < 1 || weight > LL_MAX_WEIGHT)
+        return -EINVAL;
+    vs->svc[slot].weight = (uint8_t)weight;
+    ll_refresh(vs, slot);
+    return 0;
+}
+
+int ll_set_state(ll_vserver *vs, uint32_t slot, ll_state state)
+{
+    if (!slot_ok(vs, slot) || (unsigned)state >= LL_STATE_COUNT)
+        return -EINVAL;
+    vs->svc[slot].state = (uint8_t)state;
+    ll_refresh(vs, slot);
+    return 0;
+}
+
+int ll_set_cap(ll_vserver *vs, uint32_t slot, uint32_t cap)
+{
+    if (!slot_ok(vs, slot))
+        return -EINVAL;
+    ll_svc *s = &vs->svc[slot];
+    vs->n_capped += (cap != LL_NO_CAP) - (s->cap != LL_NO_CAP);
+    s->cap = cap;
+    ll_refresh(vs, slot);
+    return 0;
+}
+
+int ll_set_method(ll_vserver *vs, ll_method method)
+{
+    if ((unsigned)method >= LL_METHOD_COUNT)
+        return -EINVAL;
+    vs->method = method;
+    vs->rr_round = 1;
+    refresh_all(vs);
+    return 0;
+}
+
+ll_method ll_get_method(const ll_vserver *vs) { return vs->method; }
+
+void ll_set_startup_rr(ll_vserver *vs, uint64_t requests) { vs->startup_left = requests; }
+uint64_t ll_startup_rr_left(const ll_vserver *vs) { return vs->startup_left; }
+
+/* ---- time ------------------------------------------------------------- */
+
+int64_t ll_current_second(const ll_vserver *vs) { return vs->cur_sec; }
+int64_t ll_cursor(const ll_vserver *vs) { return vs->cursor; }
+uint32_t ll_rr_round(const ll_vserver *vs) { return vs->rr_round; }
+
+int64_t ll_advance(ll_vserver *vs, int64_t sec)
+{
+    if (sec <= vs->cur_sec)
+        return 0;  /* the clock went back or stayed: no time passes */
+    /* sec > cur_sec, so the difference fits in 64 unsigned bits */
+    uint64_t moved = (uint64_t)sec - (uint64_t)vs->cur_sec;
+    size_t C = vs->capacity, n = vs->n_slots;
+    if (moved >= LL_WINDOW_SECONDS) {
+        memset(vs->bytes, 0, n * sizeof *vs->bytes);
+        memset(vs->packets, 0, n * sizeof *vs->packets);
+        for (size_t b = 0; b < LL_WINDOW_SECONDS; b++) {
+            memset(vs->bytes_bkt + b * C, 0, n * sizeof *vs->bytes_bkt);
+            memset(vs->packets_bkt + b * C, 0, n * sizeof *vs->packets_bkt);
+        }
+    } else {
+        for (uint64_t k = 1; k <= moved; k++) {
+            size_t b = (vs->head + k) % LL_WINDOW_SECONDS;
+            uint64_t *bb = vs->bytes_bkt + b * C, *pb = vs->packets_bkt + b * C;
+            for (size_t i = 0; i < n; i++) {
+                vs->bytes[i] -= bb[i];
+                vs->packets[i] -= pb[i];
+            }
+            memset(bb, 0, n * sizeof *bb);
+            memset(pb, 0, n * sizeof *pb);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        ll_svc *s = &vs->svc[i];
+        s->sel_last = moved == 1 ? s->sel_this : 0;
+        s->sel_this = 0;
+    }
+    vs->cur_sec = sec;
+    vs->head = floor_mod_window(sec);
+    if (vs->method == LL_LEASTBANDWIDTH || vs->method == LL_LEASTPACKETS || vs->n_capped)
+        refresh_all(vs);
+    return moved > INT64_MAX ? INT64_MAX : (int64_t)moved;
+}
+
+/* ---- the request path -------------------------------------------------- */
+
+/* The slot select() would take now, and the round it would leave; no
+ * side effects. -ENOENT when nothing is eligible. */
+static int64_t pick(const ll_vserver *vs, uint32_t *round_out)
+{
+    const ll_tree *t = &vs->tree;
+    uint32_t best = ll_tree_min_slot(t);
+    ll_key min = t->key[best];
+    uint32_t start = (uint32_t)(vs->cursor + 1);
+    uint32_t round = vs->rr_round;
+    int64_t slot;
+    *round_out = round;
+    if (ll_key_eq(min, LL_KEY_INF))
+        return -ENOENT;
+    if (vs->startup_left && vs->method != LL_ROUNDROBIN) {
+        /* plain round robin: any eligible (finite) key qualifies */
+        slot = ll_tree_first(t, start, LL_KEY_MAX_FINITE);
+        return slot >= 0 ? slot : ll_tree_first(t, 0, LL_KEY_MAX_FINITE);
+    }
+    if (vs->method == LL_ROUNDROBIN) {
+        /* keys are 100 - weight; round r admits keys <= 100 - r */
+        uint32_t max_weight = LL_MAX_WEIGHT - (uint32_t)ll_key_low(min);
+        slot = round <= max_weight ? ll_tree_first(t, start, ll_key_small(LL_MAX_WEIGHT - round)) : -1;
+        if (slot < 0) {
+            round = round >= max_weight ? 1 : round + 1;
+            slot = ll_tree_first(t, 0, ll_key_small(LL_MAX_WEIGHT - round));
+        }
+        *round_out = round;
+        return slot;
+    }
+    slot = ll_tree_first(t, start, min);
+    return slot >= 0 ? slot : best;  /* wrap: the leftmost minimum */
+}
+
+int64_t ll_peek(ll_vserver *vs, int64_t sec)
+{
+    uint32_t round;
+    ll_advance(vs, sec);
+    return pick(vs, &round);
+}
+
+int64_t ll_select(ll_vserver *vs, int64_t sec)
+{
+    uint32_t round;
+    ll_advance(vs, sec);
+    int64_t slot = pick(vs, &round);
+    if (slot < 0)
+        return slot;
+    ll_svc *s = &vs->svc[slot];
+    if (s->active == UINT32_MAX)
+        return -EOVERFLOW;
+    vs->cursor = slot;
+    vs->rr_round = round;
+    if (vs->startup_left && vs->method != LL_ROUNDROBIN)
+        vs->startup_left--;
+    s->active++;
+    s->selected++;
+    if (s->sel_this != UINT32_MAX)
+        s->sel_this++;
+    if (method_uses_active(vs->method) || s->cap != LL_NO_CAP)
+        ll_refresh(vs, (uint32_t)slot);
+    return slot;
+}
+
+int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets)
+{
+    if (!slot_ok(vs, slot))
+        return -EINVAL;
+    ll_advance(vs, sec);
+    if (bytes > UINT64_MAX - vs->bytes[slot] || packets > UINT64_MAX - vs->packets[slot])
+        return -EOVERFLOW;
+    size_t at = (size_t)vs->head * vs->capacity + slot;
+    vs->bytes_bkt[at] += bytes;
+    vs->packets_bkt[at] += packets;
+    vs->bytes[slot] += bytes;
+    vs->packets[slot] += packets;
+    if ((vs->method == LL_LEASTBANDWIDTH && bytes) || (vs->method == LL_LEASTPACKETS && packets))
+        ll_refresh(vs, slot);
+    return 0;
+}
+
+int ll_begin(ll_vserver *vs, uint32_t slot)
+{
+    if (!slot_ok(vs, slot))
+        return -EINVAL;
+    if (vs->svc[slot].active == UINT32_MAX)
+        return -EOVERFLOW;
+    vs->svc[slot].active++;
+    if (method_uses_active(vs->method))
+        ll_refresh(vs, slot);
+    return 0;
+}
+
+int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us)
+{
+    if (!slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
+        return -EINVAL;
+    ll_svc *s = &vs->svc[slot];
+    if (s->active == 0)
+        return -ERANGE;
+    s->active--;
+    if (has_ttfb) {
+        /* EWMA, alpha 1/8, rounded half up; 7 * 3.6e9 fits in 64 bits */
+        s->ttfb_us = s->ttfb_known ? (uint32_t)((7 * (uint64_t)s->ttfb_us + ttfb_us + 4) / 8) : ttfb_us;
+        s->ttfb_known = 1;
+    }
+    if (method_uses_active(vs->method))
+        ll_refresh(vs, slot);
+    return 0;
+}
+
+int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
+{
+    if (slot >= vs->n_slots)
+        return -EINVAL;
+    const ll_svc *s = &vs->svc[slot];
+    out->bytes = vs->bytes[slot];
+    out->packets = vs->packets[slot];
+    out->load = s->bound ? load_of(vs, slot) : 0;
+    out->selected = s->selected;
+    out->active = s->active;
+    out->ttfb_us = s->ttfb_us;
+    out->cap = s->cap;
+    out->sel_this_sec = s->sel_this;
+    out->sel_last_sec = s->sel_last;
+    out->weight = s->weight;
+    out->state = s->state;
+    out->bound = s->bound;
+    out->ttfb_known = s->ttfb_known;
+    return 0;
+}

@@ -1,0 +1,34 @@
+"""leastload: NetScaler-style load-balancing selection, with a C hot path.
+
+`LEASTLOAD_IMPLEMENTATION=c` forces the C engine (and fails loudly if it is
+missing), `=python` forces the pure-Python reference; unset means the C engine.
+"""
+
+import os as _os
+
+from ._errors import DuplicateService, NoServiceAvailable, UnknownService
+
+_choice = _os.environ.get("LEASTLOAD_IMPLEMENTATION", "c").strip().lower() or "c"
+if _choice == "python":
+    from .reference import ManualClock, VirtualServer
+elif _choice == "c":
+    try:
+        from ._native import ManualClock, VirtualServer
+    except ImportError as exc:  # a broken build must never pass for the reference
+        raise ImportError(
+            "leastload's C engine is not importable (" + str(exc) + "); rebuild the package "
+            "or set LEASTLOAD_IMPLEMENTATION=python to use the pure-Python reference"
+        ) from exc
+else:
+    raise ImportError(f"LEASTLOAD_IMPLEMENTATION must be 'c' or 'python', got {_choice!r}")
+
+IMPLEMENTATION = _choice
+
+__all__ = [
+    "VirtualServer",
+    "ManualClock",
+    "NoServiceAvailable",
+    "UnknownService",
+    "DuplicateService",
+    "IMPLEMENTATION",
+]

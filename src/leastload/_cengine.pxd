@@ -1,0 +1,67 @@
+# Declarations of the C core's public header (csrc/leastload.h).
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+
+cdef extern from "leastload.h" nogil:
+    enum:
+        LL_WINDOW_SECONDS
+        LL_MAX_WEIGHT
+        LL_MAX_TTFB_US
+    const uint32_t LL_NO_CAP
+
+    ctypedef enum ll_method:
+        LL_ROUNDROBIN
+        LL_LEASTCONNECTION
+        LL_LEASTRESPONSETIME
+        LL_LEASTBANDWIDTH
+        LL_LEASTPACKETS
+        LL_METHOD_COUNT
+
+    ctypedef enum ll_state:
+        LL_UP
+        LL_DOWN
+        LL_OUT_OF_SERVICE
+
+    ctypedef struct ll_vserver:
+        pass
+
+    ctypedef struct ll_info:
+        uint64_t bytes
+        uint64_t packets
+        uint64_t load
+        uint64_t selected
+        uint32_t active
+        uint32_t ttfb_us
+        uint32_t cap
+        uint32_t sel_this_sec
+        uint32_t sel_last_sec
+        uint8_t weight
+        uint8_t state
+        uint8_t bound
+        uint8_t ttfb_known
+
+    ll_vserver *ll_create(ll_method method, int64_t sec)
+    void ll_destroy(ll_vserver *vs)
+    int64_t ll_bind(ll_vserver *vs, uint32_t weight)
+    int ll_unbind(ll_vserver *vs, uint32_t slot)
+    int ll_reserve(ll_vserver *vs, uint32_t slots)
+    uint32_t ll_slot_count(const ll_vserver *vs)
+    uint32_t ll_bound_count(const ll_vserver *vs)
+    void ll_compact(ll_vserver *vs)
+    int ll_set_weight(ll_vserver *vs, uint32_t slot, uint32_t weight)
+    int ll_set_state(ll_vserver *vs, uint32_t slot, ll_state state)
+    int ll_set_method(ll_vserver *vs, ll_method method)
+    ll_method ll_get_method(const ll_vserver *vs)
+    void ll_set_startup_rr(ll_vserver *vs, uint64_t requests)
+    uint64_t ll_startup_rr_left(const ll_vserver *vs)
+    int ll_set_cap(ll_vserver *vs, uint32_t slot, uint32_t cap)
+    int64_t ll_advance(ll_vserver *vs, int64_t sec)
+    int64_t ll_current_second(const ll_vserver *vs)
+    int64_t ll_cursor(const ll_vserver *vs)
+    uint32_t ll_rr_round(const ll_vserver *vs)
+    int64_t ll_peek(ll_vserver *vs, int64_t sec)
+    int64_t ll_select(ll_vserver *vs, int64_t sec)
+    int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets)
+    int ll_begin(ll_vserver *vs, uint32_t slot)
+    int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us)
+    int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
+    size_t ll_memory_bytes(const ll_vserver *vs)

@@ -1,0 +1,155 @@
+"""Exceptions and the messages of bad input, shared by both implementations.
+
+Both engines raise through these helpers, so a test can demand the same
+exception type *and* the same message from the C engine and the reference.
+"""
+import math
+import operator
+
+
+class NoServiceAvailable(LookupError):
+    """select() found no service that is UP and eligible."""
+
+
+class UnknownService(KeyError):
+    """The name is not bound to this vserver."""
+
+    def __str__(self):  # KeyError would repr() the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateService(ValueError):
+    """bind() of a name that is already bound."""
+
+
+def unknown_service(name):
+    return UnknownService(f"unknown service {name!r}")
+
+
+def duplicate_service(name):
+    return DuplicateService(f"service {name!r} is already bound")
+
+
+def bad_value(arg, value, expected):
+    return ValueError(f"{arg} must be {expected}, got {value!r}")
+
+
+def bad_type(arg, value, expected):
+    return TypeError(f"{arg} must be {expected}, got {type(value).__name__} {value!r}")
+
+
+def too_large(arg, value, limit):
+    return OverflowError(f"{arg}={value!r} would take {limit} past its 64-bit range")
+
+
+def check_name(name):
+    """Returns name if it is a non-empty str, else raises TypeError/ValueError."""
+    if type(name) is not str:
+        raise bad_type("name", name, "a str")
+    if not name:
+        raise bad_value("name", name, "a non-empty str")
+    return name
+
+
+def check_count(arg, value):
+    """A byte or packet count: an integer (not bool, not float) in 0 .. 2**64 - 1."""
+    if type(value) is not int:
+        if isinstance(value, bool):
+            raise bad_type(arg, value, "an int")
+        try:
+            value = operator.index(value)  # numpy integers are welcome
+        except TypeError:
+            raise bad_type(arg, value, "an int") from None
+    if value < 0:
+        raise bad_value(arg, value, "a non-negative int")
+    if value > 0xFFFFFFFFFFFFFFFF:
+        raise too_large(arg, value, "the window total")
+    return value
+
+
+def check_weight(weight):
+    if isinstance(weight, bool) or not isinstance(weight, int):
+        raise bad_type("weight", weight, "an int")
+    if not 1 <= weight <= 100:
+        raise bad_value("weight", weight, "an int in 1..100")
+    return int(weight)
+
+
+def check_choice(arg, value, choices):
+    if type(value) is not str:
+        raise bad_type(arg, value, "a str, one of " + ", ".join(choices))
+    if value not in choices:
+        raise bad_value(arg, value, "one of " + ", ".join(choices))
+    return value
+
+
+def check_ttfb(ttfb):
+    """TTFB in seconds (0..3600) -> integer microseconds, rounded half up."""
+    if isinstance(ttfb, bool) or not isinstance(ttfb, (int, float)):
+        raise bad_type("ttfb", ttfb, "a number of seconds")
+    ttfb = float(ttfb)
+    if not (0.0 <= ttfb <= 3600.0):  # also rejects NaN
+        raise bad_value("ttfb", ttfb, "a number of seconds in 0..3600")
+    return int(math.floor(ttfb * 1e6 + 0.5))
+
+
+def check_status(status):
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise bad_type("status", status, "an int HTTP status")
+    if not 100 <= status <= 599:
+        raise bad_value("status", status, "an HTTP status in 100..599")
+    return int(status)
+
+
+def check_time(now):
+    """A clock reading must be a finite float."""
+    try:
+        now = float(now)
+    except (TypeError, ValueError):
+        raise bad_type("clock.now()", now, "a float") from None
+    if not (math.isfinite(now) and abs(now) < 2.0**53):
+        raise bad_value("clock.now()", now, "a finite number of seconds below 2**53")
+    return now
+
+
+METHODS = ("ROUNDROBIN", "LEASTCONNECTION", "LEASTRESPONSETIME", "LEASTBANDWIDTH", "LEASTPACKETS")
+STATES = ("UP", "DOWN", "OUT_OF_SERVICE")
+
+
+def no_service():
+    return NoServiceAvailable("no service is UP and eligible")
+
+
+def active_overflow(name):
+    return OverflowError(f"service {name!r} already has 2**32 - 1 active transactions")
+
+
+def window_overflow(arg, value):
+    return too_large(arg, value, "the window total")
+
+
+def nothing_active(name):
+    return ValueError(f"service {name!r} has no active transaction")
+
+
+def check_bool(arg, value):
+    if type(value) is not bool:
+        raise bad_type(arg, value, "a bool")
+    return value
+
+
+def check_startup_rr_factor(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_type("startup_rr_factor", value, "an int")
+    if not 0 <= value <= 0xFFFFFFFFFFFFFFFF:
+        raise bad_value("startup_rr_factor", value, "an int in 0..2**64-1")
+    return int(value)
+
+
+def check_cap(cap):
+    """A slow-start cap: selections per second, 0 .. 2**32 - 2."""
+    if isinstance(cap, bool) or not isinstance(cap, int):
+        raise bad_type("cap", cap, "an int or None")
+    if not 0 <= cap <= 0xFFFFFFFE:
+        raise bad_value("cap", cap, "an int in 0..2**32-2")
+    return int(cap)

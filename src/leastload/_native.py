@@ -1,0 +1,22 @@
+"""The C engine behind the shared facade: what `leastload` exports by default."""
+
+from ._engine import Engine, ManualClock, monotonic
+from ._errors import DuplicateService, NoServiceAvailable, UnknownService
+from ._facade import VirtualServerFacade
+
+IMPLEMENTATION = "c"
+
+
+class VirtualServer(VirtualServerFacade, Engine):
+    __doc__ = Engine.__doc__
+
+
+__all__ = [
+    "VirtualServer",
+    "ManualClock",
+    "Engine",
+    "monotonic",
+    "NoServiceAvailable",
+    "UnknownService",
+    "DuplicateService",
+]

@@ -1,0 +1,390 @@
+"""The pure-Python reference engine: the oracle the C engine is tested against.
+
+Plain on purpose: docs/semantics.md is the contract and this file follows it
+rule by rule, with O(n) scans where the C engine keeps trees. Clarity first.
+
+Which calls read the clock (and so move the window and may run the slow-start
+deadline): select, record, load, score and info. Arguments are validated
+before the clock is read, so bad input changes nothing.
+"""
+import math
+import time
+
+from . import _errors
+from ._errors import METHODS, STATES, DuplicateService, NoServiceAvailable, UnknownService
+from ._facade import VirtualServerFacade
+
+__all__ = ["ManualClock", "Engine", "VirtualServer", "NoServiceAvailable", "UnknownService", "DuplicateService"]
+
+WINDOW_SECONDS = 14
+MAX_ACTIVE = 2**32 - 1  # active transactions are 32-bit in the C engine
+MAX_TOTAL = 2**64 - 1  # window totals are 64-bit
+MAX_CAP = 2**32 - 2  # 2**32 - 1 is the C engine's "no cap"
+
+
+def _check_seconds(arg, value):
+    """A finite number of seconds (int or float, not bool) -> float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _errors.bad_type(arg, value, "a number of seconds")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf
+    if not math.isfinite(seconds):
+        raise _errors.bad_value(arg, value, "a finite number of seconds")
+    return seconds
+
+
+def _check_bool(arg, value):
+    if type(value) is not bool:
+        raise _errors.bad_type(arg, value, "a bool")
+    return value
+
+
+def _check_factor(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _errors.bad_type("startup_rr_factor", value, "an int")
+    if not 0 <= value <= MAX_TOTAL:
+        raise _errors.bad_value("startup_rr_factor", value, "an int in 0..2**64-1")
+    return int(value)
+
+
+def _check_cap(cap):
+    if cap is None:
+        return None
+    if isinstance(cap, bool) or not isinstance(cap, int):
+        raise _errors.bad_type("cap", cap, "an int or None")
+    if not 0 <= cap <= MAX_CAP:
+        raise _errors.bad_value("cap", cap, f"an int in 0..{MAX_CAP} or None")
+    return int(cap)
+
+
+def _active_overflow(name):
+    return OverflowError(f"service {name!r} already has {MAX_ACTIVE} active transactions")
+
+
+class ManualClock:
+    """A clock that moves only when told to (tests and simulations)."""
+
+    def __init__(self, start=0.0):
+        self._t = _check_seconds("start", start)
+
+    def now(self):
+        return self._t
+
+    def advance(self, seconds):
+        """Moves the clock by `seconds`; negative values move it backwards."""
+        seconds = _check_seconds("seconds", seconds)
+        t = self._t + seconds
+        if not math.isfinite(t):
+            raise _errors.bad_value("seconds", seconds, "a number of seconds that keeps the clock finite")
+        self._t = t
+
+    def set(self, t):
+        self._t = _check_seconds("t", t)
+
+    def __repr__(self):
+        return f"ManualClock({self._t!r})"
+
+
+class _MonotonicClock:
+    now = staticmethod(time.monotonic)
+
+
+class _Service:
+    __slots__ = ("name", "seq", "weight", "state", "bytes", "packets", "active", "ttfb_us",
+                 "ttfb_known", "cap", "sel_this_sec", "sel_last_sec", "selected")
+
+    def __init__(self, name, seq, weight):
+        self.name = name
+        self.seq = seq  # bind order is ascending seq; seqs are never reused
+        self.weight = weight
+        self.state = "UP"
+        self.bytes = {}  # absolute second -> bytes recorded in it (the last 14 seconds only)
+        self.packets = {}  # absolute second -> packets recorded in it
+        self.active = 0
+        self.ttfb_us = 0
+        self.ttfb_known = False
+        self.cap = None  # slow-start cap on selections per second; None: no cap
+        self.sel_this_sec = 0
+        self.sel_last_sec = 0
+        self.selected = 0
+
+
+class Engine:
+    """One virtual server: bound services, the method, the window, the tie cursor."""
+
+    def __init__(self, method="LEASTCONNECTION", clock=None, *, startup_rr_factor=0, rtsp_nat=False):
+        _errors.check_choice("method", method, METHODS)
+        factor = _check_factor(startup_rr_factor)
+        _check_bool("rtsp_nat", rtsp_nat)
+        if clock is None:
+            clock = _MonotonicClock()
+        elif not callable(getattr(clock, "now", None)):
+            raise _errors.bad_type("clock", clock, "an object with a now() method")
+        self._second = math.floor(_errors.check_time(clock.now()))
+        self._clock = clock
+        self._method = method
+        self._startup_rr_factor = factor
+        self._startup_rr_left = factor
+        self._rtsp_nat = rtsp_nat
+        self._services = {}  # name -> _Service; dict order is bind order
+        self._next_seq = 0
+        self._cursor = -1  # seq of the service selected last; -1: before the first
+        self._rr_round = 1
+        self._deadline = math.inf
+
+    # -- time -------------------------------------------------------------
+
+    def _tick(self):
+        """Reads the clock, moves the window forward to its second, runs the deadline."""
+        now = _errors.check_time(self._clock.now())
+        sec = math.floor(now)
+        if sec > self._second:  # earlier seconds: no time passed
+            for s in self._services.values():
+                for buckets in (s.bytes, s.packets):
+                    for old in [k for k in buckets if k <= sec - WINDOW_SECONDS]:
+                        del buckets[old]
+                s.sel_last_sec = s.sel_this_sec if sec == self._second + 1 else 0
+                s.sel_this_sec = 0
+            self._second = sec
+        if now >= self._deadline:
+            self._on_deadline(now)
+        return now
+
+    def now(self):
+        return _errors.check_time(self._clock.now())
+
+    def _set_deadline(self, t):
+        t = float(t)
+        if math.isnan(t):
+            raise _errors.bad_value("deadline", t, "a number of seconds")
+        self._deadline = t
+
+    def _on_deadline(self, now):
+        """Slow-start hook, called by _tick once the deadline is reached."""
+        self._deadline = math.inf
+
+    # -- configuration ------------------------------------------------------
+
+    def _get(self, name):
+        _errors.check_name(name)
+        try:
+            return self._services[name]
+        except KeyError:
+            raise _errors.unknown_service(name) from None
+
+    def bind(self, name, weight=1):
+        _errors.check_name(name)
+        if name in self._services:
+            raise _errors.duplicate_service(name)
+        weight = _errors.check_weight(weight)
+        self._services[name] = _Service(name, self._next_seq, weight)
+        self._next_seq += 1
+
+    def unbind(self, name):
+        self._get(name)
+        del self._services[name]  # the cursor keeps its seq, i.e. its place in bind order
+
+    def set_weight(self, name, weight):
+        s = self._get(name)
+        s.weight = _errors.check_weight(weight)
+
+    def set_state(self, name, state):
+        s = self._get(name)
+        s.state = _errors.check_choice("state", state, STATES)
+
+    def set_method(self, method):
+        self._method = _errors.check_choice("method", method, METHODS)
+        self._rr_round = 1
+        self._startup_rr_left = self._startup_rr_factor
+
+    @property
+    def method(self):
+        return self._method
+
+    @property
+    def services(self):
+        return list(self._services)
+
+    @property
+    def startup_rr_factor(self):
+        return self._startup_rr_factor
+
+    @startup_rr_factor.setter
+    def startup_rr_factor(self, value):
+        # Takes effect at the next set_method(); the running count is left alone.
+        self._startup_rr_factor = _check_factor(value)
+
+    @property
+    def startup_rr_left(self):
+        return self._startup_rr_left
+
+    @property
+    def rtsp_nat(self):
+        return self._rtsp_nat
+
+    @rtsp_nat.setter
+    def rtsp_nat(self, value):
+        self._rtsp_nat = _check_bool("rtsp_nat", value)
+
+    def _set_cap(self, name, cap):
+        s = self._get(name)
+        s.cap = _check_cap(cap)
+
+    # -- selection ------------------------------------------------------------
+
+    def _n(self, s):
+        """N of the method, an exact int (LEASTRESPONSETIME: microseconds)."""
+        if self._method == "LEASTBANDWIDTH":
+            return sum(s.bytes.values())
+        if self._method == "LEASTPACKETS":
+            return sum(s.packets.values())
+        if self._method == "LEASTRESPONSETIME":
+            return s.active * s.ttfb_us
+        return s.active  # LEASTCONNECTION; ROUNDROBIN reports active
+
+    def _eligible(self, s):
+        return s.state == "UP" and (s.cap is None or s.sel_this_sec < s.cap)
+
+    def _first_after_cursor(self, candidates):
+        """The first candidate (in bind order) strictly after the cursor, else the first."""
+        return next((s for s in candidates if s.seq > self._cursor), candidates[0])
+
+    def _round_robin(self, eligible):
+        """Weighted round robin: returns (service, round it was picked in)."""
+        r = self._rr_round
+        after = [s for s in eligible if s.weight >= r and s.seq > self._cursor]
+        if after:
+            return after[0], r
+        r += 1
+        if r > max(s.weight for s in eligible):
+            r = 1
+        return next(s for s in eligible if s.weight >= r), r
+
+    def select(self):
+        self._tick()
+        eligible = [s for s in self._services.values() if self._eligible(s)]
+        if not eligible:
+            raise NoServiceAvailable("no service is UP and eligible")
+        rr_round = self._rr_round
+        if self._startup_rr_left > 0:
+            chosen = self._first_after_cursor(eligible)
+        elif self._method == "ROUNDROBIN":
+            chosen, rr_round = self._round_robin(eligible)
+        else:
+            keys = {s.name: self._n(s) * 10000 // s.weight for s in eligible}
+            lowest = min(keys.values())
+            chosen = self._first_after_cursor([s for s in eligible if keys[s.name] == lowest])
+        if chosen.active == MAX_ACTIVE:
+            raise _active_overflow(chosen.name)
+        if self._startup_rr_left > 0:
+            self._startup_rr_left -= 1
+        self._rr_round = rr_round
+        self._cursor = chosen.seq
+        chosen.active += 1
+        chosen.selected += 1
+        chosen.sel_this_sec += 1
+        return chosen.name
+
+    # -- counters -------------------------------------------------------------
+
+    def record(self, name, bytes=0, packets=0, control=False):
+        s = self._get(name)
+        nbytes = _errors.check_count("bytes", bytes)
+        npackets = _errors.check_count("packets", packets)
+        _check_bool("control", control)
+        self._tick()  # the window moves first: the overflow check sees the moved window
+        if control and not self._rtsp_nat:
+            return
+        if sum(s.bytes.values()) + nbytes > MAX_TOTAL:
+            raise _errors.too_large("bytes", nbytes, "the window total")
+        if sum(s.packets.values()) + npackets > MAX_TOTAL:
+            raise _errors.too_large("packets", npackets, "the window total")
+        # Traffic goes into the current second; after the clock went back that is
+        # still self._second, as no time passed.
+        s.bytes[self._second] = s.bytes.get(self._second, 0) + nbytes
+        s.packets[self._second] = s.packets.get(self._second, 0) + npackets
+
+    def begin(self, name):
+        s = self._get(name)
+        if s.active == MAX_ACTIVE:
+            raise _active_overflow(name)
+        s.active += 1
+
+    def finish(self, name, ttfb=None, status=200):
+        s = self._get(name)
+        ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
+        status = _errors.check_status(status)
+        if s.active == 0:
+            raise ValueError(f"service {name!r} has no active transaction")
+        s.active -= 1
+        if status == 200 and ttfb_us is not None:
+            s.ttfb_us = (7 * s.ttfb_us + ttfb_us + 4) // 8 if s.ttfb_known else ttfb_us
+            s.ttfb_known = True
+
+    # -- reading ----------------------------------------------------------------
+
+    def _load(self, s):
+        n = self._n(s)
+        return float(n) / 1e6 if self._method == "LEASTRESPONSETIME" else n
+
+    def _score(self, s):
+        score = float(self._n(s)) * 10000 / s.weight
+        return score / 1e6 if self._method == "LEASTRESPONSETIME" else score
+
+    def load(self, name):
+        s = self._get(name)
+        self._tick()
+        return self._load(s)
+
+    def score(self, name):
+        s = self._get(name)
+        self._tick()
+        return self._score(s)
+
+    def weight(self, name):
+        return self._get(name).weight
+
+    def state(self, name):
+        return self._get(name).state
+
+    def active(self, name):
+        return self._get(name).active
+
+    def _info(self, s):
+        return {
+            "name": s.name,
+            "weight": s.weight,
+            "state": s.state,
+            "bytes": sum(s.bytes.values()),
+            "packets": sum(s.packets.values()),
+            "active": s.active,
+            "ttfb": s.ttfb_us / 1e6 if s.ttfb_known else None,
+            "selected": s.selected,
+            "sel_this_sec": s.sel_this_sec,
+            "sel_last_sec": s.sel_last_sec,
+            "cap": s.cap,
+            "load": self._load(s),
+            "score": self._score(s),
+        }
+
+    def info(self, name):
+        s = self._get(name)
+        self._tick()
+        return self._info(s)
+
+    def snapshot(self):
+        """The whole state as plain data, without reading the clock."""
+        return {
+            "method": self._method,
+            "second": self._second,
+            "cursor": sum(1 for s in self._services.values() if s.seq <= self._cursor),
+            "rr_round": self._rr_round,
+            "startup_rr_left": self._startup_rr_left,
+            "services": [self._info(s) for s in self._services.values()],
+        }
+
+
+class VirtualServer(VirtualServerFacade, Engine):
+    """The reference vserver: the shared facade over the reference engine."""
