@@ -128,6 +128,70 @@ int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out);
 /* Bytes allocated by the engine (for the memory figures). */
 size_t ll_memory_bytes(const ll_vserver *vs);
 
+/* ---- replay: a whole request trace inside C (the batch path) ----------
+ *
+ * The replay makes exactly the calls the per-call driver of
+ * src/leastload/replay.py makes, in the same order, with the same values:
+ * for each request, in arrival order, first every completion due at or
+ * before its arrival (record the response traffic, then finish), then
+ * select + record the request traffic. So its decisions equal driving the
+ * vserver one call at a time. Service events (state changes, bind, unbind)
+ * and the slow-start policy stay with the caller: the run stops before any
+ * operation at or after `stop_time` (the next event) and before any call
+ * whose time reaches `deadline` (the policy hook), and resumes where it
+ * stopped. The pending completions live in a heap that grows by doubling.
+ */
+typedef struct {
+    double time;     /* completion time                        */
+    uint64_t req;    /* request index: breaks ties in time     */
+    double ttfb;     /* seconds                                */
+    uint32_t svc;    /* trace service                          */
+    uint32_t gen;    /* bind generation of svc at dispatch     */
+} ll_pending;
+
+enum { LL_REPLAY_DONE = 0, LL_REPLAY_EVENT = 1, LL_REPLAY_DEADLINE = 2 };
+enum { LL_OP_NONE = 0, LL_OP_ARRIVAL = 1, LL_OP_COMPLETION = 2 };
+
+typedef struct {
+    /* the trace: borrowed, n requests, sorted by arrival */
+    size_t n;
+    const double *arrival, *ttfb_factor, *transfer;
+    const uint16_t *status;
+    const uint64_t *req_bytes, *resp_bytes, *req_packets, *resp_packets;
+    const double *ttfb_base, *ttfb_slope;   /* per trace service */
+    /* the mapping, kept by the caller and valid between runs */
+    const int64_t *slot_of;     /* trace service -> slot, -1 if unbound */
+    const int32_t *service_of;  /* slot -> trace service                */
+    const uint32_t *gen;        /* trace service -> bind generation     */
+    /* results, per request and per trace service */
+    int32_t *chosen;
+    uint64_t *selected, *bytes, *packets, *completed;
+    /* progress: the next request, the pending heap, the operation under way */
+    size_t next;
+    ll_pending *heap;
+    size_t heap_len, heap_cap;
+    int op;              /* LL_OP_*: an operation stopped half way     */
+    int phase;           /* its next call: 0 or 1                      */
+    int hook_done;       /* the caller ran the hook for this call       */
+    ll_pending cur;      /* the completion under way                   */
+    double now;          /* time of the last call (or of the stop)     */
+    uint64_t err_value;  /* the value behind an error (bytes, packets) */
+    int err_call;        /* 0 select, 1 record bytes, 2 record packets, 3 finish */
+} ll_replay;
+
+/* Runs the replay on `vs` from where it stopped, until everything is done
+ * (LL_REPLAY_DONE, with every completion drained), or the next operation's
+ * time is >= stop_time (LL_REPLAY_EVENT), or a call's time is >= deadline
+ * and hook_done is 0 (LL_REPLAY_DEADLINE; r->now is that time, the window
+ * has moved to it; set hook_done = 1 after running the hook, then resume).
+ * Errors: -ENOMEM (the heap could not grow), -EINVAL (a TTFB over
+ * LL_MAX_TTFB_US), -EOVERFLOW (a window total); r->err_* tell which call.
+ * Nothing of the failing call has been applied; earlier calls stand. */
+int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline);
+
+/* Frees the pending heap. */
+void ll_replay_free(ll_replay *r);
+
 #ifdef __cplusplus
 }
 #endif

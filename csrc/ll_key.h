@@ -23,8 +23,12 @@ static inline ll_key ll_key_small(uint64_t v) { return (ll_key)v; }
 static inline uint64_t ll_key_low(ll_key k) { return (uint64_t)k; }
 static inline ll_key ll_key_make(uint64_t n, uint32_t weight)
 {
-    if (weight == 1)
-        return (ll_key)n * 10000u;
+    if (n <= UINT64_MAX / 10000u) {  /* the usual case: one narrow division */
+        uint64_t x = n * 10000u;
+        if (weight == 1)
+            return x;
+        return x <= UINT32_MAX ? (uint32_t)x / weight : x / weight;
+    }
     /* n = q*w + r: q*10000 + r*10000/w avoids a 128-bit division */
     uint64_t q = n / weight, r = n % weight;
     return (ll_key)q * 10000u + (r * 10000u) / weight;

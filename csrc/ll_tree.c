@@ -3,6 +3,8 @@
 
 void ll_tree_build(ll_tree *t)
 {
+    for (uint32_t i = 0; i < t->P; i++)
+        t->node[t->P + i] = i;
     for (uint32_t i = t->P - 1; i >= 1; i--) {
         uint32_t l = ll_tree_arg(t, 2 * i), r = ll_tree_arg(t, 2 * i + 1);
         t->node[i] = ll_key_lt(t->key[r], t->key[l]) ? r : l;
@@ -27,7 +29,7 @@ int64_t ll_tree_first(const ll_tree *t, uint32_t start, ll_key thr)
      * thr, its leftmost arg-min is that leaf (the all-tied fast path). */
     for (;;) {
         uint32_t a = ll_tree_arg(t, i);
-        if (i >= t->P || ll_key_eq(t->key[a], thr))
+        if (i >= t->P || ll_key_eq(t->key[a], thr))  /* a leaf, or all-tied */
             return a;
         i *= 2;
         if (!ll_key_le(t->key[ll_tree_arg(t, i)], thr))

@@ -12,9 +12,10 @@
  * and all-tied is the cheap case (the climb stops at the first subtree
  * whose minimum equals the global one, and its arg-min is the answer).
  *
- * Layout: P leaves (a power of two), implicit; node[1..P-1] hold slot
- * numbers (4 bytes each: P*4 bytes in all, not 2P keys). Leaf i is node
- * P+i. key[] has P entries; unused slots hold LL_KEY_INF.
+ * Layout: P leaves (a power of two); node[1..2P-1] hold slot numbers (4
+ * bytes each, not keys: 8 bytes a leaf in all). Leaf i is node P+i and
+ * holds i, so reading a node's arg-min never branches on its level.
+ * key[] has P entries; unused slots hold LL_KEY_INF.
  *
  * Costs: update O(log P), build O(P), first O(log P). No allocation.
  */
@@ -26,29 +27,36 @@
 
 typedef struct {
     uint32_t P;       /* leaves: a power of two >= 1 */
-    uint32_t *node;   /* P entries; node[0] unused   */
+    uint32_t *node;   /* 2P entries; node[0] unused  */
     ll_key *key;      /* P entries                    */
 } ll_tree;
 
 /* Slot holding the minimum of node i's range (leftmost on ties). */
 static inline uint32_t ll_tree_arg(const ll_tree *t, uint32_t i)
 {
-    return i >= t->P ? i - t->P : t->node[i];
+    return t->node[i];
 }
 
 /* Slot with the lowest key (leftmost on ties): the root's arg-min. */
 static inline uint32_t ll_tree_min_slot(const ll_tree *t) { return ll_tree_arg(t, 1); }
 
-/* Call after key[slot] changed: fixes the path from that leaf to the root. */
+/* Call after key[slot] changed: fixes the path from that leaf to the root.
+ * It stops early where a node keeps a winner other than `slot`: that
+ * subtree's minimum (slot and key) is unchanged, so are its ancestors. */
 static inline void ll_tree_update(ll_tree *t, uint32_t slot)
 {
+    uint32_t *node = t->node;
+    const ll_key *key = t->key;
     for (uint32_t i = (t->P + slot) >> 1; i; i >>= 1) {
-        uint32_t l = ll_tree_arg(t, 2 * i), r = ll_tree_arg(t, 2 * i + 1);
-        t->node[i] = ll_key_lt(t->key[r], t->key[l]) ? r : l;
+        uint32_t l = node[2 * i], r = node[2 * i + 1];
+        uint32_t win = ll_key_lt(key[r], key[l]) ? r : l;
+        if (win == node[i] && win != slot)
+            return;
+        node[i] = win;
     }
 }
 
-/* Recomputes every inner node from the keys. O(P). */
+/* Sets the leaves and recomputes every inner node from the keys. O(P). */
 void ll_tree_build(ll_tree *t);
 
 /* First slot >= start whose key <= thr, or -1 if there is none. */

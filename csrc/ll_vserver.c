@@ -49,7 +49,8 @@ static uint64_t load_of(const ll_vserver *vs, uint32_t slot)
 static ll_key key_of(const ll_vserver *vs, uint32_t slot)
 {
     const ll_svc *s = &vs->svc[slot];
-    if (!s->bound || s->state != LL_UP || (s->cap != LL_NO_CAP && s->sel_this >= s->cap))
+    /* unbound slots are zeroed, so their state byte is LL_UP: test bound too */
+    if (s->state != LL_UP || !s->bound || s->sel_this >= s->cap)
         return LL_KEY_INF;
     if (vs->method == LL_ROUNDROBIN)  /* heavier first: rounds admit weight >= round */
         return ll_key_small(LL_MAX_WEIGHT - s->weight);
@@ -97,7 +98,7 @@ static int resize(ll_vserver *vs, uint32_t capacity)
     ll_vserver n = *vs;
     n.capacity = capacity;
     n.tree.P = P;
-    n.tree.node = calloc(P, sizeof *n.tree.node);
+    n.tree.node = calloc((size_t)2 * P, sizeof *n.tree.node);
     n.tree.key = malloc((size_t)P * sizeof *n.tree.key);
     n.svc = calloc(capacity, sizeof *n.svc);
     n.bytes = calloc(capacity, sizeof *n.bytes);
@@ -167,7 +168,7 @@ int ll_reserve(ll_vserver *vs, uint32_t slots)
 size_t ll_memory_bytes(const ll_vserver *vs)
 {
     size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS);
-    size_t per_leaf = sizeof(ll_key) + sizeof(uint32_t);
+    size_t per_leaf = sizeof(ll_key) + 2 * sizeof(uint32_t);
     return sizeof *vs + (size_t)vs->capacity * per_slot + (size_t)vs->tree.P * per_leaf;
 }
 
@@ -303,10 +304,9 @@ int64_t ll_current_second(const ll_vserver *vs) { return vs->cur_sec; }
 int64_t ll_cursor(const ll_vserver *vs) { return vs->cursor; }
 uint32_t ll_rr_round(const ll_vserver *vs) { return vs->rr_round; }
 
-int64_t ll_advance(ll_vserver *vs, int64_t sec)
+/* The slow half of ll_advance(): the clock entered a later second. */
+static int64_t roll(ll_vserver *vs, int64_t sec)
 {
-    if (sec <= vs->cur_sec)
-        return 0;  /* the clock went back or stayed: no time passes */
     /* sec > cur_sec, so the difference fits in 64 unsigned bits */
     uint64_t moved = (uint64_t)sec - (uint64_t)vs->cur_sec;
     size_t C = vs->capacity, n = vs->n_slots;
@@ -340,6 +340,16 @@ int64_t ll_advance(ll_vserver *vs, int64_t sec)
         refresh_all(vs);
     return moved > INT64_MAX ? INT64_MAX : (int64_t)moved;
 }
+
+/* Every call that sees time goes through here; the common case is one compare. */
+static inline int64_t advance(ll_vserver *vs, int64_t sec)
+{
+    if (sec <= vs->cur_sec)
+        return 0;  /* the clock went back or stayed: no time passes */
+    return roll(vs, sec);
+}
+
+int64_t ll_advance(ll_vserver *vs, int64_t sec) { return advance(vs, sec); }
 
 /* ---- the request path -------------------------------------------------- */
 
@@ -379,14 +389,14 @@ static int64_t pick(const ll_vserver *vs, uint32_t *round_out)
 int64_t ll_peek(ll_vserver *vs, int64_t sec)
 {
     uint32_t round;
-    ll_advance(vs, sec);
+    advance(vs, sec);
     return pick(vs, &round);
 }
 
 int64_t ll_select(ll_vserver *vs, int64_t sec)
 {
     uint32_t round;
-    ll_advance(vs, sec);
+    advance(vs, sec);
     int64_t slot = pick(vs, &round);
     if (slot < 0)
         return slot;
@@ -399,7 +409,7 @@ int64_t ll_select(ll_vserver *vs, int64_t sec)
         vs->startup_left--;
     s->active++;
     s->selected++;
-    if (s->sel_this != UINT32_MAX)
+    if (s->sel_this < UINT32_MAX - 1)  /* saturates below LL_NO_CAP */
         s->sel_this++;
     if (method_uses_active(vs->method) || s->cap != LL_NO_CAP)
         ll_refresh(vs, (uint32_t)slot);
@@ -410,7 +420,7 @@ int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64
 {
     if (!slot_ok(vs, slot))
         return -EINVAL;
-    ll_advance(vs, sec);
+    advance(vs, sec);
     if (bytes > UINT64_MAX - vs->bytes[slot] || packets > UINT64_MAX - vs->packets[slot])
         return -EOVERFLOW;
     size_t at = (size_t)vs->head * vs->capacity + slot;

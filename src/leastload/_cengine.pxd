@@ -1,5 +1,5 @@
 # Declarations of the C core's public header (csrc/leastload.h).
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 cdef extern from "leastload.h" nogil:
     enum:
@@ -65,3 +65,45 @@ cdef extern from "leastload.h" nogil:
     int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us)
     int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     size_t ll_memory_bytes(const ll_vserver *vs)
+
+    ctypedef struct ll_pending:
+        double time
+        uint64_t req
+        double ttfb
+        uint32_t svc
+        uint32_t gen
+
+    enum:
+        LL_REPLAY_DONE
+        LL_REPLAY_EVENT
+        LL_REPLAY_DEADLINE
+
+    ctypedef struct ll_replay:
+        size_t n
+        const double *arrival
+        const double *ttfb_factor
+        const double *transfer
+        const uint16_t *status
+        const uint64_t *req_bytes
+        const uint64_t *resp_bytes
+        const uint64_t *req_packets
+        const uint64_t *resp_packets
+        const double *ttfb_base
+        const double *ttfb_slope
+        const int64_t *slot_of
+        const int32_t *service_of
+        const uint32_t *gen
+        int32_t *chosen
+        uint64_t *selected
+        uint64_t *bytes
+        uint64_t *packets
+        uint64_t *completed
+        size_t next
+        ll_pending cur
+        int hook_done
+        double now
+        uint64_t err_value
+        int err_call
+
+    int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
+    void ll_replay_free(ll_replay *r)

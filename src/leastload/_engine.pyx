@@ -7,7 +7,8 @@ the C core is called; every C return code goes through _raise_for().
 """
 from libc.errno cimport EINVAL, ENOENT, ENOMEM, EOVERFLOW, ERANGE
 from libc.math cimport INFINITY, floor
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from ._cengine cimport *
@@ -373,6 +374,92 @@ cdef class Engine:
     def memory_bytes(self):
         """Bytes the C core has allocated for this vserver."""
         return ll_memory_bytes(self._vs)
+
+    # ---- the batch path ------------------------------------------------
+
+    def _replay(self, trace, result, events):
+        """C path of leastload.replay.replay(): same calls, GIL released between
+        service events and slow-start deadlines (which run here, in Python)."""
+        if self._clock_kind != CLOCK_KIND_MANUAL or events.clock is not self._clock:
+            raise ValueError("replay needs the vserver's own ManualClock as clock")
+        cdef const double[::1] arrival = trace.arrival, factor = trace.ttfb_factor
+        cdef const double[::1] transfer = trace.transfer, base = trace.ttfb_base, slope = trace.ttfb_slope
+        cdef const uint16_t[::1] status = trace.status
+        cdef const uint64_t[::1] req_b = trace.req_bytes, resp_b = trace.resp_bytes
+        cdef const uint64_t[::1] req_p = trace.req_packets, resp_p = trace.resp_packets
+        cdef int32_t[::1] chosen = result.chosen
+        cdef uint64_t[::1] selected = result.selected, nbytes = result.bytes
+        cdef uint64_t[::1] npackets = result.packets, completed = result.completed
+        cdef const uint32_t[::1] gen = events.gen
+        cdef int64_t[::1] slot_of
+        cdef int32_t[::1] service_of
+        cdef ll_replay r
+        memset(&r, 0, sizeof(r))
+        r.n = arrival.shape[0]
+        if r.n == 0:
+            while events.next < len(trace.event_time):
+                events.apply_next()
+            return
+        r.arrival, r.ttfb_factor, r.transfer = &arrival[0], &factor[0], &transfer[0]
+        r.status = &status[0]
+        r.req_bytes, r.resp_bytes, r.req_packets, r.resp_packets = &req_b[0], &resp_b[0], &req_p[0], &resp_p[0]
+        r.ttfb_base, r.ttfb_slope = &base[0], &slope[0]
+        r.chosen, r.selected, r.bytes = &chosen[0], &selected[0], &nbytes[0]
+        r.packets, r.completed = &npackets[0], &completed[0]
+        r.gen = &gen[0]
+        cdef int rc
+        cdef double stop
+        try:
+            while True:
+                slot_of, service_of = self._replay_mapping(trace)
+                r.slot_of, r.service_of = &slot_of[0], &service_of[0]
+                stop = events.time_of_next()
+                with nogil:
+                    rc = ll_replay_run(self._vs, &r, stop, self._deadline)
+                if rc == LL_REPLAY_EVENT:
+                    events.apply_next()
+                elif rc == LL_REPLAY_DEADLINE:
+                    self._manual._t = r.now
+                    self._on_deadline(r.now)
+                    r.hook_done = 1
+                elif rc == LL_REPLAY_DONE:
+                    if r.now > self._manual._t:
+                        self._manual._t = r.now
+                    while events.next < len(trace.event_time):
+                        events.apply_next()
+                    return
+                else:
+                    self._manual._t = r.now
+                    self._raise_replay(rc, &r, trace)
+        finally:
+            ll_replay_free(&r)
+
+    def _replay_mapping(self, trace):
+        """trace service -> slot (-1: unbound) and slot -> trace service."""
+        import numpy as np
+        slot_of = np.array([self._slots.get(n, -1) for n in trace.services], dtype=np.int64)
+        service_of = np.full(max(1, len(self._names)), -1, dtype=np.int32)
+        bound = slot_of >= 0
+        service_of[slot_of[bound]] = np.flatnonzero(bound)
+        if int(bound.sum()) != len(self._slots):
+            raise ValueError("every bound service must be a service of the trace")
+        return slot_of, service_of
+
+    cdef int _raise_replay(self, int rc, ll_replay *r, trace) except -1:
+        if r.err_call == 1 or r.err_call == 2:
+            raise _errors.window_overflow("bytes" if r.err_call == 1 else "packets", r.err_value)
+        if r.err_call == 3:
+            if rc == -EINVAL:
+                _errors.check_ttfb(r.cur.ttfb)
+            return _raise_for(rc, "replay", trace.services[r.cur.svc])
+        if rc == -EOVERFLOW:
+            raise _errors.active_overflow(self._names[ll_peek(self._vs, <int64_t>floor(r.now))])
+        return _raise_for(rc, "replay")
+
+    def _noop(self, x):
+        """Takes an int and returns it: the floor no per-call method can beat (benchmarks)."""
+        cdef long v = x
+        return v
 
     def __len__(self):
         return ll_bound_count(self._vs)

@@ -1,0 +1,191 @@
+/*
+ * ll_replay.c - the batch path: a trace replayed call for call as the
+ * per-call driver (src/leastload/replay.py) would make the calls.
+ *
+ * Each request is two calls (select, record) and each completion two
+ * (record, finish); each call "ticks" like a public call: the window moves
+ * to the call's second, and a call whose time reached the policy deadline
+ * stops the run first so the caller can run the hook, exactly where the
+ * per-call path would run it.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "leastload.h"
+
+static int before(const ll_pending *a, const ll_pending *b)
+{
+    return a->time < b->time || (a->time == b->time && a->req < b->req);
+}
+
+static int heap_reserve(ll_replay *r, size_t need)
+{
+    if (need <= r->heap_cap)
+        return 0;
+    size_t cap = r->heap_cap ? r->heap_cap : 256;
+    while (cap < need)
+        cap *= 2;
+    ll_pending *h = realloc(r->heap, cap * sizeof *h);
+    if (!h)
+        return -ENOMEM;
+    r->heap = h;
+    r->heap_cap = cap;
+    return 0;
+}
+
+/* Room must have been reserved. */
+static void heap_push(ll_replay *r, ll_pending p)
+{
+    size_t i = r->heap_len++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!before(&p, &r->heap[parent]))
+            break;
+        r->heap[i] = r->heap[parent];
+        i = parent;
+    }
+    r->heap[i] = p;
+}
+
+static ll_pending heap_pop(ll_replay *r)
+{
+    ll_pending top = r->heap[0], last = r->heap[--r->heap_len];
+    size_t i = 0, n = r->heap_len;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && before(&r->heap[c + 1], &r->heap[c]))
+            c++;
+        if (!before(&r->heap[c], &last))
+            break;
+        r->heap[i] = r->heap[c];
+        i = c;
+    }
+    if (n)
+        r->heap[i] = last;
+    return top;
+}
+
+/* Picks the next operation; LL_REPLAY_DONE / LL_REPLAY_EVENT, or -1 when
+ * one is ready in r->op. Completions of unbound services are dropped. */
+static int next_op(ll_replay *r, double stop_time)
+{
+    for (;;) {
+        int have_c = r->heap_len > 0, have_a = r->next < r->n;
+        if (!have_c && !have_a)
+            return LL_REPLAY_DONE;
+        double tc = have_c ? r->heap[0].time : INFINITY;
+        double ta = have_a ? r->arrival[r->next] : INFINITY;
+        int completion = have_c && (!have_a || tc <= ta);  /* completions first at ties */
+        double t = completion ? tc : ta;
+        if (t >= stop_time)
+            return LL_REPLAY_EVENT;  /* events go first at ties */
+        r->now = t;
+        r->phase = 0;
+        if (!completion) {
+            r->op = LL_OP_ARRIVAL;
+            return -1;
+        }
+        r->cur = heap_pop(r);
+        if (r->slot_of[r->cur.svc] >= 0 && r->gen[r->cur.svc] == r->cur.gen) {
+            r->op = LL_OP_COMPLETION;
+            return -1;
+        }
+        /* its service was unbound since: the transaction is gone */
+    }
+}
+
+static int record(ll_vserver *vs, ll_replay *r, uint32_t svc, int64_t sec, uint64_t b, uint64_t p)
+{
+    int rc = ll_record(vs, (uint32_t)r->slot_of[svc], sec, b, p);
+    if (rc == -EOVERFLOW) {
+        ll_info info;
+        ll_service_info(vs, (uint32_t)r->slot_of[svc], &info);
+        int bytes_full = b > UINT64_MAX - info.bytes;
+        r->err_call = bytes_full ? 1 : 2;
+        r->err_value = bytes_full ? b : p;
+    }
+    if (rc < 0)
+        return rc;
+    r->bytes[svc] += b;
+    r->packets[svc] += p;
+    return 0;
+}
+
+int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
+{
+    for (;;) {
+        if (r->op == LL_OP_NONE) {
+            int rc = next_op(r, stop_time);
+            if (rc >= 0)
+                return rc;
+        }
+        double t = r->now;
+        int64_t sec = (int64_t)floor(t);
+        ll_advance(vs, sec);                    /* the call's tick ...       */
+        if (t >= deadline && !r->hook_done)     /* ... and its policy hook   */
+            return LL_REPLAY_DEADLINE;
+        r->hook_done = 0;
+        int rc;
+        if (r->op == LL_OP_ARRIVAL && r->phase == 0) {
+            size_t k = r->next;
+            if ((rc = heap_reserve(r, r->heap_len + 1)) < 0)
+                return rc;
+            int64_t slot = ll_select(vs, sec);
+            if (slot == -ENOENT) {              /* dropped: nothing eligible */
+                r->chosen[k] = -1;
+                r->next++;
+                r->op = LL_OP_NONE;
+                continue;
+            }
+            if (slot < 0) {
+                r->err_call = 0;
+                return (int)slot;
+            }
+            uint32_t s = (uint32_t)r->service_of[slot];
+            r->chosen[k] = (int32_t)s;
+            r->selected[s]++;
+            /* the same expression, in the same order, as replay.py */
+            double ttfb = r->ttfb_base[s] * (1.0 + r->ttfb_slope[s] * t) * r->ttfb_factor[k];
+            ll_pending p = { t + ttfb + r->transfer[k], k, ttfb, s, r->gen[s] };
+            heap_push(r, p);
+            r->phase = 1;
+        } else if (r->op == LL_OP_ARRIVAL) {
+            size_t k = r->next;
+            uint32_t s = (uint32_t)r->chosen[k];
+            if ((rc = record(vs, r, s, sec, r->req_bytes[k], r->req_packets[k])) < 0)
+                return rc;
+            r->next++;
+            r->op = LL_OP_NONE;
+        } else if (r->phase == 0) {
+            uint64_t k = r->cur.req;
+            if ((rc = record(vs, r, r->cur.svc, sec, r->resp_bytes[k], r->resp_packets[k])) < 0)
+                return rc;
+            r->phase = 1;
+        } else {
+            uint64_t k = r->cur.req;
+            double ttfb = r->cur.ttfb;
+            if (!(ttfb >= 0.0 && ttfb <= LL_MAX_TTFB_US / 1e6)) {
+                r->err_call = 3;
+                return -EINVAL;
+            }
+            uint32_t us = (uint32_t)floor(ttfb * 1e6 + 0.5);
+            rc = ll_finish(vs, (uint32_t)r->slot_of[r->cur.svc], r->status[k] == 200, us);
+            if (rc < 0) {
+                r->err_call = 3;
+                return rc;
+            }
+            r->completed[r->cur.svc]++;
+            r->op = LL_OP_NONE;
+        }
+    }
+}
+
+void ll_replay_free(ll_replay *r)
+{
+    free(r->heap);
+    r->heap = NULL;
+    r->heap_len = r->heap_cap = 0;
+}

@@ -1,0 +1,163 @@
+"""Replaying a request trace (leastload.workloads.Trace) through a vserver.
+
+Two drivers make the same calls in the same order with the same values:
+
+- `replay_per_call` drives any VirtualServer (C or reference) one public
+  call at a time: it is the definition.
+- the C engine's batch path (`Engine._replay`, csrc/ll_replay.c) makes
+  those calls inside C with the GIL released, stopping only for service
+  events and the slow-start policy, which run here in Python.
+
+`replay()` takes the batch path when it can. What the calls are:
+
+1. Services of the trace that are bound initially and not yet bound on the
+   vserver are bound, in trace order, with the trace's weights.
+2. Events (state changes, bind, unbind), completions and arrivals are
+   taken in time order; at equal times events first, then completions
+   (by request index), then the arrival.
+3. An arrival at t: clock set to t; `select()` (a NoServiceAvailable drops
+   the request: chosen -1); `record(chosen, bytes=req_bytes, packets=req_packets)`.
+   Its TTFB is `ttfb_base[s] * (1.0 + ttfb_slope[s] * t) * ttfb_factor[k]`
+   and it completes at `t + ttfb + transfer[k]`.
+4. A completion at t: clock set to t; `record(s, bytes=resp_bytes,
+   packets=resp_packets)`, then `finish(s, ttfb=ttfb, status=status[k])`.
+   If its service was unbound (or unbound and bound again) since the
+   request was dispatched, the transaction is gone and nothing is called.
+5. An event on a service that cannot take it (a state change or unbind
+   of an unbound service, a bind of a bound one) is skipped.
+"""
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._errors import NoServiceAvailable
+
+EVENT_DOWN, EVENT_UP, EVENT_OUT_OF_SERVICE, EVENT_BIND, EVENT_UNBIND = range(5)
+_STATE_OF_EVENT = {EVENT_DOWN: "DOWN", EVENT_UP: "UP", EVENT_OUT_OF_SERVICE: "OUT_OF_SERVICE"}
+
+
+@dataclass
+class ReplayResult:
+    """What a replay did: per request, and per trace service."""
+
+    chosen: np.ndarray     # int32 [requests]: trace service index, -1 = dropped
+    selected: np.ndarray   # uint64 [services]: requests sent to each service
+    bytes: np.ndarray      # uint64 [services]: request + response bytes recorded
+    packets: np.ndarray    # uint64 [services]
+    completed: np.ndarray  # uint64 [services]: transactions finished
+
+    @classmethod
+    def empty(cls, trace):
+        n = len(trace.services)
+        z = lambda: np.zeros(n, dtype=np.uint64)  # noqa: E731
+        return cls(np.full(len(trace), -1, dtype=np.int32), z(), z(), z(), z())
+
+    def equals(self, other):
+        return all(
+            np.array_equal(getattr(self, f), getattr(other, f))
+            for f in ("chosen", "selected", "bytes", "packets", "completed")
+        )
+
+
+class _Events:
+    """The trace's service events, applied through the public API."""
+
+    def __init__(self, vs, clock, trace):
+        self.vs, self.clock, self.trace = vs, clock, trace
+        self.gen = np.zeros(len(trace.services), dtype=np.uint32)  # bind generation
+        self.next = 0
+
+    def time_of_next(self):
+        t = self.trace.event_time
+        return float(t[self.next]) if self.next < len(t) else math.inf
+
+    def apply_next(self):
+        i, tr, vs = self.next, self.trace, self.vs
+        self.next += 1
+        self.clock.set(float(tr.event_time[i]))
+        kind, s = int(tr.event_kind[i]), int(tr.event_service[i])
+        name = tr.services[s]
+        if kind in _STATE_OF_EVENT:
+            if name in vs:
+                vs.set_state(name, _STATE_OF_EVENT[kind])
+        elif kind == EVENT_BIND:
+            if name not in vs:
+                vs.bind(name, weight=int(tr.weights[s]))
+                self.gen[s] += 1
+        elif kind == EVENT_UNBIND:
+            if name in vs:
+                vs.unbind(name)
+                self.gen[s] += 1
+        else:
+            raise ValueError(f"event_kind[{i}] must be 0..4, got {kind}")
+
+
+def _bind_initial(vs, trace):
+    for s, name in enumerate(trace.services):
+        if trace.initially_bound[s] and name not in vs:
+            vs.bind(name, weight=int(trace.weights[s]))
+    known = set(trace.services)
+    strangers = [n for n in vs.services if n not in known]
+    if strangers:
+        raise ValueError(f"services bound but not in the trace: {strangers[:5]!r}")
+
+
+def replay_per_call(vs, clock, trace):
+    """Replays `trace` through `vs` one public call at a time; `clock` is vs's ManualClock."""
+    _bind_initial(vs, trace)
+    res = ReplayResult.empty(trace)
+    events = _Events(vs, clock, trace)
+    index = {name: s for s, name in enumerate(trace.services)}
+    pending = []  # (time, request, service, generation, ttfb)
+
+    def complete_until(limit):
+        while True:
+            te, tc = events.time_of_next(), (pending[0][0] if pending else math.inf)
+            if te <= tc and te <= limit and te < math.inf:
+                events.apply_next()
+            elif pending and tc <= limit:
+                tc, k, s, gen, ttfb = heapq.heappop(pending)
+                clock.set(tc)
+                if gen != events.gen[s] or trace.services[s] not in vs:
+                    continue  # unbound since dispatch: the transaction is gone
+                name = trace.services[s]
+                vs.record(name, bytes=int(trace.resp_bytes[k]), packets=int(trace.resp_packets[k]))
+                res.bytes[s] += trace.resp_bytes[k]
+                res.packets[s] += trace.resp_packets[k]
+                vs.finish(name, ttfb=ttfb, status=int(trace.status[k]))
+                res.completed[s] += 1
+            else:
+                return
+
+    arrival, base, slope = trace.arrival, trace.ttfb_base, trace.ttfb_slope
+    for k in range(len(trace)):
+        t = float(arrival[k])
+        complete_until(t)
+        clock.set(t)
+        try:
+            name = vs.select()
+        except NoServiceAvailable:
+            continue
+        s = index[name]
+        res.chosen[k] = s
+        res.selected[s] += 1
+        vs.record(name, bytes=int(trace.req_bytes[k]), packets=int(trace.req_packets[k]))
+        res.bytes[s] += trace.req_bytes[k]
+        res.packets[s] += trace.req_packets[k]
+        ttfb = float(base[s]) * (1.0 + float(slope[s]) * t) * float(trace.ttfb_factor[k])
+        heapq.heappush(pending, (t + ttfb + float(trace.transfer[k]), k, s, events.gen[s], ttfb))
+    complete_until(math.inf)
+    return res
+
+
+def replay(vs, clock, trace):
+    """Replays `trace` through `vs`: inside C when vs is the C engine, else per call."""
+    if not hasattr(vs, "_replay"):
+        return replay_per_call(vs, clock, trace)
+    _bind_initial(vs, trace)
+    res = ReplayResult.empty(trace)
+    vs._replay(trace, res, _Events(vs, clock, trace))
+    return res
