@@ -3,10 +3,10 @@
  * per-call driver (src/leastload/replay.py) would make the calls.
  *
  * Each request is two calls (select, record) and each completion two
- * (record, finish); each call "ticks" like a public call: the window moves
- * to the call's second, and a call whose time reached the policy deadline
- * stops the run first so the caller can run the hook, exactly where the
- * per-call path would run it.
+ * (record, finish). select and record "tick" like the public calls: the
+ * window moves to the call's second, and a call whose time reached the
+ * policy deadline stops the run first so the caller can run the hook,
+ * exactly where the per-call path would run it.
  */
 #include <errno.h>
 #include <math.h>
@@ -124,10 +124,14 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
         }
         double t = r->now;
         int64_t sec = (int64_t)floor(t);
-        ll_advance(vs, sec);                    /* the call's tick ...       */
-        if (t >= deadline && !r->hook_done)     /* ... and its policy hook   */
-            return LL_REPLAY_DEADLINE;
-        r->hook_done = 0;
+        if (!(r->op == LL_OP_COMPLETION && r->phase == 1)) {
+            /* select and record tick (finish does not): the window moves
+             * and a due policy hook runs first */
+            ll_advance(vs, sec);
+            if (t >= deadline && !r->hook_done)
+                return LL_REPLAY_DEADLINE;
+            r->hook_done = 0;
+        }
         int rc;
         if (r->op == LL_OP_ARRIVAL && r->phase == 0) {
             size_t k = r->next;

@@ -232,9 +232,8 @@ cdef class Engine:
 
     @startup_rr_factor.setter
     def startup_rr_factor(self, value):
-        """Sets the count and starts startup round robin over with it."""
+        """Takes effect at the next set_method(); the running count is left alone."""
         self._startup_factor = _errors.check_startup_rr_factor(value)
-        ll_set_startup_rr(self._vs, self._startup_factor)
 
     @property
     def startup_rr_left(self):
@@ -277,9 +276,9 @@ cdef class Engine:
         cdef uint64_t p = _count("packets", packets)
         if control is not False:
             _errors.check_bool("control", control)
-            if control and not self._rtsp_nat:
-                return  # control traffic counts only with RTSP NAT on
         cdef int64_t sec = self._tick()
+        if control and not self._rtsp_nat:
+            return  # control traffic counts only with RTSP NAT on
         cdef int rc = ll_record(self._vs, slot, sec, b, p)
         cdef ll_info info
         if rc == -EOVERFLOW:
@@ -292,9 +291,7 @@ cdef class Engine:
 
     def begin(self, name):
         """One more active transaction, dispatched without select()."""
-        cdef uint32_t slot = self._slot(name)
-        self._tick()
-        _raise_for_rc(ll_begin(self._vs, slot), "begin", name)
+        _raise_for_rc(ll_begin(self._vs, self._slot(name)), "begin", name)
 
     def finish(self, name, ttfb=None, status=200):
         """Ends one active transaction; a status-200 TTFB (seconds) updates the average."""
@@ -305,7 +302,6 @@ cdef class Engine:
         if status is not 200 and not (type(status) is int and status == 200):
             status = _errors.check_status(status)
         cdef int has_ttfb = ttfb is not None and status == 200
-        self._tick()
         _raise_for_rc(ll_finish(self._vs, slot, has_ttfb, ttfb_us), "finish", name)
 
     # ---- reading -------------------------------------------------------
@@ -315,33 +311,23 @@ cdef class Engine:
         ll_service_info(self._vs, self._slot(name), &info)
         return info
 
-    def load(self, name):
-        """N of the method: int, or float seconds for LEASTRESPONSETIME."""
-        cdef ll_info info = self._info(name)
+    cdef ll_info _info_now(self, object name) except *:
+        """_info() after the clock is read: N as it stands now."""
+        cdef uint32_t slot = self._slot(name)
+        self._tick()
+        cdef ll_info info
+        ll_service_info(self._vs, slot, &info)
+        return info
+
+    cdef object _load_of(self, ll_info *info):
         if ll_get_method(self._vs) == LL_LEASTRESPONSETIME:
             return <double>info.load / 1e6
         return info.load
 
-    def score(self, name):
-        """Nw = N * 10000 / weight, as a float for display."""
-        cdef ll_info info = self._info(name)
-        cdef double n = <double>info.load
-        if ll_get_method(self._vs) == LL_LEASTRESPONSETIME:
-            n = n / 1e6
-        return n * 10000.0 / info.weight
+    cdef object _score_of(self, ll_info *info):
+        return float(self._load_of(info)) * 10000.0 / info.weight
 
-    def weight(self, name):
-        return self._info(name).weight
-
-    def state(self, name):
-        return STATES[self._info(name).state]
-
-    def active(self, name):
-        return self._info(name).active
-
-    def info(self, name):
-        """Every counter of one service, as a dict."""
-        cdef ll_info i = self._info(name)
+    cdef dict _info_dict(self, object name, ll_info *i):
         return {
             "name": name,
             "weight": i.weight,
@@ -354,13 +340,47 @@ cdef class Engine:
             "sel_this_sec": i.sel_this_sec,
             "sel_last_sec": i.sel_last_sec,
             "cap": None if i.cap == LL_NO_CAP else i.cap,
-            "load": self.load(name),
-            "score": self.score(name),
+            "load": self._load_of(i),
+            "score": self._score_of(i),
         }
+
+    def load(self, name):
+        """N of the method now: int, or float seconds for LEASTRESPONSETIME."""
+        cdef ll_info info = self._info_now(name)
+        return self._load_of(&info)
+
+    def score(self, name):
+        """Nw = N * 10000 / weight now, as a float for display."""
+        cdef ll_info info = self._info_now(name)
+        return self._score_of(&info)
+
+    def _selections(self, name):
+        """(selected since bind, in this second, in the last second); the clock is not read."""
+        cdef ll_info info = self._info(name)
+        return info.selected, info.sel_this_sec, info.sel_last_sec
+
+    def weight(self, name):
+        return self._info(name).weight
+
+    def state(self, name):
+        return STATES[self._info(name).state]
+
+    def active(self, name):
+        return self._info(name).active
+
+    def info(self, name):
+        """Every counter of one service now, as a dict."""
+        cdef ll_info info = self._info_now(name)
+        return self._info_dict(name, &info)
 
     def snapshot(self):
         """The whole state as plain data (the clock is not read)."""
+        cdef ll_info info
         cdef int64_t cursor = ll_cursor(self._vs)
+        services = []
+        for n in self.services:
+            ll_service_info(self._vs, self._slots[n], &info)
+            services.append(self._info_dict(n, &info))
         rank = sum(1 for n in self._names[: cursor + 1] if n is not None)
         return {
             "method": self.method,
@@ -368,7 +388,7 @@ cdef class Engine:
             "cursor": rank,
             "rr_round": ll_rr_round(self._vs),
             "startup_rr_left": ll_startup_rr_left(self._vs),
-            "services": [self.info(n) for n in self.services],
+            "services": services,
         }
 
     def memory_bytes(self):

@@ -1,0 +1,48 @@
+"""show(): a vserver's state as data, printed like the vendor's `show lb vserver`."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    name: str
+    state: str
+    weight: int
+    load: object      # N: int, or float seconds for LEASTRESPONSETIME
+    score: float      # Nw = N * 10000 / weight
+    active: int
+    cap: object       # slow-start requests per second, None when not in slow start
+    phase: str        # "normal" or "slow start (...)"
+
+
+@dataclass(frozen=True)
+class VServerView:
+    name: str
+    method: str
+    new_service_request: int
+    new_service_request_unit: str
+    new_service_request_increment_interval: int
+    startup_rr_factor: int
+    startup_rr_left: int
+    services: tuple
+
+    def __str__(self):
+        up = sum(1 for s in self.services if s.state == "UP")
+        lines = [
+            f"{self.name} - Method: {self.method}",
+            f"State: {'UP' if up else 'DOWN'}  ({up}/{len(self.services)} services UP)",
+            f"New Service Startup Request Rate: {self.new_service_request} {self.new_service_request_unit}, "
+            f"Increment Interval: {self.new_service_request_increment_interval}",
+            f"Startup RR Factor: {self.startup_rr_factor} ({self.startup_rr_left} left)",
+        ]
+        if self.services:
+            lines.append("")
+            lines.append(f"{'#':>3}  {'service':<16} {'state':<14} {'weight':>6} {'N':>14} {'Nw':>16} "
+                         f"{'active':>7} {'cap/s':>7}  phase")
+            for i, s in enumerate(self.services, 1):
+                load = f"{s.load:.6g}" if isinstance(s.load, float) else str(s.load)
+                cap = "-" if s.cap is None else str(s.cap)
+                lines.append(f"{i:>3}) {s.name:<16} {s.state:<14} {s.weight:>6} {load:>14} {s.score:>16.2f} "
+                             f"{s.active:>7} {cap:>7}  {s.phase}")
+        lines.append("Done")
+        return "\n".join(lines)

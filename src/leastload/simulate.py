@@ -1,0 +1,121 @@
+"""Simulation on a virtual clock: a steady request rate, events at given times,
+requests per service per second out.
+
+    from leastload import VirtualServer, ManualClock
+    from leastload.simulate import simulate
+    clock = ManualClock(0.0)
+    vs = VirtualServer("ROUNDROBIN", clock=clock)
+    for name in ("S1", "S2"):
+        vs.bind(name)
+    sim = simulate(vs, clock, rate=240, duration=4, events=[
+        (0, "set", {"new_service_request": 10}), (0, "bind", "S3"),
+        (1, "set", {"new_service_request": 20}),
+    ])
+    sim.at(1)  # {"S1": 110, "S2": 110, "S3": 20}
+
+Requests arrive evenly: request i of second s at s + i / rate. Each one is
+`select()`ed, charged `bytes_per_request` / `packets_per_request` with
+`record()`, and finished after `request_duration` seconds (0: at once,
+before the next request) with the service's TTFB and status 200.
+"""
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._errors import NoServiceAvailable
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """Requests per service per second. Row i is second `start + i`."""
+
+    services: tuple        # every service that was bound at some point, in first-bind order
+    start: int
+    counts: np.ndarray     # int64 [seconds, services]
+    dropped: np.ndarray    # int64 [seconds]: requests with no service available
+
+    def at(self, second):
+        """{service: requests} in that second (services bound then or before)."""
+        row = self.counts[second - self.start]
+        return {name: int(c) for name, c in zip(self.services, row)}
+
+    def of(self, name):
+        """Requests per second of one service, as an array over the seconds."""
+        return self.counts[:, self.services.index(name)]
+
+    def table(self):
+        head = "  t(s) " + "".join(f"{n:>8}" for n in self.services) + "  dropped"
+        rows = [f"{self.start + i:>6} " + "".join(f"{int(c):>8}" for c in row) + f"{int(self.dropped[i]):>9}"
+                for i, row in enumerate(self.counts)]
+        return "\n".join([head, *rows])
+
+
+def _apply(vs, event):
+    action = event[1]
+    if callable(action):
+        return action(vs)
+    args = list(event[2:])
+    kwargs = args.pop() if args and isinstance(args[-1], dict) else {}
+    return getattr(vs, action)(*args, **kwargs)
+
+
+def simulate(vs, clock, rate, duration, events=(), *, start=None, request_duration=0.0,
+             bytes_per_request=1500, packets_per_request=2, ttfb=0.01):
+    """Runs `duration` whole seconds of `rate` requests per second through `vs`.
+
+    `clock` must be vs's ManualClock. `events` are `(time, callable)` or
+    `(time, method_name, *args[, kwargs_dict])` applied to vs at that time,
+    before a request due at the same time. `ttfb` is seconds, or a dict
+    name -> seconds.
+    """
+    if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
+        raise ValueError(f"rate must be a positive int (requests per second), got {rate!r}")
+    if isinstance(duration, bool) or not isinstance(duration, int) or duration <= 0:
+        raise ValueError(f"duration must be a positive int (seconds), got {duration!r}")
+    first = int(clock.now()) if start is None else int(start)
+    events = sorted(events, key=lambda e: e[0])
+    seen = {n: None for n in vs.services}
+    rows, dropped = [], np.zeros(duration, dtype=np.int64)
+    pending = []  # (finish time, sequence, name)
+    seq = 0
+    ev = 0
+    for i in range(duration):
+        second = first + i
+        count = {}
+        for j in range(rate):
+            t = second + j / rate
+            while pending and pending[0][0] <= t:
+                done, _, name = heapq.heappop(pending)
+                _finish(vs, clock, done, name, ttfb)
+            while ev < len(events) and events[ev][0] <= t:
+                clock.set(max(float(events[ev][0]), clock.now()))
+                _apply(vs, events[ev])
+                ev += 1
+                seen.update((n, None) for n in vs.services)
+            clock.set(t)
+            try:
+                name = vs.select()
+            except NoServiceAvailable:
+                dropped[i] += 1
+                continue
+            count[name] = count.get(name, 0) + 1
+            if bytes_per_request or packets_per_request:
+                vs.record(name, bytes=bytes_per_request, packets=packets_per_request)
+            if request_duration > 0:
+                heapq.heappush(pending, (t + request_duration, seq, name))
+                seq += 1
+            else:
+                _finish(vs, clock, t, name, ttfb)
+        rows.append(count)
+    services = tuple(seen)
+    counts = np.array([[row.get(n, 0) for n in services] for row in rows], dtype=np.int64)
+    return Simulation(services, first, counts.reshape(duration, len(services)), dropped)
+
+
+def _finish(vs, clock, t, name, ttfb):
+    if name not in vs:
+        return  # unbound meanwhile: the transaction is gone
+    clock.set(t)
+    vs.finish(name, ttfb=ttfb.get(name, 0.01) if isinstance(ttfb, dict) else ttfb, status=200)
