@@ -144,11 +144,14 @@ cdef class Engine:
         return _errors.check_time(self._clock.now())
 
     cdef inline int64_t _tick(self) except? -1:
-        """Reads the clock, moves the window, runs the policy if it is due."""
+        """Reads the clock; runs the policy if it is due. Returns the second, which
+        the caller's C call moves the window to (ll_select/ll_record/ll_advance)."""
         cdef double now = self._read_clock()
-        cdef int64_t sec = <int64_t>floor(now)
-        ll_advance(self._vs, sec)
+        cdef int64_t sec = <int64_t>now  # floor without a libm call: |now| < 2**53
+        if <double>sec > now:
+            sec -= 1
         if now >= self._deadline:
+            ll_advance(self._vs, sec)  # the policy sees the window at `now`
             self._on_deadline(now)
         return sec
 
@@ -278,6 +281,7 @@ cdef class Engine:
             _errors.check_bool("control", control)
         cdef int64_t sec = self._tick()
         if control and not self._rtsp_nat:
+            ll_advance(self._vs, sec)
             return  # control traffic counts only with RTSP NAT on
         cdef int rc = ll_record(self._vs, slot, sec, b, p)
         cdef ll_info info
@@ -297,11 +301,18 @@ cdef class Engine:
         """Ends one active transaction; a status-200 TTFB (seconds) updates the average."""
         cdef uint32_t slot = self._slot(name)
         cdef uint32_t ttfb_us = 0
-        if ttfb is not None:
+        cdef double t
+        if type(ttfb) is float and 0.0 <= <double>ttfb <= 3600.0:
+            t = ttfb
+            ttfb_us = <uint32_t>floor(t * 1e6 + 0.5)  # as _errors.check_ttfb does
+        elif ttfb is not None:
             ttfb_us = _errors.check_ttfb(ttfb)
-        if status is not 200 and not (type(status) is int and status == 200):
-            status = _errors.check_status(status)
-        cdef int has_ttfb = ttfb is not None and status == 200
+        cdef long code
+        if type(status) is int and 100 <= status <= 599:
+            code = status
+        else:
+            code = _errors.check_status(status)  # raises with the shared message
+        cdef int has_ttfb = ttfb is not None and code == 200
         _raise_for_rc(ll_finish(self._vs, slot, has_ttfb, ttfb_us), "finish", name)
 
     # ---- reading -------------------------------------------------------
@@ -314,7 +325,7 @@ cdef class Engine:
     cdef ll_info _info_now(self, object name) except *:
         """_info() after the clock is read: N as it stands now."""
         cdef uint32_t slot = self._slot(name)
-        self._tick()
+        ll_advance(self._vs, self._tick())
         cdef ll_info info
         ll_service_info(self._vs, slot, &info)
         return info

@@ -46,9 +46,11 @@ class Simulation:
         return self.counts[:, self.services.index(name)]
 
     def table(self):
-        head = "  t(s) " + "".join(f"{n:>8}" for n in self.services) + "  dropped"
-        rows = [f"{self.start + i:>6} " + "".join(f"{int(c):>8}" for c in row) + f"{int(self.dropped[i]):>9}"
-                for i, row in enumerate(self.counts)]
+        """Requests per service per second as text, one row a second."""
+        widths = [max(8, len(n) + 2) for n in self.services]
+        head = "  t(s)" + "".join(f"{n:>{w}}" for n, w in zip(self.services, widths)) + "  dropped"
+        rows = [f"{self.start + i:>6}" + "".join(f"{int(c):>{w}}" for c, w in zip(row, widths))
+                + f"{int(self.dropped[i]):>9}" for i, row in enumerate(self.counts)]
         return "\n".join([head, *rows])
 
 

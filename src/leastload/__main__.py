@@ -1,0 +1,48 @@
+"""`python -m leastload COMMAND [ARGS]` (also the `leastload` script).
+
+Each command is a module with a `main(argv)`, imported only when its command
+runs, so a command whose optional dependencies are missing cannot break the
+others.
+"""
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "bench": ("leastload.bench", "measure the C engine beside the reference, check the performance targets"),
+    "demo": ("leastload.demo", "a short walk through the engine"),
+    "simulate": ("leastload.simulate", "traffic on a virtual clock: requests per service per second"),
+}
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="python -m leastload",
+        description="leastload: NetScaler-style load-balancing selection.",
+        epilog="commands:\n" + "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
+        + "\n\n'python -m leastload COMMAND --help' shows a command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=COMMANDS, metavar="COMMAND", help="one of: " + ", ".join(COMMANDS))
+    return p
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    if not argv or argv[0] not in COMMANDS:
+        parser.parse_args(argv[:1])  # prints usage or help and exits
+    module_name = COMMANDS[argv[0]][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise  # a dependency of the command is missing: say which
+        parser.exit(2, f"python -m leastload {argv[0]}: {module_name} is not part of this installation\n")
+    command = getattr(module, "main", None)
+    if command is None:
+        parser.exit(2, f"python -m leastload {argv[0]}: {module_name} has no command line (no main(argv))\n")
+    return command(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The states and loops that `leastload.bench` and `benchmarks/` measure, in one place.
+
+Each builder returns a vserver in a known state for an implementation module
+(`leastload._native` or `leastload.reference`, which export the same names).
+Each loop runs k operations with the bound methods held in locals and returns
+the elapsed nanoseconds, so the per-call figures carry one `for` step and the
+calls themselves, nothing else.
+"""
+import numpy as np
+from time import perf_counter_ns
+
+# The operation each method is measured with, one call at a time: traffic
+# methods pair select() with record(); the others with finish(), so that load
+# stays steady however long the loop runs.
+PAIR_OF_METHOD = {
+    "LEASTBANDWIDTH": "select+record",
+    "LEASTPACKETS": "select+record",
+    "LEASTCONNECTION": "select+finish",
+    "LEASTRESPONSETIME": "select+finish",
+    "ROUNDROBIN": "select+finish",
+}
+METHODS = tuple(PAIR_OF_METHOD)
+SHORT = {"LEASTBANDWIDTH": "LB", "LEASTPACKETS": "LP", "LEASTCONNECTION": "LC",
+         "LEASTRESPONSETIME": "LRT", "ROUNDROBIN": "RR"}
+
+REQUEST_BYTES, REQUEST_PACKETS = 1_000, 2  # what one record() in a loop adds
+TTFB = 0.02  # seconds, what finish() reports under LEASTRESPONSETIME
+
+
+def names(n):
+    return [f"S{i}" for i in range(n)]
+
+
+def bound(impl, method, n, *, clock=None, weights=None, reserve=False, monotonic=False):
+    """A vserver with n services bound, no traffic. clock=None: a ManualClock at 0;
+    monotonic=True: the vserver's default clock (then the clock returned is None)."""
+    if monotonic:
+        clock, vs = None, impl.VirtualServer(method=method)
+    else:
+        clock = impl.ManualClock(0.0) if clock is None else clock
+        vs = impl.VirtualServer(method=method, clock=clock)
+    if reserve:
+        vs.reserve(n)
+    bind = vs.bind
+    for i, name in enumerate(names(n)):
+        bind(name, 1 if weights is None else int(weights[i]))
+    return vs, clock
+
+
+def loaded(impl, method, n, *, seed=0, clock=None, monotonic=False):
+    """The random-load case: random weights and loads, so keys are rarely tied.
+
+    Traffic methods get random window totals; the others 1..8 active
+    transactions each (LEASTRESPONSETIME also a random TTFB per service).
+    """
+    rng = np.random.default_rng(seed)
+    vs, clock = bound(impl, method, n, clock=clock, weights=rng.integers(1, 101, n), monotonic=monotonic)
+    all_names = names(n)
+    if method == "LEASTBANDWIDTH":
+        for name, b in zip(all_names, rng.integers(0, 10**6, n).tolist()):
+            vs.record(name, b, 0)
+    elif method == "LEASTPACKETS":
+        for name, p in zip(all_names, rng.integers(0, 10**4, n).tolist()):
+            vs.record(name, 0, p)
+    else:
+        begin, finish = vs.begin, vs.finish
+        ttfbs = rng.uniform(0.001, 0.5, n).tolist()
+        for name, a, ttfb in zip(all_names, rng.integers(1, 9, n).tolist(), ttfbs):
+            for _ in range(a + 1):
+                begin(name)
+            finish(name, ttfb)  # sets the TTFB, leaves a active
+    return vs, clock
+
+
+def tied(impl, n):
+    """The all-tied worst case: LEASTCONNECTION, equal weights, every service idle."""
+    return bound(impl, "LEASTCONNECTION", n)
+
+
+def window_primed(impl, n, vs=None, clock=None):
+    """LEASTBANDWIDTH with traffic on every service in the bucket that leaves at the next second.
+
+    Returns (vs, clock, t): setting the clock to t and calling select() makes one
+    window roll that expires traffic of all n services. Pass vs and clock back in
+    to prime the same vserver again (cheaper than binding anew).
+    """
+    if vs is None:
+        vs, clock = bound(impl, "LEASTBANDWIDTH", n)
+    t0 = float(int(clock.now()) + 20)  # past the whole window: it starts empty
+    clock.set(t0)
+    record = vs.record
+    for name in names(n):
+        record(name, REQUEST_BYTES, REQUEST_PACKETS)
+    clock.set(t0 + 13)
+    vs.finish(vs.select())  # the window is at t0 + 13; the bucket of t0 leaves next
+    return vs, clock, t0 + 14
+
+
+# ---- loops: k operations, elapsed ns --------------------------------------------
+
+def loop_empty(vs, k):
+    t = perf_counter_ns()
+    for _ in range(k):
+        pass
+    return perf_counter_ns() - t
+
+
+def loop_noop(vs, k):
+    noop = vs._noop
+    t = perf_counter_ns()
+    for _ in range(k):
+        noop(1)
+    return perf_counter_ns() - t
+
+
+def loop_select(vs, k):
+    select = vs.select
+    t = perf_counter_ns()
+    for _ in range(k):
+        select()
+    return perf_counter_ns() - t
+
+
+def loop_select_record(vs, k):
+    select, record = vs.select, vs.record
+    t = perf_counter_ns()
+    for _ in range(k):
+        record(select(), REQUEST_BYTES, REQUEST_PACKETS)
+    return perf_counter_ns() - t
+
+
+def loop_select_finish(vs, k):
+    select, finish = vs.select, vs.finish
+    t = perf_counter_ns()
+    for _ in range(k):
+        finish(select())
+    return perf_counter_ns() - t
+
+
+def loop_select_finish_ttfb(vs, k):
+    select, finish = vs.select, vs.finish
+    t = perf_counter_ns()
+    for _ in range(k):
+        finish(select(), TTFB)
+    return perf_counter_ns() - t
+
+
+def pair_loop(method):
+    """The per-call loop a method is measured with (PAIR_OF_METHOD)."""
+    if PAIR_OF_METHOD[method] == "select+record":
+        return loop_select_record
+    return loop_select_finish_ttfb if method == "LEASTRESPONSETIME" else loop_select_finish
+
+
+def pair_step(vs, method):
+    """One operation of pair_loop(method) as a no-argument callable (pytest-benchmark)."""
+    select, record, finish = vs.select, vs.record, vs.finish
+    if PAIR_OF_METHOD[method] == "select+record":
+        return lambda: record(select(), REQUEST_BYTES, REQUEST_PACKETS)
+    if method == "LEASTRESPONSETIME":
+        return lambda: finish(select(), TTFB)
+    return lambda: finish(select())
+
+
+def prebind(vs, trace):
+    """Binds the trace's initial services as replay() would, so a timed replay leaves binding out."""
+    for s, name in enumerate(trace.services):
+        if trace.initially_bound[s]:
+            vs.bind(name, int(trace.weights[s]))

@@ -1,0 +1,117 @@
+"""How `leastload.bench` shows its results: a text table, JSON, a PNG plot."""
+import json
+import math
+
+from ._bench_cases import SHORT
+
+
+def _fmt(v, kind):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if kind == "ns":
+        return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+    if kind == "x":
+        return f"{v:,.0f}x" if v >= 100 else f"{v:.1f}x"
+    if kind == "ratio":
+        return f"{v:.2f}"
+    return f"{v:,.0f}"
+
+
+def _rows(results):
+    """(label, unit kind, value per size) for each line of the table."""
+    rows = results["rows"]
+    methods = list(rows[0]["methods"]) if rows else []
+    lines = []
+    for m in methods:
+        s, pair = SHORT[m], rows[0]["methods"][m]["pair"]
+        get = lambda key, m=m: [r["methods"][m][key] for r in rows]  # noqa: E731
+        lines += [
+            (f"replay {s}, ns/request, C fast path", "ns", get("replay_ns_c")),
+            (f"replay {s}, ns/request, reference", "ns", get("replay_ns_ref")),
+            (f"replay {s}, C faster by", "x", get("replay_speedup")),
+            (f"{pair} {s}, ns, C", "ns", get("percall_ns_c")),
+            (f"{pair} {s}, ns, reference", "ns", get("percall_ns_ref")),
+            (f"{pair} {s}, C faster by", "x", get("percall_speedup")),
+        ]
+    col = lambda key: [r[key] for r in rows]  # noqa: E731
+    lines += [
+        ("select() LC, ns, C", "ns", col("select_ns")),
+        ("select() / _noop(1), per loop step", "ratio", col("select_over_noop")),
+        ("select() / _noop(1), calls only", "ratio", col("select_over_noop_net")),
+        ("all-tied / random select+finish LC", "ratio", col("tied_over_random")),
+        ("window roll, ns per service", "ns", col("roll_ns_per_service")),
+        ("memory, bytes per service", "int", col("bytes_per_service")),
+        ("memory after reserve(n), bytes/service", "int", col("bytes_per_service_reserved")),
+    ]
+    return lines
+
+
+def _grid(header, body):
+    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    rule = "-" * len(fmt(header))
+    return "\n".join([fmt(header), rule] + [fmt(r) for r in body])
+
+
+def text(results):
+    """The whole report: one table (a column per n), the floor, the targets."""
+    rows = results["rows"]
+    header = ["n ="] + [f"{r['n']:,}" for r in rows]
+    body = [[label] + [_fmt(v, kind) for v in values] for label, kind, values in _rows(results)]
+    floor = results["floor"]
+    meta = results["meta"]
+    out = [_grid(header, body), "",
+           f"floor: _noop(1) {floor['noop_ns']:.1f} ns per call, the empty loop {floor['empty_loop_ns']:.1f} ns "
+           "(select() / _noop(1) compares with the two measured beside select() at each n)",
+           f"{meta['statistic']}; {meta['machine']}, Python {meta['python']}",
+           f"trace: {meta['trace']}", ""]
+    trows = []
+    for t in results["targets"]:
+        verdict = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
+        value = "-" if t["value"] is None else f"{t['value']:,.2f}"
+        op = "<=" if t["bound"] == "at most" else ">="
+        trows.append([t["target"], value, f"{op} {t['limit']:g}", verdict, t["where"]])
+    out.append(_grid(["target", "value", "limit", "", ""], trows))
+    return "\n".join(out)
+
+
+def write_json(results, path):
+    with open(path, "w") as fh:
+        json.dump(results, fh, indent=2, allow_nan=True)
+        fh.write("\n")
+
+
+def plot(results, path):
+    """ns/op against n on log axes. False if matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = results["rows"]
+    ns = [r["n"] for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for m in rows[0]["methods"] if rows else []:
+        s, pair = SHORT[m], rows[0]["methods"][m]["pair"]
+        for key, label, style in (("replay_ns_c", f"replay {s} (C)", "o-"),
+                                  ("replay_ns_ref", f"replay {s} (reference)", "o--"),
+                                  ("percall_ns_c", f"{pair} {s} (C)", "s-"),
+                                  ("percall_ns_ref", f"{pair} {s} (reference)", "s--")):
+            ax.plot(ns, [r["methods"][m][key] for r in rows], style, label=label)
+    ax.plot(ns, [r["select_ns"] for r in rows], "^-", label="select() LC (C)")
+    # (a label starting with "_" would be left out of the legend)
+    ax.axhline(results["floor"]["noop_ns"], color="grey", linestyle=":", label="empty call noop(1) (C)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(ns, [f"{n:,}" for n in ns])
+    ax.minorticks_off()
+    ax.set_xlabel("services (n)")
+    ax.set_ylabel("ns per operation (replay: per request)")
+    ax.set_title("leastload: C engine and pure-Python reference")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
