@@ -42,17 +42,17 @@ cdef class ManualClock:
     cdef double _t
 
     def __init__(self, start=0.0):
-        self._t = _errors.check_time(start)
+        self._t = _errors.check_seconds("start", start)
 
     def now(self):
         return self._t
 
     def advance(self, seconds):
         """Moves the clock by `seconds` (negative: backwards)."""
-        self._t = _errors.check_time(self._t + _errors.check_time(seconds))
+        self._t = _errors.advance_clock(self._t, seconds)
 
     def set(self, t):
-        self._t = _errors.check_time(t)
+        self._t = _errors.check_seconds("t", t)
 
     def __repr__(self):
         return f"ManualClock({self._t!r})"

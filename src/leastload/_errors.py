@@ -101,13 +101,37 @@ def check_status(status):
     return int(status)
 
 
+MAX_CLOCK = 2.0**53  # clock values stay below this, so floor() fits a C int64 exactly
+
+
+def check_seconds(arg, value):
+    """A number of seconds (int or float, not bool) a ManualClock can hold -> float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad_type(arg, value, "a number of seconds")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf
+    if not abs(seconds) < MAX_CLOCK:  # also rejects NaN
+        raise bad_value(arg, value, "a finite number of seconds below 2**53")
+    return seconds
+
+
+def advance_clock(t, seconds):
+    """ManualClock.advance(): the new time, or a ValueError naming `seconds`."""
+    seconds = check_seconds("seconds", seconds)
+    if not abs(t + seconds) < MAX_CLOCK:
+        raise bad_value("seconds", seconds, "seconds that keep the clock below 2**53")
+    return t + seconds
+
+
 def check_time(now):
     """A clock reading must be a finite float."""
     try:
         now = float(now)
     except (TypeError, ValueError):
         raise bad_type("clock.now()", now, "a float") from None
-    if not (math.isfinite(now) and abs(now) < 2.0**53):
+    if not abs(now) < MAX_CLOCK:  # also rejects NaN
         raise bad_value("clock.now()", now, "a finite number of seconds below 2**53")
     return now
 

@@ -133,6 +133,8 @@ class VirtualServerFacade:
         super().unbind(name)
         if self._ramps.pop(name, None) is not None:
             self._plan()
+        elif self._ramps and not self._has_others_up():
+            self._end_all()  # the last normal service left: nobody takes the surplus
 
     def set_state(self, name, state):
         was_down = self.state(name) == "DOWN"

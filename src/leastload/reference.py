@@ -14,74 +14,27 @@ from . import _errors
 from ._errors import METHODS, STATES, DuplicateService, NoServiceAvailable, UnknownService
 from ._facade import VirtualServerFacade
 
-__all__ = ["ManualClock", "Engine", "VirtualServer", "NoServiceAvailable", "UnknownService", "DuplicateService"]
+__all__ = ["ManualClock", "Engine", "VirtualServer",
+           "NoServiceAvailable", "UnknownService", "DuplicateService"]
 
 WINDOW_SECONDS = 14
 MAX_ACTIVE = 2**32 - 1  # active transactions are 32-bit in the C engine
 MAX_TOTAL = 2**64 - 1  # window totals are 64-bit
-MAX_CAP = 2**32 - 2  # 2**32 - 1 is the C engine's "no cap"
-
-
-def _check_seconds(arg, value):
-    """A finite number of seconds (int or float, not bool) -> float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _errors.bad_type(arg, value, "a number of seconds")
-    try:
-        seconds = float(value)
-    except OverflowError:  # an int too large for a float
-        seconds = math.inf
-    if not math.isfinite(seconds):
-        raise _errors.bad_value(arg, value, "a finite number of seconds")
-    return seconds
-
-
-def _check_bool(arg, value):
-    if type(value) is not bool:
-        raise _errors.bad_type(arg, value, "a bool")
-    return value
-
-
-def _check_factor(value):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _errors.bad_type("startup_rr_factor", value, "an int")
-    if not 0 <= value <= MAX_TOTAL:
-        raise _errors.bad_value("startup_rr_factor", value, "an int in 0..2**64-1")
-    return int(value)
-
-
-def _check_cap(cap):
-    if cap is None:
-        return None
-    if isinstance(cap, bool) or not isinstance(cap, int):
-        raise _errors.bad_type("cap", cap, "an int or None")
-    if not 0 <= cap <= MAX_CAP:
-        raise _errors.bad_value("cap", cap, f"an int in 0..{MAX_CAP} or None")
-    return int(cap)
-
-
-def _active_overflow(name):
-    return OverflowError(f"service {name!r} already has {MAX_ACTIVE} active transactions")
-
-
 class ManualClock:
     """A clock that moves only when told to (tests and simulations)."""
 
     def __init__(self, start=0.0):
-        self._t = _check_seconds("start", start)
+        self._t = _errors.check_seconds("start", start)
 
     def now(self):
         return self._t
 
     def advance(self, seconds):
         """Moves the clock by `seconds`; negative values move it backwards."""
-        seconds = _check_seconds("seconds", seconds)
-        t = self._t + seconds
-        if not math.isfinite(t):
-            raise _errors.bad_value("seconds", seconds, "a number of seconds that keeps the clock finite")
-        self._t = t
+        self._t = _errors.advance_clock(self._t, seconds)
 
     def set(self, t):
-        self._t = _check_seconds("t", t)
+        self._t = _errors.check_seconds("t", t)
 
     def __repr__(self):
         return f"ManualClock({self._t!r})"
@@ -116,8 +69,8 @@ class Engine:
 
     def __init__(self, method="LEASTCONNECTION", clock=None, *, startup_rr_factor=0, rtsp_nat=False):
         _errors.check_choice("method", method, METHODS)
-        factor = _check_factor(startup_rr_factor)
-        _check_bool("rtsp_nat", rtsp_nat)
+        factor = _errors.check_startup_rr_factor(startup_rr_factor)
+        _errors.check_bool("rtsp_nat", rtsp_nat)
         if clock is None:
             clock = _MonotonicClock()
         elif not callable(getattr(clock, "now", None)):
@@ -156,10 +109,7 @@ class Engine:
         return _errors.check_time(self._clock.now())
 
     def _set_deadline(self, t):
-        t = float(t)
-        if math.isnan(t):
-            raise _errors.bad_value("deadline", t, "a number of seconds")
-        self._deadline = t
+        self._deadline = float(t)
 
     def _on_deadline(self, now):
         """Slow-start hook, called by _tick once the deadline is reached."""
@@ -214,7 +164,7 @@ class Engine:
     @startup_rr_factor.setter
     def startup_rr_factor(self, value):
         # Takes effect at the next set_method(); the running count is left alone.
-        self._startup_rr_factor = _check_factor(value)
+        self._startup_rr_factor = _errors.check_startup_rr_factor(value)
 
     @property
     def startup_rr_left(self):
@@ -226,11 +176,11 @@ class Engine:
 
     @rtsp_nat.setter
     def rtsp_nat(self, value):
-        self._rtsp_nat = _check_bool("rtsp_nat", value)
+        self._rtsp_nat = _errors.check_bool("rtsp_nat", value)
 
     def _set_cap(self, name, cap):
         s = self._get(name)
-        s.cap = _check_cap(cap)
+        s.cap = None if cap is None else _errors.check_cap(cap)
 
     # -- selection ------------------------------------------------------------
 
@@ -266,9 +216,10 @@ class Engine:
         self._tick()
         eligible = [s for s in self._services.values() if self._eligible(s)]
         if not eligible:
-            raise NoServiceAvailable("no service is UP and eligible")
+            raise _errors.no_service()
         rr_round = self._rr_round
-        if self._startup_rr_left > 0:
+        startup = self._startup_rr_left > 0 and self._method != "ROUNDROBIN"
+        if startup:  # plain round robin: ROUNDROBIN neither uses nor counts it down
             chosen = self._first_after_cursor(eligible)
         elif self._method == "ROUNDROBIN":
             chosen, rr_round = self._round_robin(eligible)
@@ -277,8 +228,8 @@ class Engine:
             lowest = min(keys.values())
             chosen = self._first_after_cursor([s for s in eligible if keys[s.name] == lowest])
         if chosen.active == MAX_ACTIVE:
-            raise _active_overflow(chosen.name)
-        if self._startup_rr_left > 0:
+            raise _errors.active_overflow(chosen.name)
+        if startup:
             self._startup_rr_left -= 1
         self._rr_round = rr_round
         self._cursor = chosen.seq
@@ -293,14 +244,14 @@ class Engine:
         s = self._get(name)
         nbytes = _errors.check_count("bytes", bytes)
         npackets = _errors.check_count("packets", packets)
-        _check_bool("control", control)
+        _errors.check_bool("control", control)
         self._tick()  # the window moves first: the overflow check sees the moved window
         if control and not self._rtsp_nat:
             return
         if sum(s.bytes.values()) + nbytes > MAX_TOTAL:
-            raise _errors.too_large("bytes", nbytes, "the window total")
+            raise _errors.window_overflow("bytes", bytes)
         if sum(s.packets.values()) + npackets > MAX_TOTAL:
-            raise _errors.too_large("packets", npackets, "the window total")
+            raise _errors.window_overflow("packets", packets)
         # Traffic goes into the current second; after the clock went back that is
         # still self._second, as no time passed.
         s.bytes[self._second] = s.bytes.get(self._second, 0) + nbytes
@@ -309,7 +260,7 @@ class Engine:
     def begin(self, name):
         s = self._get(name)
         if s.active == MAX_ACTIVE:
-            raise _active_overflow(name)
+            raise _errors.active_overflow(name)
         s.active += 1
 
     def finish(self, name, ttfb=None, status=200):
@@ -317,7 +268,7 @@ class Engine:
         ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
         status = _errors.check_status(status)
         if s.active == 0:
-            raise ValueError(f"service {name!r} has no active transaction")
+            raise _errors.nothing_active(name)
         s.active -= 1
         if status == 200 and ttfb_us is not None:
             s.ttfb_us = (7 * s.ttfb_us + ttfb_us + 4) // 8 if s.ttfb_known else ttfb_us
@@ -330,8 +281,7 @@ class Engine:
         return float(n) / 1e6 if self._method == "LEASTRESPONSETIME" else n
 
     def _score(self, s):
-        score = float(self._n(s)) * 10000 / s.weight
-        return score / 1e6 if self._method == "LEASTRESPONSETIME" else score
+        return float(self._load(s)) * 10000.0 / s.weight
 
     def load(self, name):
         s = self._get(name)
@@ -351,6 +301,17 @@ class Engine:
 
     def active(self, name):
         return self._get(name).active
+
+    def _selections(self, name):
+        """(selected since bind, in this second, in the last second); the clock is not read."""
+        s = self._get(name)
+        return s.selected, s.sel_this_sec, s.sel_last_sec
+
+    def __len__(self):
+        return len(self._services)
+
+    def __contains__(self, name):
+        return name in self._services
 
     def _info(self, s):
         return {

@@ -20,6 +20,7 @@ before the next request) with the service's TTFB and status 200.
 """
 
 import heapq
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,9 @@ class Simulation:
     dropped: np.ndarray    # int64 [seconds]: requests with no service available
 
     def at(self, second):
-        """{service: requests} in that second (services bound then or before)."""
+        """{service: requests} in that second (every service of the run; 0 if not bound then)."""
+        if not self.start <= second < self.start + len(self.counts):
+            raise ValueError(f"second must be in {self.start}..{self.start + len(self.counts) - 1}, got {second!r}")
         row = self.counts[second - self.start]
         return {name: int(c) for name, c in zip(self.services, row)}
 
@@ -76,26 +79,40 @@ def simulate(vs, clock, rate, duration, events=(), *, start=None, request_durati
         raise ValueError(f"rate must be a positive int (requests per second), got {rate!r}")
     if isinstance(duration, bool) or not isinstance(duration, int) or duration <= 0:
         raise ValueError(f"duration must be a positive int (seconds), got {duration!r}")
-    first = int(clock.now()) if start is None else int(start)
+    if not (isinstance(request_duration, (int, float)) and 0 <= request_duration < math.inf):
+        raise ValueError(f"request_duration must be a finite number of seconds >= 0, got {request_duration!r}")
+    # the first whole second not before the clock: the clock never goes back
+    first = math.ceil(clock.now()) if start is None else int(start)
     events = sorted(events, key=lambda e: e[0])
     seen = {n: None for n in vs.services}
     rows, dropped = [], np.zeros(duration, dtype=np.int64)
     pending = []  # (finish time, sequence, name)
-    seq = 0
-    ev = 0
+    state = {"ev": 0, "seq": 0}
+
+    def run_due(t, strict=False):
+        """Finishes and events due by t, in time order (events first at ties)."""
+        while True:
+            ev = state["ev"]
+            te = events[ev][0] if ev < len(events) else math.inf
+            tf = pending[0][0] if pending else math.inf
+            due = (lambda x: x < t) if strict else (lambda x: x <= t)
+            if due(te) and te <= tf:
+                clock.set(max(float(te), clock.now()))
+                _apply(vs, events[ev])
+                state["ev"] += 1
+                seen.update((n, None) for n in vs.services)
+            elif due(tf):
+                done, _, name = heapq.heappop(pending)
+                _finish(vs, clock, done, name, ttfb)
+            else:
+                return
+
     for i in range(duration):
         second = first + i
         count = {}
         for j in range(rate):
             t = second + j / rate
-            while pending and pending[0][0] <= t:
-                done, _, name = heapq.heappop(pending)
-                _finish(vs, clock, done, name, ttfb)
-            while ev < len(events) and events[ev][0] <= t:
-                clock.set(max(float(events[ev][0]), clock.now()))
-                _apply(vs, events[ev])
-                ev += 1
-                seen.update((n, None) for n in vs.services)
+            run_due(t)
             clock.set(t)
             try:
                 name = vs.select()
@@ -106,11 +123,12 @@ def simulate(vs, clock, rate, duration, events=(), *, start=None, request_durati
             if bytes_per_request or packets_per_request:
                 vs.record(name, bytes=bytes_per_request, packets=packets_per_request)
             if request_duration > 0:
-                heapq.heappush(pending, (t + request_duration, seq, name))
-                seq += 1
+                heapq.heappush(pending, (t + request_duration, state["seq"], name))
+                state["seq"] += 1
             else:
                 _finish(vs, clock, t, name, ttfb)
         rows.append(count)
+    run_due(first + duration, strict=True)  # what falls inside the run's last second
     services = tuple(seen)
     counts = np.array([[row.get(n, 0) for n in services] for row in rows], dtype=np.int64)
     return Simulation(services, first, counts.reshape(duration, len(services)), dropped)
