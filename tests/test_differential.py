@@ -148,6 +148,21 @@ class EnginesAgree(RuleBasedStateMachine):
     def set_cap(self, name, cap):
         self.both(lambda vs: vs._set_cap(name, cap))
 
+    # Slow start: the facade is shared, so this compares the engines' caps, their
+    # per-second counters and the policy's view of them, step by step.
+    @rule(rate=st.one_of(st.integers(0, 6), st.integers(0, 100), st.sampled_from([-1, 101, 1.5])),
+          unit=st.sampled_from(["PER_SECOND", "PERCENT", "PER_MINUTE"]),
+          interval=st.one_of(st.integers(0, 3), st.sampled_from([10, -1, 2.5])))
+    def set_slow_start(self, rate, unit, interval):
+        self.both(lambda vs: vs.set(new_service_request=rate, new_service_request_unit=unit,
+                                    new_service_request_increment_interval=interval))
+
+    @invariant()
+    def same_slow_start(self):
+        c_vs, ref_vs = self.vservers
+        assert c_vs.slow_start_exits == ref_vs.slow_start_exits
+        assert [c_vs.slow_start(n) for n in c_vs.services] == [ref_vs.slow_start(n) for n in ref_vs.services]
+
 
 def test_c_engine_agrees_with_the_reference(c_impl, ref_impl):
     class Machine(EnginesAgree):

@@ -1,0 +1,90 @@
+"""The batch path: a trace replayed inside C must decide exactly as the same
+calls made one at a time, on the C engine and on the reference."""
+import numpy as np
+import pytest
+
+from leastload import workloads
+from leastload._errors import METHODS
+from leastload.replay import ReplayResult, replay, replay_per_call
+
+EVENTS = (
+    *workloads.down_up(1, 0.05, 0.15),
+    *workloads.out_of_service(2, 0.08, 0.2),
+    *workloads.bind_at(5, 0.1),
+    *workloads.unbind_at(3, 0.12),
+    *workloads.bind_at(3, 0.18),
+)
+
+
+def trace(seed, n_services=6, n_requests=1500, rate=6000.0, pattern="poisson", events=EVENTS):
+    return workloads.make_trace(n_services=n_services, n_requests=n_requests, rate=rate, pattern=pattern,
+                                seed=seed, weights="random", degrading=1, events=events)
+
+
+def run(impl, method, tr, driver, **settings):
+    clock = impl.ManualClock(0.0)
+    vs = impl.VirtualServer(method, clock=clock, **settings)
+    result = driver(vs, clock, tr)
+    return result, vs.snapshot(), clock.now()
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_replay_equals_per_call_and_the_reference(c_impl, ref_impl, method, seed):
+    tr = trace(seed, pattern=("poisson", "bursty", "diurnal")[seed])
+    fast = run(c_impl, method, tr, replay)
+    assert fast[0].equals(run(c_impl, method, tr, replay_per_call)[0])
+    reference = run(ref_impl, method, tr, replay_per_call)
+    assert fast[0].equals(reference[0])
+    assert fast[1:] == reference[1:]  # the whole engine state, and the clock, agree too
+    served = fast[0].chosen >= 0
+    assert served.sum() > 1000  # the trace really exercised the engine
+    assert set(np.unique(fast[0].chosen[served])) == set(range(6))  # S5 too, after its bind
+
+
+@pytest.mark.parametrize("method", ["LEASTCONNECTION", "LEASTBANDWIDTH", "ROUNDROBIN"])
+def test_replay_stops_for_the_slow_start_policy(c_impl, ref_impl, method):
+    """S5 bound mid-trace starts slow (automated, 1-second interval): the C run must
+    stop at each boundary for the Python policy, exactly where per-call calls run it."""
+    tr = trace(7, n_requests=4000, rate=1000.0, events=tuple(workloads.bind_at(5, 0.5)))
+    settings = dict(new_service_request=20, new_service_request_increment_interval=1)
+    fast, fast_state, _ = run(c_impl, method, tr, replay, **settings)
+    per_call, per_call_state, _ = run(ref_impl, method, tr, replay_per_call, **settings)
+    assert fast.equals(per_call) and fast_state == per_call_state
+    first_interval = (tr.arrival >= 0.5) & (tr.arrival < 1.5)
+    assert (fast.chosen[first_interval] == 5).sum() == 0  # automated: cap 0 for the first interval
+    second_2 = (tr.arrival >= 2.0) & (tr.arrival < 3.0)
+    assert 0 < (fast.chosen[second_2] == 5).sum() <= 40  # cap 20, then 40 from t = 2.5
+    assert (fast.chosen == 5).sum() > 50  # and it ramps up
+
+
+def test_dropped_requests_when_nothing_is_up(c_impl, ref_impl):
+    events = tuple(e for s in range(3) for e in workloads.down_up(s, 0.1, 0.2))
+    tr = trace(3, n_services=3, n_requests=600, rate=2000.0, events=events)
+    fast = run(c_impl, "LEASTCONNECTION", tr, replay)[0]
+    assert fast.equals(run(ref_impl, "LEASTCONNECTION", tr, replay_per_call)[0])
+    gap = (tr.arrival >= 0.1) & (tr.arrival < 0.2)
+    assert gap.any() and (fast.chosen[gap] == -1).all() and (fast.chosen[~gap] >= 0).all()
+
+
+def test_totals_add_up(c_impl):
+    tr = trace(4, events=())
+    res = run(c_impl, "LEASTBANDWIDTH", tr, replay)[0]
+    assert res.selected.sum() == len(tr)
+    assert res.completed.sum() == len(tr)  # every transaction finished by the end
+    assert res.bytes.sum() == tr.req_bytes.sum() + tr.resp_bytes.sum()
+    assert res.packets.sum() == tr.req_packets.sum() + tr.resp_packets.sum()
+    assert np.array_equal(np.bincount(res.chosen, minlength=6), res.selected)
+
+
+def test_replay_needs_the_vservers_own_manual_clock(c_impl):
+    tr = trace(5, events=())
+    vs = c_impl.VirtualServer("LEASTCONNECTION", clock=c_impl.ManualClock(0.0))
+    with pytest.raises(ValueError, match="ManualClock"):
+        replay(vs, c_impl.ManualClock(0.0), tr)
+
+
+def test_empty_trace(c_impl):
+    tr = trace(6, n_requests=0, events=())
+    res = run(c_impl, "LEASTCONNECTION", tr, replay)[0]
+    assert isinstance(res, ReplayResult) and len(res.chosen) == 0 and res.selected.sum() == 0
