@@ -142,11 +142,12 @@ size_t ll_memory_bytes(const ll_vserver *vs);
  * stopped. The pending completions live in a heap that grows by doubling.
  */
 typedef struct {
-    double time;     /* completion time                        */
-    uint64_t req;    /* request index: breaks ties in time     */
-    double ttfb;     /* seconds                                */
-    uint32_t svc;    /* trace service                          */
-    uint32_t gen;    /* bind generation of svc at dispatch     */
+    uint64_t order;  /* completion time, as bits that sort as integers */
+    uint64_t req;    /* request index: breaks ties in time             */
+    double time;     /* completion time, seconds                       */
+    double ttfb;     /* seconds                                        */
+    uint32_t svc;    /* trace service                                  */
+    uint32_t gen;    /* bind generation of svc at dispatch             */
 } ll_pending;
 
 enum { LL_REPLAY_DONE = 0, LL_REPLAY_EVENT = 1, LL_REPLAY_DEADLINE = 2 };

@@ -11,12 +11,24 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "leastload.h"
 
+/* A double's bits, mapped so that integer order is numeric order (no NaN
+ * here: traces are validated). Comparing two integers instead of two
+ * doubles keeps the heap's compares cheap and free of unordered cases. */
+static uint64_t time_order(double t)
+{
+    uint64_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    return bits & 0x8000000000000000u ? ~bits : bits | 0x8000000000000000u;
+}
+
 static int before(const ll_pending *a, const ll_pending *b)
 {
-    return a->time < b->time || (a->time == b->time && a->req < b->req);
+    /* bitwise, not ||: one compare chain, no branch to mispredict */
+    return (a->order < b->order) | ((a->order == b->order) & (a->req < b->req));
 }
 
 static int heap_reserve(ll_replay *r, size_t need)
@@ -48,23 +60,29 @@ static void heap_push(ll_replay *r, ll_pending p)
     r->heap[i] = p;
 }
 
+/* Floyd's pop: walk the hole down to a leaf along the smaller child (a
+ * branch-free choice), then sift the last entry up from there; the walk
+ * has no data-dependent exit, which suits a branch predictor better than
+ * comparing against the moved entry at every level. */
 static ll_pending heap_pop(ll_replay *r)
 {
-    ll_pending top = r->heap[0], last = r->heap[--r->heap_len];
-    size_t i = 0, n = r->heap_len;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && before(&r->heap[c + 1], &r->heap[c]))
-            c++;
-        if (!before(&r->heap[c], &last))
-            break;
-        r->heap[i] = r->heap[c];
-        i = c;
+    ll_pending *h = r->heap;
+    ll_pending top = h[0], last = h[--r->heap_len];
+    size_t n = r->heap_len, i = 0;
+    if (n == 0)
+        return top;
+    for (size_t c; (c = 2 * i + 1) < n; i = c) {
+        c += (c + 1 < n) & before(&h[c + 1], &h[c]);
+        h[i] = h[c];
     }
-    if (n)
-        r->heap[i] = last;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!before(&last, &h[parent]))
+            break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = last;
     return top;
 }
 
@@ -153,7 +171,8 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
             r->selected[s]++;
             /* the same expression, in the same order, as replay.py */
             double ttfb = r->ttfb_base[s] * (1.0 + r->ttfb_slope[s] * t) * r->ttfb_factor[k];
-            ll_pending p = { t + ttfb + r->transfer[k], k, ttfb, s, r->gen[s] };
+            double done = t + ttfb + r->transfer[k];
+            ll_pending p = { time_order(done), k, done, ttfb, s, r->gen[s] };
             heap_push(r, p);
             r->phase = 1;
         } else if (r->op == LL_OP_ARRIVAL) {
