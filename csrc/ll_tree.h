@@ -41,18 +41,25 @@ static inline uint32_t ll_tree_arg(const ll_tree *t, uint32_t i)
 static inline uint32_t ll_tree_min_slot(const ll_tree *t) { return ll_tree_arg(t, 1); }
 
 /* Call after key[slot] changed: fixes the path from that leaf to the root.
+ * The winner climbing the path stays in registers; at each level it meets
+ * the sibling subtree's winner (ties go to the left, i.e. bind order).
  * It stops early where a node keeps a winner other than `slot`: that
  * subtree's minimum (slot and key) is unchanged, so are its ancestors. */
 static inline void ll_tree_update(ll_tree *t, uint32_t slot)
 {
     uint32_t *node = t->node;
     const ll_key *key = t->key;
-    for (uint32_t i = (t->P + slot) >> 1; i; i >>= 1) {
-        uint32_t l = node[2 * i], r = node[2 * i + 1];
-        uint32_t win = ll_key_lt(key[r], key[l]) ? r : l;
-        if (win == node[i] && win != slot)
+    uint32_t win = slot;
+    ll_key kw = key[slot];
+    for (uint32_t i = t->P + slot; i > 1; i >>= 1) {
+        uint32_t other = node[i ^ 1];
+        ll_key ko = key[other];
+        int take = (i & 1) ? ll_key_le(ko, kw) : ll_key_lt(ko, kw);
+        win = take ? other : win;
+        kw = take ? ko : kw;
+        if (node[i >> 1] == win && win != slot)
             return;
-        node[i] = win;
+        node[i >> 1] = win;
     }
 }
 
