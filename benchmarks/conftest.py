@@ -5,6 +5,7 @@ Not part of the default test run (pyproject's testpaths is ["tests"]):
     python -m pytest benchmarks                                # full sizes: n = 3 .. 262144
     LEASTLOAD_BENCH_QUICK=1 python -m pytest benchmarks        # tiny sizes
     LEASTLOAD_BENCH_QUICK=1 python -m pytest benchmarks --benchmark-disable   # CI: every case once
+    LEASTLOAD_BENCH_SIZES=3,64,10000 python -m pytest benchmarks/test_bench_percall.py  # chosen sizes
 
 The states measured come from leastload._bench_cases, shared with
 `python -m leastload bench`. Groups are split by n, so each table compares
@@ -22,6 +23,8 @@ os.environ.setdefault("LEASTLOAD_IMPLEMENTATION", "python")
 
 QUICK = os.environ.get("LEASTLOAD_BENCH_QUICK", "").strip() not in ("", "0")
 SIZES = (3, 64) if QUICK else (3, 64, 1024, 16384, 262144)
+if os.environ.get("LEASTLOAD_BENCH_SIZES"):  # e.g. "3,64,10000"
+    SIZES = tuple(int(x) for x in os.environ["LEASTLOAD_BENCH_SIZES"].split(","))
 # One reference operation scans every service: about half a second at 262144.
 REFERENCE_MAX_N = 16384
 
