@@ -22,8 +22,9 @@ from hypothesis.stateful import (
 from leastload._errors import METHODS, STATES
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("LEASTLOAD_HYPOTHESIS_EXAMPLES", "500")),
-    stateful_step_count=50,
+    # 600 examples: about 520 of them make the full 50+ steps (Hypothesis also tries short ones)
+    max_examples=int(os.environ.get("LEASTLOAD_HYPOTHESIS_EXAMPLES", "600")),
+    stateful_step_count=60,  # the initialize step counts too: most runs make 50+ rule steps
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
