@@ -143,12 +143,9 @@ size_t ll_memory_bytes(const ll_vserver *vs);
  */
 typedef struct {
     uint64_t order;  /* completion time, as bits that sort as integers */
-    uint64_t req;    /* request index: breaks ties in time             */
-    double time;     /* completion time, seconds                       */
-    double ttfb;     /* seconds                                        */
+    uint32_t req;    /* request index: breaks ties in time             */
     uint32_t svc;    /* trace service                                  */
-    uint32_t gen;    /* bind generation of svc at dispatch             */
-} ll_pending;
+} ll_pending;        /* 16 bytes: the heap moves these, so keep them small */
 
 enum { LL_REPLAY_DONE = 0, LL_REPLAY_EVENT = 1, LL_REPLAY_DEADLINE = 2 };
 enum { LL_OP_NONE = 0, LL_OP_ARRIVAL = 1, LL_OP_COMPLETION = 2 };
@@ -163,7 +160,6 @@ typedef struct {
     /* the mapping, kept by the caller and valid between runs */
     const int64_t *slot_of;     /* trace service -> slot, -1 if unbound */
     const int32_t *service_of;  /* slot -> trace service                */
-    const uint32_t *gen;        /* trace service -> bind generation     */
     /* results, per request and per trace service */
     int32_t *chosen;
     uint64_t *selected, *bytes, *packets, *completed;
@@ -175,6 +171,7 @@ typedef struct {
     int phase;           /* its next call: 0 or 1                      */
     int hook_done;       /* the caller ran the hook for this call       */
     ll_pending cur;      /* the completion under way                   */
+    double cur_ttfb;     /* its TTFB, seconds                          */
     double now;          /* time of the last call (or of the stop)     */
     uint64_t err_value;  /* the value behind an error (bytes, packets) */
     int err_call;        /* 0 select, 1 record bytes, 2 record packets, 3 finish */
@@ -187,9 +184,13 @@ typedef struct {
  * has moved to it; set hook_done = 1 after running the hook, then resume).
  * Errors: -ENOMEM (the heap could not grow), -EINVAL (a TTFB over
  * LL_MAX_TTFB_US), -EOVERFLOW (a window total); r->err_* tell which call.
+ * Traces hold fewer than 2^32 requests.
  * Nothing of the failing call has been applied; earlier calls stand. */
 int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline);
 
+/* Drops the pending completions of trace service `svc`: call it when svc
+ * is unbound, as its open transactions are gone. O(pending). */
+void ll_replay_forget(ll_replay *r, uint32_t svc);
 /* Frees the pending heap. */
 void ll_replay_free(ll_replay *r);
 

@@ -25,6 +25,21 @@ static uint64_t time_order(double t)
     return bits & 0x8000000000000000u ? ~bits : bits | 0x8000000000000000u;
 }
 
+static double order_time(uint64_t order)  /* time_order() undone */
+{
+    uint64_t bits = order & 0x8000000000000000u ? order & 0x7FFFFFFFFFFFFFFFu : ~order;
+    double t;
+    memcpy(&t, &bits, sizeof t);
+    return t;
+}
+
+/* The TTFB of request k on trace service s: the same expression, in the
+ * same order, as replay.py (so the same double). */
+static double ttfb_of(const ll_replay *r, uint32_t s, size_t k)
+{
+    return r->ttfb_base[s] * (1.0 + r->ttfb_slope[s] * r->arrival[k]) * r->ttfb_factor[k];
+}
+
 static int before(const ll_pending *a, const ll_pending *b)
 {
     /* bitwise, not ||: one compare chain, no branch to mispredict */
@@ -50,6 +65,7 @@ static int heap_reserve(ll_replay *r, size_t need)
 static void heap_push(ll_replay *r, ll_pending p)
 {
     size_t i = r->heap_len++;
+    /* sift up */
     while (i > 0) {
         size_t parent = (i - 1) / 2;
         if (!before(&p, &r->heap[parent]))
@@ -87,14 +103,14 @@ static ll_pending heap_pop(ll_replay *r)
 }
 
 /* Picks the next operation; LL_REPLAY_DONE / LL_REPLAY_EVENT, or -1 when
- * one is ready in r->op. Completions of unbound services are dropped. */
+ * one is ready in r->op. */
 static int next_op(ll_replay *r, double stop_time)
 {
     for (;;) {
         int have_c = r->heap_len > 0, have_a = r->next < r->n;
         if (!have_c && !have_a)
             return LL_REPLAY_DONE;
-        double tc = have_c ? r->heap[0].time : INFINITY;
+        double tc = have_c ? order_time(r->heap[0].order) : INFINITY;
         double ta = have_a ? r->arrival[r->next] : INFINITY;
         int completion = have_c && (!have_a || tc <= ta);  /* completions first at ties */
         double t = completion ? tc : ta;
@@ -106,12 +122,10 @@ static int next_op(ll_replay *r, double stop_time)
             r->op = LL_OP_ARRIVAL;
             return -1;
         }
-        r->cur = heap_pop(r);
-        if (r->slot_of[r->cur.svc] >= 0 && r->gen[r->cur.svc] == r->cur.gen) {
-            r->op = LL_OP_COMPLETION;
-            return -1;
-        }
-        /* its service was unbound since: the transaction is gone */
+        r->cur = heap_pop(r);  /* ll_replay_forget() dropped those of unbound services */
+        r->cur_ttfb = ttfb_of(r, r->cur.svc, r->cur.req);
+        r->op = LL_OP_COMPLETION;
+        return -1;
     }
 }
 
@@ -169,10 +183,8 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
             uint32_t s = (uint32_t)r->service_of[slot];
             r->chosen[k] = (int32_t)s;
             r->selected[s]++;
-            /* the same expression, in the same order, as replay.py */
-            double ttfb = r->ttfb_base[s] * (1.0 + r->ttfb_slope[s] * t) * r->ttfb_factor[k];
-            double done = t + ttfb + r->transfer[k];
-            ll_pending p = { time_order(done), k, done, ttfb, s, r->gen[s] };
+            double done = t + ttfb_of(r, s, k) + r->transfer[k];
+            ll_pending p = { time_order(done), (uint32_t)k, s };
             heap_push(r, p);
             r->phase = 1;
         } else if (r->op == LL_OP_ARRIVAL) {
@@ -189,7 +201,7 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
             r->phase = 1;
         } else {
             uint64_t k = r->cur.req;
-            double ttfb = r->cur.ttfb;
+            double ttfb = r->cur_ttfb;
             if (!(ttfb >= 0.0 && ttfb <= LL_MAX_TTFB_US / 1e6)) {
                 r->err_call = 3;
                 return -EINVAL;
@@ -204,6 +216,20 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
             r->op = LL_OP_NONE;
         }
     }
+}
+
+void ll_replay_forget(ll_replay *r, uint32_t svc)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < r->heap_len; i++)
+        if (r->heap[i].svc != svc)
+            r->heap[kept++] = r->heap[i];
+    if (kept == r->heap_len)
+        return;
+    ll_pending *h = r->heap;
+    r->heap_len = 0;
+    for (size_t i = 0; i < kept; i++)  /* re-heap: rare (unbind events), O(n log n) */
+        heap_push(r, h[i]);
 }
 
 void ll_replay_free(ll_replay *r)

@@ -67,11 +67,9 @@ cdef extern from "leastload.h" nogil:
     size_t ll_memory_bytes(const ll_vserver *vs)
 
     ctypedef struct ll_pending:
-        double time
-        uint64_t req
-        double ttfb
+        uint64_t order
+        uint32_t req
         uint32_t svc
-        uint32_t gen
 
     enum:
         LL_REPLAY_DONE
@@ -92,7 +90,6 @@ cdef extern from "leastload.h" nogil:
         const double *ttfb_slope
         const int64_t *slot_of
         const int32_t *service_of
-        const uint32_t *gen
         int32_t *chosen
         uint64_t *selected
         uint64_t *bytes
@@ -100,10 +97,12 @@ cdef extern from "leastload.h" nogil:
         uint64_t *completed
         size_t next
         ll_pending cur
+        double cur_ttfb
         int hook_done
         double now
         uint64_t err_value
         int err_call
 
     int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
+    void ll_replay_forget(ll_replay *r, uint32_t svc)
     void ll_replay_free(ll_replay *r)

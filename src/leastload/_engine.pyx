@@ -421,12 +421,13 @@ cdef class Engine:
         cdef int32_t[::1] chosen = result.chosen
         cdef uint64_t[::1] selected = result.selected, nbytes = result.bytes
         cdef uint64_t[::1] npackets = result.packets, completed = result.completed
-        cdef const uint32_t[::1] gen = events.gen
         cdef int64_t[::1] slot_of
         cdef int32_t[::1] service_of
         cdef ll_replay r
         memset(&r, 0, sizeof(r))
         r.n = arrival.shape[0]
+        if r.n >= 0xFFFFFFFF:
+            raise ValueError(f"a replay takes fewer than 2**32 requests, got {r.n}")
         if r.n == 0:
             while events.next < len(trace.event_time):
                 events.apply_next()
@@ -437,7 +438,6 @@ cdef class Engine:
         r.ttfb_base, r.ttfb_slope = &base[0], &slope[0]
         r.chosen, r.selected, r.bytes = &chosen[0], &selected[0], &nbytes[0]
         r.packets, r.completed = &npackets[0], &completed[0]
-        r.gen = &gen[0]
         cdef int rc
         cdef double stop
         try:
@@ -448,7 +448,11 @@ cdef class Engine:
                 with nogil:
                     rc = ll_replay_run(self._vs, &r, stop, self._deadline)
                 if rc == LL_REPLAY_EVENT:
+                    svc = int(trace.event_service[events.next])
+                    generation = int(events.gen[svc])
                     events.apply_next()
+                    if events.gen[svc] != generation:  # bound or unbound: its open transactions are gone
+                        ll_replay_forget(&r, svc)
                 elif rc == LL_REPLAY_DEADLINE:
                     self._manual._t = r.now
                     self._on_deadline(r.now)
@@ -481,7 +485,7 @@ cdef class Engine:
             raise _errors.window_overflow("bytes" if r.err_call == 1 else "packets", r.err_value)
         if r.err_call == 3:
             if rc == -EINVAL:
-                _errors.check_ttfb(r.cur.ttfb)
+                _errors.check_ttfb(r.cur_ttfb)
             return _raise_for(rc, "replay", trace.services[r.cur.svc])
         if rc == -EOVERFLOW:
             raise _errors.active_overflow(self._names[ll_peek(self._vs, <int64_t>floor(r.now))])
