@@ -88,3 +88,25 @@ def test_empty_trace(c_impl):
     tr = trace(6, n_requests=0, events=())
     res = run(c_impl, "LEASTCONNECTION", tr, replay)[0]
     assert isinstance(res, ReplayResult) and len(res.chosen) == 0 and res.selected.sum() == 0
+
+
+def test_other_threads_are_kept_out_while_the_gil_is_released(c_impl):
+    """replay() runs C with the GIL released; a call from another thread meanwhile
+    must raise, not race the C loop."""
+    import threading
+
+    tr = trace(8, n_services=64, n_requests=300_000, rate=50_000.0, events=())
+    clock = c_impl.ManualClock(0.0)
+    vs = c_impl.VirtualServer("LEASTCONNECTION", clock=clock)
+    worker = threading.Thread(target=replay, args=(vs, clock, tr))
+    refused = []
+    worker.start()
+    while worker.is_alive():
+        try:
+            vs.select()
+        except RuntimeError as exc:
+            refused.append(str(exc))
+        except Exception:  # NoServiceAvailable before the trace's services are bound
+            pass
+    worker.join()
+    assert refused and all("replaying a trace" in m for m in refused)

@@ -95,6 +95,7 @@ cdef class Engine:
     cdef double _deadline    # slow-start policy: call _on_deadline() at this time
     cdef uint64_t _startup_factor
     cdef bint _rtsp_nat
+    cdef bint _in_c_replay   # the GIL is released inside replay: other threads must keep out
 
     def __cinit__(self, *args, **kwargs):
         self._names = []
@@ -143,9 +144,14 @@ cdef class Engine:
             return _monotonic()
         return _errors.check_time(self._clock.now())
 
+    cdef int _busy(self) except -1:
+        raise RuntimeError("this vserver is replaying a trace in another thread")
+
     cdef inline int64_t _tick(self) except? -1:
         """Reads the clock; runs the policy if it is due. Returns the second, which
         the caller's C call moves the window to (ll_select/ll_record/ll_advance)."""
+        if self._in_c_replay:
+            self._busy()
         cdef double now = self._read_clock()
         cdef int64_t sec = <int64_t>now  # floor without a libm call: |now| < 2**53
         if <double>sec > now:
@@ -169,6 +175,8 @@ cdef class Engine:
     # ---- names ---------------------------------------------------------
 
     cdef inline uint32_t _slot(self, object name) except? 0xFFFFFFFF:
+        if self._in_c_replay:
+            self._busy()
         cdef object slot = self._slots.get(name) if type(name) is str else None
         if slot is None:
             _errors.check_name(name)
@@ -177,6 +185,8 @@ cdef class Engine:
 
     def bind(self, name, weight=1):
         """Appends a service to bind order (the round-robin order)."""
+        if self._in_c_replay:
+            self._busy()
         _errors.check_name(name)
         if name in self._slots:
             raise _errors.duplicate_service(name)
@@ -216,6 +226,8 @@ cdef class Engine:
 
     def set_method(self, method):
         """Changes the method; the weighted round restarts and so does startup round robin."""
+        if self._in_c_replay:
+            self._busy()
         cdef int m = _METHOD_INDEX[_errors.check_choice("method", method, METHODS)]
         _raise_for_rc(ll_set_method(self._vs, <ll_method>m), "set_method")
         ll_set_startup_rr(self._vs, self._startup_factor)
@@ -386,6 +398,8 @@ cdef class Engine:
 
     def snapshot(self):
         """The whole state as plain data (the clock is not read)."""
+        if self._in_c_replay:
+            self._busy()
         cdef ll_info info
         cdef int64_t cursor = ll_cursor(self._vs)
         services = []
@@ -445,8 +459,10 @@ cdef class Engine:
                 slot_of, service_of = self._replay_mapping(trace)
                 r.slot_of, r.service_of = &slot_of[0], &service_of[0]
                 stop = events.time_of_next()
+                self._in_c_replay = True
                 with nogil:
                     rc = ll_replay_run(self._vs, &r, stop, self._deadline)
+                self._in_c_replay = False
                 if rc == LL_REPLAY_EVENT:
                     svc = int(trace.event_service[events.next])
                     generation = int(events.gen[svc])
