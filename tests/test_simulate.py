@@ -223,3 +223,15 @@ def test_back_to_back_runs_do_not_move_the_clock_back(impl):
     simulate(vs, clock, rate=4, duration=2)  # ends at 1.75
     second = simulate(vs, clock, rate=4, duration=1)
     assert second.start == 2  # not second 1 again, which would move the clock back to 1.0
+
+
+@pytest.mark.parametrize("implementation", ["c", "python"])
+def test_command_line_prints_the_automated_table(capsys, implementation):
+    from leastload.simulate import main
+
+    assert main(["--new", "0", "--slow-start", "4", "PER_SECOND", "10", "--duration", "51", "--every", "10",
+                 "--implementation", implementation]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["t(s)", "S1", "S2", "S3", "S4", "new", "dropped"]
+    assert [int(line.split()[5]) for line in out[1:7]] == [0, 4, 8, 12, 16, 20]  # the seed's table
+    assert out[-1] == "t=50: new left slow start: the cap reached the fair share"

@@ -6,6 +6,7 @@ others.
 """
 import argparse
 import importlib
+import signal
 import sys
 
 COMMANDS = {
@@ -27,6 +28,8 @@ def _parser():
 
 
 def main(argv=None):
+    if argv is None and hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends quietly
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     if not argv or argv[0] not in COMMANDS:

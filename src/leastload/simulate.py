@@ -139,3 +139,43 @@ def _finish(vs, clock, t, name, ttfb):
         return  # unbound meanwhile: the transaction is gone
     clock.set(t)
     vs.finish(name, ttfb=ttfb.get(name, 0.01) if isinstance(ttfb, dict) else ttfb, status=200)
+
+
+def main(argv=None):
+    """`python -m leastload simulate`: a steady rate through a fresh vserver, printed per second."""
+    import argparse
+
+    from ._errors import METHODS
+
+    p = argparse.ArgumentParser(prog="python -m leastload simulate", description=main.__doc__)
+    p.add_argument("--method", choices=METHODS, default="ROUNDROBIN")
+    p.add_argument("--services", type=int, default=4, help="services S1..Sn bound at t = 0 (default 4)")
+    p.add_argument("--rate", type=int, default=100, help="requests per second (default 100)")
+    p.add_argument("--duration", type=int, default=60, help="seconds (default 60)")
+    p.add_argument("--new", metavar="T", type=float, default=None,
+                   help="bind one more service, 'new', at time T (it starts slow if slow start is on)")
+    p.add_argument("--slow-start", nargs=3, metavar=("RATE", "UNIT", "INTERVAL"), default=None,
+                   help="new_service_request, its unit (PER_SECOND or PERCENT) and the increment interval")
+    p.add_argument("--every", type=int, default=1, help="print every Nth second (default 1)")
+    p.add_argument("--implementation", choices=("c", "python"), default="c")
+    args = p.parse_args(argv)
+    if args.implementation == "python":
+        from . import reference as impl
+    else:
+        from . import _native as impl
+    clock = impl.ManualClock(0.0)
+    vs = impl.VirtualServer(args.method, clock=clock)
+    for i in range(1, args.services + 1):
+        vs.bind(f"S{i}")
+    if args.slow_start:
+        rate, unit, interval = args.slow_start
+        vs.set(new_service_request=int(rate), new_service_request_unit=unit,
+               new_service_request_increment_interval=int(interval))
+    events = [] if args.new is None else [(args.new, "bind", "new")]
+    sim = simulate(vs, clock, rate=args.rate, duration=args.duration, events=events)
+    lines = sim.table().splitlines()
+    print("\n".join([lines[0], *lines[1::max(1, args.every)]]))
+    if getattr(vs, "slow_start_exits", None):
+        for t, name, why in vs.slow_start_exits:
+            print(f"t={t:g}: {name} left slow start: {why}")
+    return 0
