@@ -184,7 +184,8 @@ typedef struct {
  * has moved to it; set hook_done = 1 after running the hook, then resume).
  * Errors: -ENOMEM (the heap could not grow), -EINVAL (a TTFB over
  * LL_MAX_TTFB_US), -EOVERFLOW (a window total); r->err_* tell which call.
- * Traces hold fewer than 2^32 requests.
+ * Traces hold fewer than 2^32 requests, and every time in them (arrival,
+ * arrival + TTFB + transfer) is finite and below 2^53 in magnitude.
  * Nothing of the failing call has been applied; earlier calls stand. */
 int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline);
 

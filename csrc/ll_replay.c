@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "leastload.h"
+#include "ll_internal.h"
 
 /* A double's bits, mapped so that integer order is numeric order (no NaN
  * here: traces are validated). Comparing two integers instead of two
@@ -155,11 +155,13 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
                 return rc;
         }
         double t = r->now;
-        int64_t sec = (int64_t)floor(t);
+        int64_t sec = (int64_t)t;  /* floor; the caller keeps |t| < 2^53 */
+        sec -= (double)sec > t;
         if (!(r->op == LL_OP_COMPLETION && r->phase == 1)) {
             /* select and record tick (finish does not): the window moves
              * and a due policy hook runs first */
-            ll_advance(vs, sec);
+            if (sec > vs->cur_sec)
+                ll_advance(vs, sec);
             if (t >= deadline && !r->hook_done)
                 return LL_REPLAY_DEADLINE;
             r->hook_done = 0;
