@@ -54,7 +54,9 @@ static inline void ll_tree_update(ll_tree *t, uint32_t slot)
     for (uint32_t i = t->P + slot; i > 1; i >>= 1) {
         uint32_t other = node[i ^ 1];
         ll_key ko = key[other];
-        int take = (i & 1) ? ll_key_le(ko, kw) : ll_key_lt(ko, kw);
+        /* the sibling wins if lower, or equal and on the left (i odd): in
+         * bitwise form, since the path's shape is data the predictor can't guess */
+        int take = ll_key_lt(ko, kw) | ((int)(i & 1) & ll_key_eq(ko, kw));
         win = take ? other : win;
         kw = take ? ko : kw;
         if (node[i >> 1] == win && win != slot)
