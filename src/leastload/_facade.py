@@ -146,15 +146,12 @@ class VirtualServerFacade:
 
     def slow_start(self, name):
         """Where `name` stands in slow start: None, or a dict of its ramp."""
-        self._get_ramp_target(name)
+        self.weight(name)  # raises UnknownService / TypeError for a bad name
         ramp = self._ramps.get(name)
         if ramp is None:
             return None
         return {"cap": ramp.cap, "increments": ramp.increments, "since": ramp.start,
                 "mode": "manual" if self._interval == 0 else "automated"}
-
-    def _get_ramp_target(self, name):
-        self.weight(name)  # raises UnknownService / TypeError for a bad name
 
     def _maybe_begin_ramp(self, name):
         if self._rate == 0 or self.state(name) != "UP" or not self._has_others_up(besides=name):
