@@ -63,6 +63,7 @@ class VirtualServerFacade:
         self._rate, self._unit, self._interval = settings
         self._ramps = {}  # name -> _Ramp, for the services in slow start
         self.slow_start_exits = []  # (time, service, why), in order: what ended each slow start
+        self._hook_stats = None  # _stats() while the policy hook runs
 
     # ---- settings --------------------------------------------------------
 
@@ -171,12 +172,18 @@ class VirtualServerFacade:
     def _on_deadline(self, now):
         """Runs at the first call that sees the clock reach the next boundary."""
         self._set_deadline(math.inf)  # no re-entry while we read the engine
-        if self._interval:
-            for name in list(self._ramps):
-                ramp = self._ramps[name]
-                while name in self._ramps and ramp.next_boundary <= now:
-                    self._boundary(name, ramp)
-        self._apply_caps(now)
+        # No request is served while the hook runs, so the last second's counts
+        # are read once (O(n)), not once per ramp.
+        self._hook_stats = self._stats()
+        try:
+            if self._interval:
+                for name in list(self._ramps):
+                    ramp = self._ramps[name]
+                    while name in self._ramps and ramp.next_boundary <= now:
+                        self._boundary(name, ramp)
+            self._apply_caps(now)
+        finally:
+            self._hook_stats = None
 
     def _boundary(self, name, ramp):
         """One interval boundary of an automated ramp: the exits, then the increment."""
@@ -211,16 +218,31 @@ class VirtualServerFacade:
             cap = min(cap, int(others))  # a final increment never gives it more than the others
         return min(cap, 0xFFFFFFFE)
 
+    def _stats(self):
+        """[requests in the last second, UP services, the same two for the UP
+        services not in slow start]: one pass, or the hook's copy while it runs."""
+        if self._hook_stats is not None:
+            return self._hook_stats
+        stats = [0, 0, 0, 0]
+        for n in self.services:
+            if self.state(n) == "UP":
+                last = self._selections(n)[2]
+                stats[0] += last
+                stats[1] += 1
+                if n not in self._ramps:
+                    stats[2] += last
+                    stats[3] += 1
+        return stats
+
     def _others_rate(self):
         """Average requests in the last second of the UP services not in slow start."""
-        rates = [self._selections(n)[2] for n in self.services
-                 if n not in self._ramps and self.state(n) == "UP"]
-        return sum(rates) / len(rates) if rates else 0
+        stats = self._stats()
+        return stats[2] / stats[3] if stats[3] else 0
 
     def _last_second(self):
         """(requests the vserver served in the last second, UP services)."""
-        up = [n for n in self.services if self.state(n) == "UP"]
-        return sum(self._selections(n)[2] for n in up), len(up)
+        stats = self._stats()
+        return stats[0], stats[1]
 
     def _apply_caps(self, now):
         for name, ramp in self._ramps.items():
@@ -241,6 +263,9 @@ class VirtualServerFacade:
 
     def _end(self, name, why):
         del self._ramps[name]
+        if self._hook_stats is not None and self.state(name) == "UP":
+            self._hook_stats[2] += self._selections(name)[2]  # it joins the others
+            self._hook_stats[3] += 1
         self._set_cap(name, None)
         self.slow_start_exits.append((self.now(), name, why))
         return why
