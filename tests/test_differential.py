@@ -170,3 +170,29 @@ def test_c_engine_agrees_with_the_reference(c_impl, ref_impl):
         modules = (c_impl, ref_impl)
 
     run_state_machine_as_test(Machine, settings=SETTINGS)
+
+
+def test_many_unbinds_agree(c_impl, ref_impl):
+    """The C engine closes the holes unbind() leaves once they outnumber the bound
+    services (past 32): bind order and the tie cursor must survive that, as the
+    reference (which has no holes) says."""
+    results = []
+    for module in (c_impl, ref_impl):
+        clock = module.ManualClock(0.0)
+        vs = module.VirtualServer("ROUNDROBIN", clock=clock)
+        for i in range(100):
+            vs.bind(f"S{i}", weight=1 + i % 3)
+        picks = [vs.select() for _ in range(137)]
+        last = picks[-1]
+        for i in range(100):  # keep every tenth, and drop the one selected last
+            if i % 10 or f"S{i}" == last:
+                vs.unbind(f"S{i}")
+        for i in range(5):
+            vs.bind(f"T{i}")  # rebinding goes to the end of bind order
+        picks += [vs.select() for _ in range(40)]
+        vs.set_method("LEASTCONNECTION")
+        picks += [vs.select() for _ in range(40)]
+        results.append((picks, vs.services, vs.snapshot()))
+    assert results[0] == results[1]
+    kept = 10 - (int(last[1:]) % 10 == 0)  # S0, S10, ... S90, less the one selected last
+    assert len(results[0][1]) == kept + 5
