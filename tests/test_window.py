@@ -139,3 +139,39 @@ def test_overflow_of_the_window_total_raises_and_adds_nothing(impl, full, extra)
     clock.set(14.0)  # the window moves before the check: the full second has left
     vs.record("S1", **more)
     assert window(vs) == (more.get("bytes", 0), more.get("packets", 0))
+
+
+def test_the_default_clock_is_time_monotonic(impl):
+    """No clock given: the vserver reads the clock time.monotonic() reads."""
+    import time
+
+    vs = impl.VirtualServer("LEASTBANDWIDTH")
+    before = time.monotonic()
+    now = vs.now()
+    after = time.monotonic()
+    assert before <= now <= after
+    vs.bind("S1")
+    vs.record("S1", bytes=7)
+    assert vs.load("S1") == 7  # the window sits at the current second of that clock
+
+
+class _CountingClock:
+    """Any object with now() will do; this one counts how often it is read."""
+
+    def __init__(self, t):
+        self.t, self.reads = t, 0
+
+    def now(self):
+        self.reads += 1
+        return self.t
+
+
+def test_any_object_with_now_is_a_clock(impl):
+    clock = _CountingClock(5.5)
+    vs = impl.VirtualServer("LEASTBANDWIDTH", clock=clock)
+    vs.bind("S1")
+    vs.record("S1", bytes=3)
+    reads = clock.reads
+    clock.t = 19.0  # 14 s after second 5: the bucket is gone
+    assert vs.load("S1") == 0
+    assert clock.reads == reads + 1  # one read per call that observes time
