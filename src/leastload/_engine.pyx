@@ -442,7 +442,7 @@ cdef class Engine:
         r.n = arrival.shape[0]
         if r.n >= 0xFFFFFFFF:
             raise ValueError(f"a replay takes fewer than 2**32 requests, got {r.n}")
-        if r.n and not (0 <= trace.arrival[0] and trace.arrival[-1] < 2.0**52 and trace.transfer.max() < 2.0**52):
+        if r.n and not (0 <= arrival[0] and arrival[r.n - 1] < 2.0**52 and trace.transfer.max() < 2.0**52):
             raise ValueError("trace times must be >= 0 and below 2**52 seconds (the clock's range)")
         if r.n == 0:
             while events.next < len(trace.event_time):

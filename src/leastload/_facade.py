@@ -156,9 +156,10 @@ class VirtualServerFacade:
 
     def _maybe_begin_ramp(self, name):
         if self._rate == 0 or self.state(name) != "UP" or not self._has_others_up(besides=name):
-            self._ramps.pop(name, None)  # alone, or slow start off: it takes its full share
-            self._set_cap(name, None)
-            self._plan()
+            # slow start off, or nobody else to take the surplus: its full share at once
+            if self._ramps.pop(name, None) is not None:  # a ramp kept from before it went DOWN
+                self._set_cap(name, None)
+                self._plan()
             return
         now = self.now()
         self._ramps[name] = _Ramp(now, self._interval, self._selections(name)[0])

@@ -121,8 +121,8 @@ def replay_per_call(vs, clock, trace):
             elif pending and tc <= limit:
                 tc, k, s, gen, ttfb = heapq.heappop(pending)
                 clock.set(tc)
-                if gen != events.gen[s] or trace.services[s] not in vs:
-                    continue  # unbound since dispatch: the transaction is gone
+                if gen != events.gen[s]:
+                    continue  # unbound (and maybe bound again) since dispatch: the transaction is gone
                 name = trace.services[s]
                 vs.record(name, bytes=int(trace.resp_bytes[k]), packets=int(trace.resp_packets[k]))
                 res.bytes[s] += trace.resp_bytes[k]

@@ -20,6 +20,7 @@ before the next request) with the service's TTFB and status 200.
 """
 
 import heapq
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -87,21 +88,21 @@ def simulate(vs, clock, rate, duration, events=(), *, start=None, request_durati
     seen = {n: None for n in vs.services}
     rows, dropped = [], np.zeros(duration, dtype=np.int64)
     pending = []  # (finish time, sequence, name)
-    state = {"ev": 0, "seq": 0}
+    sequence = itertools.count()  # ties in finish time go in request order
+    next_event = 0
 
-    def run_due(t, strict=False):
-        """Finishes and events due by t, in time order (events first at ties)."""
+    def run_due(limit):
+        """Finishes and events due at or before `limit`, in time order (events first at ties)."""
+        nonlocal next_event
         while True:
-            ev = state["ev"]
-            te = events[ev][0] if ev < len(events) else math.inf
+            te = events[next_event][0] if next_event < len(events) else math.inf
             tf = pending[0][0] if pending else math.inf
-            due = (lambda x: x < t) if strict else (lambda x: x <= t)
-            if due(te) and te <= tf:
+            if te <= limit and te <= tf:
                 clock.set(max(float(te), clock.now()))
-                _apply(vs, events[ev])
-                state["ev"] += 1
+                _apply(vs, events[next_event])
+                next_event += 1
                 seen.update((n, None) for n in vs.services)
-            elif due(tf):
+            elif tf <= limit:
                 done, _, name = heapq.heappop(pending)
                 _finish(vs, clock, done, name, ttfb)
             else:
@@ -123,12 +124,11 @@ def simulate(vs, clock, rate, duration, events=(), *, start=None, request_durati
             if bytes_per_request or packets_per_request:
                 vs.record(name, bytes=bytes_per_request, packets=packets_per_request)
             if request_duration > 0:
-                heapq.heappush(pending, (t + request_duration, state["seq"], name))
-                state["seq"] += 1
+                heapq.heappush(pending, (t + request_duration, next(sequence), name))
             else:
                 _finish(vs, clock, t, name, ttfb)
         rows.append(count)
-    run_due(first + duration, strict=True)  # what falls inside the run's last second
+    run_due(math.nextafter(first + duration, -math.inf))  # what falls inside the run's last second
     services = tuple(seen)
     counts = np.array([[row.get(n, 0) for n in services] for row in rows], dtype=np.int64)
     return Simulation(services, first, counts.reshape(duration, len(services)), dropped)
