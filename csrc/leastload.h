@@ -62,7 +62,30 @@ typedef struct {
     uint8_t state;
     uint8_t bound;           /* 0 for a hole left by ll_unbind             */
     uint8_t ttfb_known;      /* 1 once a status-200 TTFB was recorded      */
+    uint8_t draining;        /* ll_set_draining: no new picks              */
+    uint8_t ejected;         /* ll_set_ejected: no picks until it returns  */
+    uint32_t fails_in_row;   /* consecutive failed transactions            */
+    uint64_t failures;       /* failed transactions since bind             */
 } ll_info;
+
+/* Aggregates over the bound services, kept up to date by every call that
+ * changes a state, a flag, a cap or the per-second counters: O(1) to read.
+ * "free" = no slow-start cap; "pickable" = UP, not draining, not ejected. */
+typedef struct {
+    uint32_t bound;          /* bound services                             */
+    uint32_t up;             /* ... in state UP                            */
+    uint32_t up_free;        /* ... UP and without a slow-start cap        */
+    uint32_t pickable;       /* ... UP, not draining and not ejected       */
+    uint32_t ejected;        /* ... ejected (any state)                    */
+    uint64_t last_up;        /* selections in the last second, UP services */
+    uint64_t last_up_free;   /* the same, UP services without a cap        */
+} ll_totals;
+
+/* ll_finish()'s non-negative result: what the caller must act on. */
+enum {
+    LL_END_DRAINED = 1,      /* a draining service has no open transaction left */
+    LL_END_OUTLIER = 2       /* consecutive failures reached the outlier threshold */
+};
 
 /* Creates an empty vserver whose window starts at second `sec`.
  * Returns NULL when memory is short or `method` is unknown. */
@@ -88,6 +111,18 @@ void ll_compact(ll_vserver *vs);
 
 int ll_set_weight(ll_vserver *vs, uint32_t slot, uint32_t weight);
 int ll_set_state(ll_vserver *vs, uint32_t slot, ll_state state);
+/* Draining: the service gets no new picks (idempotent). The engine does
+ * not unbind: the caller does when ll_finish() reports LL_END_DRAINED, or
+ * at once if nothing is active. -EINVAL for a bad slot. O(log n). */
+int ll_set_draining(ll_vserver *vs, uint32_t slot);
+/* Ejected services get no picks. Ejecting resets the consecutive failure
+ * count. -EINVAL for a bad slot. O(log n). */
+int ll_set_ejected(ll_vserver *vs, uint32_t slot, int ejected);
+/* ll_finish() reports LL_END_OUTLIER once a service that is neither
+ * ejected nor draining has failed `k` times in a row (0: never). */
+void ll_set_outlier_failures(ll_vserver *vs, uint32_t k);
+/* The aggregates (see ll_totals). */
+void ll_get_totals(const ll_vserver *vs, ll_totals *out);
 /* Changes the method; restarts startup round robin (ll_set_startup_rr). */
 int ll_set_method(ll_vserver *vs, ll_method method);
 ll_method ll_get_method(const ll_vserver *vs);
@@ -108,9 +143,15 @@ uint32_t ll_rr_round(const ll_vserver *vs);
 
 /* Picks a service at second `sec` and counts one new active transaction on
  * it. Returns its slot, -ENOENT if none is eligible, -EOVERFLOW if the
- * chosen service already has UINT32_MAX active transactions.
+ * chosen service already has UINT32_MAX active transactions (ll_full_slot()
+ * then names it).
  * Never allocates. O(log n). */
 int64_t ll_select(ll_vserver *vs, int64_t sec);
+uint32_t ll_full_slot(const ll_vserver *vs);
+/* ll_select() with the slots in `excluded` treated as not eligible for this
+ * pick only (invalid slots and repeats are ignored). Never allocates.
+ * O((1 + n_excluded) log n). */
+int64_t ll_select_excluding(ll_vserver *vs, int64_t sec, const uint32_t *excluded, size_t n_excluded);
 /* The slot ll_select() would pick at `sec`, without picking it (the window
  * does move). -ENOENT if none is eligible. */
 int64_t ll_peek(ll_vserver *vs, int64_t sec);
@@ -121,8 +162,11 @@ int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64
 int ll_begin(ll_vserver *vs, uint32_t slot);
 /* Ends one active transaction. With has_ttfb, ttfb_us (<= LL_MAX_TTFB_US)
  * updates the smoothed TTFB: the first sample sets it, later ones move it
- * an eighth of the way, rounded half up. -ERANGE if nothing is active. */
-int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us);
+ * an eighth of the way, rounded half up. `failed` (no response, or a 5xx)
+ * counts a failure and one more in a row; otherwise the row is reset.
+ * Returns 0 or LL_END_* bits for the caller to act on; -ERANGE if nothing
+ * is active. */
+int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed);
 
 int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out);
 /* Bytes allocated by the engine (for the memory figures). */
@@ -137,9 +181,10 @@ size_t ll_memory_bytes(const ll_vserver *vs);
  * select + record the request traffic. So its decisions equal driving the
  * vserver one call at a time. Service events (state changes, bind, unbind)
  * and the slow-start policy stay with the caller: the run stops before any
- * operation at or after `stop_time` (the next event) and before any call
- * whose time reaches `deadline` (the policy hook), and resumes where it
- * stopped. The pending completions live in a heap that grows by doubling.
+ * operation at or after `stop_time` (the next event), before any call
+ * whose time reaches `deadline` (the policy hook), and after a finish that
+ * ll_finish() flagged (LL_END_*: a drain to complete, an outlier to judge),
+ * and resumes where it stopped. The pending completions live in a heap that grows by doubling.
  */
 typedef struct {
     uint64_t order;  /* completion time, as bits that sort as integers */
@@ -147,7 +192,7 @@ typedef struct {
     uint32_t svc;    /* trace service                                  */
 } ll_pending;        /* 16 bytes: the heap moves these, so keep them small */
 
-enum { LL_REPLAY_DONE = 0, LL_REPLAY_EVENT = 1, LL_REPLAY_DEADLINE = 2 };
+enum { LL_REPLAY_DONE = 0, LL_REPLAY_EVENT = 1, LL_REPLAY_DEADLINE = 2, LL_REPLAY_ENDED = 3 };
 enum { LL_OP_NONE = 0, LL_OP_ARRIVAL = 1, LL_OP_COMPLETION = 2 };
 
 typedef struct {
@@ -175,13 +220,17 @@ typedef struct {
     double now;          /* time of the last call (or of the stop)     */
     uint64_t err_value;  /* the value behind an error (bytes, packets) */
     int err_call;        /* 0 select, 1 record bytes, 2 record packets, 3 finish */
+    int end_flags;       /* LL_REPLAY_ENDED: ll_finish()'s LL_END_* bits   */
+    uint32_t end_svc;    /* ... and the trace service it finished          */
 } ll_replay;
 
 /* Runs the replay on `vs` from where it stopped, until everything is done
  * (LL_REPLAY_DONE, with every completion drained), or the next operation's
  * time is >= stop_time (LL_REPLAY_EVENT), or a call's time is >= deadline
  * and hook_done is 0 (LL_REPLAY_DEADLINE; r->now is that time, the window
- * has moved to it; set hook_done = 1 after running the hook, then resume).
+ * has moved to it; set hook_done = 1 after running the hook, then resume),
+ * or a finish returned LL_END_* bits (LL_REPLAY_ENDED: r->end_flags and
+ * r->end_svc say which; act on them, then resume).
  * Errors: -ENOMEM (the heap could not grow), -EINVAL (a TTFB over
  * LL_MAX_TTFB_US), -EOVERFLOW (a window total); r->err_* tell which call.
  * Traces hold fewer than 2^32 requests, and every time in them (arrival,

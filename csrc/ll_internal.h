@@ -7,9 +7,11 @@
 #include "leastload.h"
 #include "ll_tree.h"
 
-/* Per-service scalars: 32 bytes, so two services share a cache line. */
+/* Per-service scalars: 48 bytes. */
 typedef struct {
     uint64_t selected;   /* selections since bind                          */
+    uint64_t failures;   /* transactions that failed, since bind            */
+    uint32_t fails_in_row; /* consecutive failures (outlier detection)     */
     uint32_t active;     /* open transactions: N of LEASTCONNECTION        */
     uint32_t ttfb_us;    /* smoothed TTFB, integer microseconds            */
     uint32_t cap;        /* slow-start selections per second, LL_NO_CAP    */
@@ -19,6 +21,8 @@ typedef struct {
     uint8_t state;       /* ll_state                                       */
     uint8_t bound;       /* 0: a hole left by ll_unbind                    */
     uint8_t ttfb_known;  /* the first status-200 sample sets the average   */
+    uint8_t draining;    /* no new picks; the caller unbinds it when idle   */
+    uint8_t ejected;     /* passive outlier ejection: no picks until return */
 } ll_svc;
 
 struct ll_vserver {
@@ -31,6 +35,9 @@ struct ll_vserver {
     int64_t cur_sec;         /* second of the newest window bucket         */
     uint32_t head;           /* bucket index of cur_sec (floor mod 14)     */
     uint64_t startup_left;   /* plain round-robin picks still to serve     */
+    uint32_t full_slot;      /* the slot behind the last -EOVERFLOW of a select */
+    uint32_t outlier_k;      /* consecutive failures that flag an outlier; 0 off */
+    ll_totals totals;        /* aggregates kept by count_svc(), O(1) to read */
     uint32_t capacity;       /* slots allocated; tree.P >= capacity        */
     ll_tree tree;            /* keys and arg-min nodes over the slots      */
     ll_svc *svc;             /* [capacity]                                 */

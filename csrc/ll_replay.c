@@ -214,13 +214,19 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
                 return -EINVAL;
             }
             uint32_t us = (uint32_t)floor(ttfb * 1e6 + 0.5);
-            rc = ll_finish(vs, (uint32_t)r->slot_of[r->cur.svc], r->status[k] == 200, us);
+            rc = ll_finish(vs, (uint32_t)r->slot_of[r->cur.svc], r->status[k] == 200, us,
+                           r->status[k] >= 500);
             if (rc < 0) {
                 r->err_call = 3;
                 return rc;
             }
             r->completed[r->cur.svc]++;
             r->op = LL_OP_NONE;
+            if (rc > 0) {  /* a drain to complete or an outlier to judge: the caller's */
+                r->end_flags = rc;
+                r->end_svc = r->cur.svc;
+                return LL_REPLAY_ENDED;
+            }
         }
     }
 }

@@ -50,7 +50,7 @@ static ll_key key_of(const ll_vserver *vs, uint32_t slot)
 {
     const ll_svc *s = &vs->svc[slot];
     /* unbound slots are zeroed, so their state byte is LL_UP: test bound too */
-    if (s->state != LL_UP || !s->bound || s->sel_this >= s->cap)
+    if (s->state != LL_UP || !s->bound || s->draining || s->ejected || s->sel_this >= s->cap)
         return LL_KEY_INF;
     if (vs->method == LL_ROUNDROBIN)  /* heavier first: rounds admit weight >= round */
         return ll_key_small(LL_MAX_WEIGHT - s->weight);
@@ -74,6 +74,33 @@ static int method_uses_active(ll_method m)
 {
     return m == LL_LEASTCONNECTION || m == LL_LEASTRESPONSETIME;
 }
+
+/* Adds (sign > 0) or removes (sign < 0) one bound service's share of the
+ * aggregates. Every change of state, cap, flags or binding is bracketed by
+ * count_svc(-1) ... count_svc(+1), so ll_get_totals() stays O(1). */
+static void count_svc(ll_vserver *vs, uint32_t slot, int sign)
+{
+    const ll_svc *s = &vs->svc[slot];
+    ll_totals *t = &vs->totals;
+    if (!s->bound)
+        return;
+    uint32_t one = sign > 0 ? 1u : (uint32_t)-1;      /* modular add of -1 */
+    uint64_t last = sign > 0 ? s->sel_last : (uint64_t)0 - s->sel_last;
+    t->bound += one;
+    t->ejected += s->ejected ? one : 0;
+    if (s->state != LL_UP)
+        return;
+    t->up += one;
+    t->last_up += last;
+    if (s->cap == LL_NO_CAP) {
+        t->up_free += one;
+        t->last_up_free += last;
+    }
+    if (!s->draining && !s->ejected)
+        t->pickable += one;
+}
+
+void ll_get_totals(const ll_vserver *vs, ll_totals *out) { *out = vs->totals; }
 
 /* ---- allocation ------------------------------------------------------ */
 
@@ -194,6 +221,7 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
     s->bound = 1;
     s->cap = LL_NO_CAP;
     vs->n_bound++;
+    count_svc(vs, slot, +1);
     ll_refresh(vs, slot);
     return slot;
 }
@@ -215,6 +243,7 @@ int ll_unbind(ll_vserver *vs, uint32_t slot)
         return -EINVAL;
     if (vs->svc[slot].cap != LL_NO_CAP)
         vs->n_capped--;
+    count_svc(vs, slot, -1);
     clear_slot(vs, slot);
     vs->n_bound--;
     ll_refresh(vs, slot);
@@ -267,10 +296,39 @@ int ll_set_state(ll_vserver *vs, uint32_t slot, ll_state state)
 {
     if (!slot_ok(vs, slot) || (unsigned)state >= LL_STATE_COUNT)
         return -EINVAL;
+    count_svc(vs, slot, -1);
     vs->svc[slot].state = (uint8_t)state;
+    count_svc(vs, slot, +1);
     ll_refresh(vs, slot);
     return 0;
 }
+
+int ll_set_draining(ll_vserver *vs, uint32_t slot)
+{
+    if (!slot_ok(vs, slot))
+        return -EINVAL;
+    count_svc(vs, slot, -1);
+    vs->svc[slot].draining = 1;
+    count_svc(vs, slot, +1);
+    ll_refresh(vs, slot);
+    return 0;
+}
+
+int ll_set_ejected(ll_vserver *vs, uint32_t slot, int ejected)
+{
+    if (!slot_ok(vs, slot))
+        return -EINVAL;
+    ll_svc *s = &vs->svc[slot];
+    count_svc(vs, slot, -1);
+    s->ejected = ejected != 0;
+    if (ejected)
+        s->fails_in_row = 0;  /* after its return it needs a fresh run of failures */
+    count_svc(vs, slot, +1);
+    ll_refresh(vs, slot);
+    return 0;
+}
+
+void ll_set_outlier_failures(ll_vserver *vs, uint32_t k) { vs->outlier_k = k; }
 
 int ll_set_cap(ll_vserver *vs, uint32_t slot, uint32_t cap)
 {
@@ -278,7 +336,9 @@ int ll_set_cap(ll_vserver *vs, uint32_t slot, uint32_t cap)
         return -EINVAL;
     ll_svc *s = &vs->svc[slot];
     vs->n_capped += (cap != LL_NO_CAP) - (s->cap != LL_NO_CAP);
+    count_svc(vs, slot, -1);
     s->cap = cap;
+    count_svc(vs, slot, +1);
     ll_refresh(vs, slot);
     return 0;
 }
@@ -301,6 +361,7 @@ uint64_t ll_startup_rr_left(const ll_vserver *vs) { return vs->startup_left; }
 /* ---- time ------------------------------------------------------------- */
 
 int64_t ll_current_second(const ll_vserver *vs) { return vs->cur_sec; }
+uint32_t ll_full_slot(const ll_vserver *vs) { return vs->full_slot; }
 int64_t ll_cursor(const ll_vserver *vs) { return vs->cursor; }
 uint32_t ll_rr_round(const ll_vserver *vs) { return vs->rr_round; }
 
@@ -329,11 +390,18 @@ static int64_t roll(ll_vserver *vs, int64_t sec)
             memset(pb, 0, n * sizeof *pb);
         }
     }
+    uint64_t last_up = 0, last_up_free = 0;
     for (size_t i = 0; i < n; i++) {
         ll_svc *s = &vs->svc[i];
         s->sel_last = moved == 1 ? s->sel_this : 0;
         s->sel_this = 0;
+        if (s->bound && s->state == LL_UP) {  /* the aggregates of sel_last, anew */
+            last_up += s->sel_last;
+            last_up_free += s->cap == LL_NO_CAP ? s->sel_last : 0;
+        }
     }
+    vs->totals.last_up = last_up;
+    vs->totals.last_up_free = last_up_free;
     vs->cur_sec = sec;
     vs->head = floor_mod_window(sec);
     if (vs->method == LL_LEASTBANDWIDTH || vs->method == LL_LEASTPACKETS || vs->n_capped)
@@ -393,16 +461,14 @@ int64_t ll_peek(ll_vserver *vs, int64_t sec)
     return pick(vs, &round);
 }
 
-int64_t ll_select(ll_vserver *vs, int64_t sec)
+/* Charges a pick: the part of ll_select() after pick(). */
+static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round)
 {
-    uint32_t round;
-    advance(vs, sec);
-    int64_t slot = pick(vs, &round);
-    if (slot < 0)
-        return slot;
     ll_svc *s = &vs->svc[slot];
-    if (s->active == UINT32_MAX)
+    if (s->active == UINT32_MAX) {
+        vs->full_slot = (uint32_t)slot;
         return -EOVERFLOW;
+    }
     vs->cursor = slot;
     vs->rr_round = round;
     if (vs->startup_left && vs->method != LL_ROUNDROBIN)
@@ -414,6 +480,34 @@ int64_t ll_select(ll_vserver *vs, int64_t sec)
     if (method_uses_active(vs->method) || s->cap != LL_NO_CAP)
         ll_refresh(vs, (uint32_t)slot);
     return slot;
+}
+
+int64_t ll_select(ll_vserver *vs, int64_t sec)
+{
+    uint32_t round;
+    advance(vs, sec);
+    int64_t slot = pick(vs, &round);
+    return slot < 0 ? slot : take(vs, slot, round);
+}
+
+int64_t ll_select_excluding(ll_vserver *vs, int64_t sec, const uint32_t *excluded, size_t n_excluded)
+{
+    uint32_t round;
+    advance(vs, sec);
+    /* Hide the excluded services behind an infinite key, pick, then give
+     * every one its real key back (ll_refresh recomputes it, so repeats and
+     * already-ineligible slots need no bookkeeping). */
+    for (size_t i = 0; i < n_excluded; i++) {
+        if (slot_ok(vs, excluded[i])) {
+            vs->tree.key[excluded[i]] = LL_KEY_INF;
+            ll_tree_update(&vs->tree, excluded[i]);
+        }
+    }
+    int64_t slot = pick(vs, &round);
+    for (size_t i = 0; i < n_excluded; i++)
+        if (slot_ok(vs, excluded[i]))
+            ll_refresh(vs, excluded[i]);
+    return slot < 0 ? slot : take(vs, slot, round);
 }
 
 int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets)
@@ -445,7 +539,7 @@ int ll_begin(ll_vserver *vs, uint32_t slot)
     return 0;
 }
 
-int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us)
+int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
 {
     if (!slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
         return -EINVAL;
@@ -458,9 +552,20 @@ int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us)
         s->ttfb_us = s->ttfb_known ? (uint32_t)((7 * (uint64_t)s->ttfb_us + ttfb_us + 4) / 8) : ttfb_us;
         s->ttfb_known = 1;
     }
+    if (failed) {
+        s->failures += s->failures != UINT64_MAX;
+        s->fails_in_row += s->fails_in_row != UINT32_MAX;
+    } else {
+        s->fails_in_row = 0;
+    }
     if (method_uses_active(vs->method))
         ll_refresh(vs, slot);
-    return 0;
+    int flags = 0;
+    if (s->draining && s->active == 0)
+        flags |= LL_END_DRAINED;
+    if (vs->outlier_k && s->fails_in_row >= vs->outlier_k && !s->ejected && !s->draining)
+        flags |= LL_END_OUTLIER;
+    return flags;
 }
 
 int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
@@ -481,5 +586,9 @@ int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     out->state = s->state;
     out->bound = s->bound;
     out->ttfb_known = s->ttfb_known;
+    out->draining = s->draining;
+    out->ejected = s->ejected;
+    out->fails_in_row = s->fails_in_row;
+    out->failures = s->failures;
     return 0;
 }

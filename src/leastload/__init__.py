@@ -6,7 +6,7 @@ missing), `=python` forces the pure-Python reference; unset means the C engine.
 
 import os as _os
 
-from ._errors import DuplicateService, NoServiceAvailable, UnknownService
+from ._errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
 
 _choice = _os.environ.get("LEASTLOAD_IMPLEMENTATION", "c").strip().lower() or "c"
 if _choice == "python":
@@ -30,5 +30,6 @@ __all__ = [
     "NoServiceAvailable",
     "UnknownService",
     "DuplicateService",
+    "TransactionEnded",
     "IMPLEMENTATION",
 ]

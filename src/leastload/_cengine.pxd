@@ -38,6 +38,23 @@ cdef extern from "leastload.h" nogil:
         uint8_t state
         uint8_t bound
         uint8_t ttfb_known
+        uint8_t draining
+        uint8_t ejected
+        uint32_t fails_in_row
+        uint64_t failures
+
+    ctypedef struct ll_totals:
+        uint32_t bound
+        uint32_t up
+        uint32_t up_free
+        uint32_t pickable
+        uint32_t ejected
+        uint64_t last_up
+        uint64_t last_up_free
+
+    enum:
+        LL_END_DRAINED
+        LL_END_OUTLIER
 
     ll_vserver *ll_create(ll_method method, int64_t sec)
     void ll_destroy(ll_vserver *vs)
@@ -49,6 +66,10 @@ cdef extern from "leastload.h" nogil:
     void ll_compact(ll_vserver *vs)
     int ll_set_weight(ll_vserver *vs, uint32_t slot, uint32_t weight)
     int ll_set_state(ll_vserver *vs, uint32_t slot, ll_state state)
+    int ll_set_draining(ll_vserver *vs, uint32_t slot)
+    int ll_set_ejected(ll_vserver *vs, uint32_t slot, int ejected)
+    void ll_set_outlier_failures(ll_vserver *vs, uint32_t k)
+    void ll_get_totals(const ll_vserver *vs, ll_totals *out)
     int ll_set_method(ll_vserver *vs, ll_method method)
     ll_method ll_get_method(const ll_vserver *vs)
     void ll_set_startup_rr(ll_vserver *vs, uint64_t requests)
@@ -60,9 +81,11 @@ cdef extern from "leastload.h" nogil:
     uint32_t ll_rr_round(const ll_vserver *vs)
     int64_t ll_peek(ll_vserver *vs, int64_t sec)
     int64_t ll_select(ll_vserver *vs, int64_t sec)
+    int64_t ll_select_excluding(ll_vserver *vs, int64_t sec, const uint32_t *excluded, size_t n_excluded)
+    uint32_t ll_full_slot(const ll_vserver *vs)
     int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets)
     int ll_begin(ll_vserver *vs, uint32_t slot)
-    int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us)
+    int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
     int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     size_t ll_memory_bytes(const ll_vserver *vs)
 
@@ -75,6 +98,7 @@ cdef extern from "leastload.h" nogil:
         LL_REPLAY_DONE
         LL_REPLAY_EVENT
         LL_REPLAY_DEADLINE
+        LL_REPLAY_ENDED
 
     ctypedef struct ll_replay:
         size_t n
@@ -102,6 +126,8 @@ cdef extern from "leastload.h" nogil:
         double now
         uint64_t err_value
         int err_call
+        int end_flags
+        uint32_t end_svc
 
     int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
     void ll_replay_forget(ll_replay *r, uint32_t svc)

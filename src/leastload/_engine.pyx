@@ -1,7 +1,8 @@
 # cython: language_level=3, binding=False, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The C engine's Python face: names <-> slots, the clock, argument checks.
+"""The C engine's Python face: names <-> slots, the clock, argument checks, the guard.
 
-binding=False keeps CPython's fast method call (PERF-NOTES: 4-6 ns a call).
+binding=False keeps CPython's fast method call (Cython's default binding=True
+costs 4-6 ns a call on these machines).
 Arguments are checked here, with the messages of leastload._errors, before
 the C core is called; every C return code goes through _raise_for().
 """
@@ -9,9 +10,14 @@ from libc.errno cimport EINVAL, ENOENT, ENOMEM, EOVERFLOW, ERANGE
 from libc.math cimport INFINITY, floor
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memset
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.pythread cimport PyThread_get_thread_ident
+cimport cython
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from ._cengine cimport *
+
+import threading
 
 from . import _errors
 from ._errors import METHODS, STATES
@@ -69,6 +75,23 @@ cdef inline uint64_t _count(str arg, object value) except? 0xFFFFFFFFFFFFFFFF:
     raise SystemError(f"{arg}={value!r} passed the checks but not the conversion")
 
 
+cdef inline uint32_t _ttfb_us(object ttfb) except? 0xFFFFFFFF:
+    """TTFB seconds -> integer microseconds (0 for None), as _errors.check_ttfb."""
+    cdef double t
+    if ttfb is None:
+        return 0
+    if type(ttfb) is float and 0.0 <= <double>ttfb <= 3600.0:
+        t = ttfb
+        return <uint32_t>floor(t * 1e6 + 0.5)
+    return _errors.check_ttfb(ttfb)
+
+
+cdef inline long _status(object status) except -1:
+    if type(status) is int and 100 <= status <= 599:
+        return status
+    return _errors.check_status(status)  # raises with the shared message
+
+
 cdef int _raise_for(int64_t rc, str op, object name=None) except -1:
     """Maps a negative C return code to the exception the reference raises."""
     if rc == -ENOENT:
@@ -83,24 +106,116 @@ cdef int _raise_for(int64_t rc, str op, object name=None) except -1:
     raise SystemError(f"leastload C core: {op} returned {rc} (a binding bug)")
 
 
+cdef inline int _raise_for_rc(int rc, str op, object name=None) except -1:
+    if rc < 0:
+        _raise_for(rc, op, name)
+    return 0
+
+
+cdef class Engine
+
+
+@cython.final
+cdef class _Hold:
+    """`with vs.atomic():` the calls inside are one unit for other threads."""
+
+    cdef Engine _engine
+
+    def __enter__(self):
+        self._engine._enter()
+        return self._engine
+
+    def __exit__(self, exc_type, exc, tb):
+        self._engine._leave()
+        return False
+
+
+@cython.final
+@cython.freelist(64)
+cdef class Transaction:
+    """One request in flight on `service`, from acquire() to finish() or fail().
+
+    Ends exactly once; as a context manager it ends itself: fail() if an
+    exception left the block, else finish() without a TTFB. If its service
+    was unbound meanwhile, ending it changes nothing (the service is gone).
+    """
+
+    cdef Engine _engine
+    cdef readonly str service
+    cdef uint64_t _serial    # the bind incarnation it was picked from
+    cdef bint _done
+
+    @property
+    def done(self):
+        """True once finish() or fail() ended it."""
+        return self._done
+
+    def record(self, bytes=0, packets=0):
+        """Traffic of this transaction, either direction (a no-op once its service is gone)."""
+        self._engine._tx_record(self, bytes, packets)
+
+    def finish(self, ttfb=None, status=200):
+        """Ends it with a response (as VirtualServer.finish)."""
+        self._engine._tx_end(self, ttfb, status, False)
+
+    def fail(self):
+        """Ends it without a response: refused, reset or timed out (as VirtualServer.fail)."""
+        self._engine._tx_end(self, None, 200, True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if not self._done:
+            if exc_type is None:
+                self.finish()
+            else:
+                self.fail()
+        return False
+
+    def __repr__(self):
+        return f"<Transaction on {self.service!r}{' (ended)' if self._done else ''}>"
+
+
 cdef class Engine:
-    """One virtual server's engine. See docs/semantics.md for the exact rules."""
+    """One virtual server's engine. See docs/semantics.md for the exact rules.
+
+    Concurrency: every public call holds the vserver (_enter/_leave) from its
+    first to its last step. A call from another thread waits; a call from
+    the holding thread (a clock, __index__ or __float__ callback, a policy
+    hook) re-enters. Slots are resolved from names after the last Python
+    code a call runs (or re-resolved when _gen moved), so no slot index
+    survives code that could bind or unbind.
+    """
 
     cdef ll_vserver *_vs
     cdef list _names         # slot -> name (None for a hole)
+    cdef list _serials       # slot -> bind incarnation (handles check it)
     cdef dict _slots         # name -> slot
+    cdef uint64_t _next_serial
+    cdef uint64_t _gen       # moves whenever a slot could change meaning
     cdef object _clock
     cdef ManualClock _manual
     cdef int _clock_kind
     cdef double _deadline    # slow-start policy: call _on_deadline() at this time
     cdef uint64_t _startup_factor
     cdef bint _rtsp_nat
-    cdef bint _in_c_replay   # the GIL is released inside replay: other threads must keep out
+    cdef _Hold _hold
+    # the guard: who holds the vserver, how deeply, and who waits for it
+    cdef unsigned long _owner
+    cdef int _depth
+    cdef int _waiters
+    cdef object _cond
 
     def __cinit__(self, *args, **kwargs):
         self._names = []
+        self._serials = []
         self._slots = {}
         self._deadline = INFINITY
+        self._cond = threading.Condition(threading.Lock())
+        cdef _Hold hold = _Hold.__new__(_Hold)
+        hold._engine = self
+        self._hold = hold
         self._vs = ll_create(LL_LEASTCONNECTION, 0)
         if self._vs == NULL:
             raise MemoryError("leastload: cannot allocate a vserver")
@@ -113,27 +228,96 @@ cdef class Engine:
         cdef int m = _METHOD_INDEX[_errors.check_choice("method", method, METHODS)]
         factor = _errors.check_startup_rr_factor(startup_rr_factor)
         _errors.check_bool("rtsp_nat", rtsp_nat)
+        if clock is not None and type(clock) is not ManualClock and not callable(getattr(clock, "now", None)):
+            raise _errors.bad_type("clock", clock, "None or an object with a now() method")
+        self._enter()
+        try:
+            if self._depth > 1:
+                raise RuntimeError("a vserver cannot be re-initialized from inside one of its own calls")
+            self._init_locked(m, clock, factor, rtsp_nat)
+        finally:
+            self._leave()
+
+    cdef int _init_locked(self, int m, object clock, uint64_t factor, bint rtsp_nat) except -1:
+        cdef int old_kind = self._clock_kind
+        cdef object old_clock = self._clock
+        cdef ManualClock old_manual = self._manual
         if clock is None:
             self._clock_kind = CLOCK_KIND_MONOTONIC
         elif type(clock) is ManualClock:
             self._clock_kind = CLOCK_KIND_MANUAL
             self._manual = clock
-        elif callable(getattr(clock, "now", None)):
-            self._clock_kind = CLOCK_KIND_OBJECT
         else:
-            raise _errors.bad_type("clock", clock, "None or an object with a now() method")
+            self._clock_kind = CLOCK_KIND_OBJECT
         self._clock = clock
-        cdef ll_vserver *vs = ll_create(<ll_method>m, <int64_t>floor(self._read_clock()))
+        try:
+            sec = floor(self._read_clock())
+        except BaseException:
+            self._clock_kind, self._clock, self._manual = old_kind, old_clock, old_manual
+            raise
+        cdef ll_vserver *vs = ll_create(<ll_method>m, <int64_t>sec)
         if vs == NULL:
+            self._clock_kind, self._clock, self._manual = old_kind, old_clock, old_manual
             raise MemoryError("leastload: cannot allocate a vserver")
         ll_destroy(self._vs)
         self._vs = vs
         self._names = []
+        self._serials = []
         self._slots = {}
+        self._gen += 1
         self._deadline = INFINITY
         self._startup_factor = factor
         self._rtsp_nat = rtsp_nat
         ll_set_startup_rr(vs, factor)
+        return 0
+
+    # ---- the guard -------------------------------------------------------
+
+    cdef inline int _enter(self) except -1:
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if self._depth == 0 or self._owner == me:
+            self._owner = me
+            self._depth += 1
+            return 0
+        return self._wait_turn(me)
+
+    cdef int _wait_turn(self, unsigned long me) except -1:
+        """Another thread holds the vserver: sleep (GIL released) until it leaves."""
+        cond = self._cond
+        with cond:
+            self._waiters += 1
+            try:
+                while self._depth != 0:
+                    cond.wait()
+            finally:
+                self._waiters -= 1
+            # no Python code between the check above and these two lines
+            self._owner = me
+            self._depth = 1
+        return 0
+
+    cdef inline void _leave(self) noexcept:
+        self._depth -= 1
+        if self._depth == 0 and self._waiters:
+            self._wake()
+
+    cdef void _wake(self) noexcept:
+        try:
+            with self._cond:
+                self._cond.notify()
+        except BaseException:  # cannot happen short of a broken interpreter
+            pass
+
+    def atomic(self):
+        """A context manager that holds the vserver: calls inside it, from this
+        thread, form one unit; other threads' calls wait until it exits."""
+        return self._hold
+
+    def _enter_guard(self):
+        self._enter()
+
+    def _leave_guard(self):
+        self._leave()
 
     # ---- time ------------------------------------------------------------
 
@@ -144,14 +328,10 @@ cdef class Engine:
             return _monotonic()
         return _errors.check_time(self._clock.now())
 
-    cdef int _busy(self) except -1:
-        raise RuntimeError("this vserver is replaying a trace in another thread")
-
     cdef inline int64_t _tick(self) except? -1:
         """Reads the clock; runs the policy if it is due. Returns the second, which
-        the caller's C call moves the window to (ll_select/ll_record/ll_advance)."""
-        if self._in_c_replay:
-            self._busy()
+        the caller's C call moves the window to (ll_select/ll_record/ll_advance).
+        Runs Python code for an object clock or a due policy: resolve slots after."""
         cdef double now = self._read_clock()
         cdef int64_t sec = <int64_t>now  # floor without a libm call: |now| < 2**53
         if <double>sec > now:
@@ -163,7 +343,11 @@ cdef class Engine:
 
     def now(self):
         """The vserver's clock, read once (the window does not move)."""
-        return self._read_clock()
+        self._enter()
+        try:
+            return self._read_clock()
+        finally:
+            self._leave()
 
     def _set_deadline(self, double t):
         self._deadline = t
@@ -172,11 +356,13 @@ cdef class Engine:
         """Called by the first call that sees the clock reach the deadline."""
         self._deadline = INFINITY
 
+    def _on_outlier(self, name):
+        """Called when `name` failed outlier_failures times in a row (the facade decides)."""
+
     # ---- names ---------------------------------------------------------
 
     cdef inline uint32_t _slot(self, object name) except? 0xFFFFFFFF:
-        if self._in_c_replay:
-            self._busy()
+        """name -> slot, with no Python code run (exact str keys)."""
         cdef object slot = self._slots.get(name) if type(name) is str else None
         if slot is None:
             _errors.check_name(name)
@@ -185,162 +371,424 @@ cdef class Engine:
 
     def bind(self, name, weight=1):
         """Appends a service to bind order (the round-robin order)."""
-        if self._in_c_replay:
-            self._busy()
+        cdef uint32_t w
         _errors.check_name(name)
-        if name in self._slots:
-            raise _errors.duplicate_service(name)
-        cdef uint32_t w = _errors.check_weight(weight)
-        cdef int64_t slot = ll_bind(self._vs, w)
-        if slot < 0:
-            _raise_for(slot, "bind")
-        assert slot == len(self._names)
-        self._names.append(name)
-        self._slots[name] = slot
+        self._enter()
+        try:
+            if name in self._slots:
+                raise _errors.duplicate_service(name)
+            w = _errors.check_weight(weight)
+            slot = ll_bind(self._vs, w)
+            if slot < 0:
+                _raise_for(slot, "bind")
+            assert slot == len(self._names)
+            self._next_serial += 1
+            self._names.append(name)
+            self._serials.append(self._next_serial)
+            self._slots[name] = slot
+        finally:
+            self._leave()
 
     def unbind(self, name):
+        self._enter()
+        try:
+            self._unbind_locked(name)
+        finally:
+            self._leave()
+
+    cdef int _unbind_locked(self, object name) except -1:
         cdef uint32_t slot = self._slot(name)
         _raise_for_rc(ll_unbind(self._vs, slot), "unbind")
         self._names[slot] = None
+        self._serials[slot] = 0
         del self._slots[name]
+        self._gen += 1
         cdef uint32_t bound = ll_bound_count(self._vs)
         if ll_slot_count(self._vs) - bound > max(bound, 32):  # close holes, O(n), rarely
             ll_compact(self._vs)
+            self._serials = [s for s, n in zip(self._serials, self._names) if n is not None]
             self._names = [n for n in self._names if n is not None]
             self._slots = {n: i for i, n in enumerate(self._names)}
+        return 0
 
     def reserve(self, services):
         """Makes room for `services` services, so binding them allocates nothing."""
         if isinstance(services, bool) or not isinstance(services, int) or not 0 <= services <= (1 << 30):
             raise _errors.bad_value("services", services, "an int in 0..2**30")
-        _raise_for_rc(ll_reserve(self._vs, services), "reserve")
+        self._enter()
+        try:
+            _raise_for_rc(ll_reserve(self._vs, services), "reserve")
+        finally:
+            self._leave()
 
     def set_weight(self, name, weight):
-        cdef uint32_t slot = self._slot(name)
-        _raise_for_rc(ll_set_weight(self._vs, slot, _errors.check_weight(weight)), "set_weight")
+        self._slot(name)
+        cdef uint32_t w = _errors.check_weight(weight)
+        self._enter()
+        try:
+            _raise_for_rc(ll_set_weight(self._vs, self._slot(name), w), "set_weight")
+        finally:
+            self._leave()
 
     def set_state(self, name, state):
-        cdef uint32_t slot = self._slot(name)
-        cdef int s = _STATE_INDEX[_errors.check_choice("state", state, STATES)]
-        _raise_for_rc(ll_set_state(self._vs, slot, <ll_state>s), "set_state")
+        self._enter()
+        try:
+            self._slot(name)
+            s = _STATE_INDEX[_errors.check_choice("state", state, STATES)]
+            _raise_for_rc(ll_set_state(self._vs, self._slot(name), <ll_state>s), "set_state")
+        finally:
+            self._leave()
 
     def set_method(self, method):
         """Changes the method; the weighted round restarts and so does startup round robin."""
-        if self._in_c_replay:
-            self._busy()
         cdef int m = _METHOD_INDEX[_errors.check_choice("method", method, METHODS)]
-        _raise_for_rc(ll_set_method(self._vs, <ll_method>m), "set_method")
-        ll_set_startup_rr(self._vs, self._startup_factor)
+        self._enter()
+        try:
+            _raise_for_rc(ll_set_method(self._vs, <ll_method>m), "set_method")
+            ll_set_startup_rr(self._vs, self._startup_factor)
+        finally:
+            self._leave()
+
+    def drain(self, name):
+        """No new picks for `name` from now on; it is unbound when its last open
+        transaction ends (at once if it has none)."""
+        self._enter()
+        try:
+            slot = self._slot(name)
+            _raise_for_rc(ll_set_draining(self._vs, slot), "drain")
+            if self._info_of(slot).active == 0:
+                self.unbind(name)  # the facade's unbind: slow-start bookkeeping follows
+        finally:
+            self._leave()
 
     @property
     def method(self):
-        return METHODS[<int>ll_get_method(self._vs)]
+        self._enter()
+        try:
+            return METHODS[<int>ll_get_method(self._vs)]
+        finally:
+            self._leave()
 
     @property
     def services(self):
         """Bound services in bind order (a new list)."""
-        return [n for n in self._names if n is not None]
+        self._enter()
+        try:
+            return [n for n in self._names if n is not None]
+        finally:
+            self._leave()
 
     @property
     def startup_rr_factor(self):
-        return self._startup_factor
+        self._enter()
+        try:
+            return self._startup_factor
+        finally:
+            self._leave()
 
     @startup_rr_factor.setter
     def startup_rr_factor(self, value):
         """Takes effect at the next set_method(); the running count is left alone."""
-        self._startup_factor = _errors.check_startup_rr_factor(value)
+        factor = _errors.check_startup_rr_factor(value)
+        self._enter()
+        try:
+            self._startup_factor = factor
+        finally:
+            self._leave()
 
     @property
     def startup_rr_left(self):
-        return ll_startup_rr_left(self._vs)
+        self._enter()
+        try:
+            return ll_startup_rr_left(self._vs)
+        finally:
+            self._leave()
 
     @property
     def rtsp_nat(self):
-        return self._rtsp_nat
+        self._enter()
+        try:
+            return self._rtsp_nat
+        finally:
+            self._leave()
 
     @rtsp_nat.setter
     def rtsp_nat(self, value):
-        self._rtsp_nat = _errors.check_bool("rtsp_nat", value)
+        flag = _errors.check_bool("rtsp_nat", value)
+        self._enter()
+        try:
+            self._rtsp_nat = flag
+        finally:
+            self._leave()
 
     def _set_cap(self, name, cap):
         """Slow start: at most `cap` selections per second (None: no cap)."""
-        cdef uint32_t slot = self._slot(name)
+        self._slot(name)
         cdef uint32_t c = LL_NO_CAP if cap is None else _errors.check_cap(cap)
-        _raise_for_rc(ll_set_cap(self._vs, slot, c), "_set_cap")
+        self._enter()
+        try:
+            _raise_for_rc(ll_set_cap(self._vs, self._slot(name), c), "_set_cap")
+        finally:
+            self._leave()
+
+    def _set_ejected(self, name, bint ejected):
+        """Passive ejection: no picks while ejected (the facade decides when)."""
+        self._enter()
+        try:
+            _raise_for_rc(ll_set_ejected(self._vs, self._slot(name), ejected), "_set_ejected")
+        finally:
+            self._leave()
+
+    def _set_outlier_failures(self, k):
+        k = _errors.check_outlier_failures(k)
+        self._enter()
+        try:
+            ll_set_outlier_failures(self._vs, k)
+        finally:
+            self._leave()
+
+    def _totals(self):
+        """(bound, UP, UP without a cap, pickable, ejected, last-second selections of
+        the UP services, the same of the UP services without a cap): O(1)."""
+        cdef ll_totals t
+        self._enter()
+        try:
+            ll_get_totals(self._vs, &t)
+        finally:
+            self._leave()
+        return (t.bound, t.up, t.up_free, t.pickable, t.ejected, t.last_up, t.last_up_free)
 
     # ---- the request path ---------------------------------------------
 
-    def select(self):
-        """Picks a service, counts one new active transaction on it, returns its name."""
-        cdef int64_t sec = self._tick()
-        cdef int64_t slot = ll_select(self._vs, sec)
-        if slot < 0:
-            self._raise_select(slot, sec)
-        return self._names[slot]
+    def select(self, exclude=None):
+        """Picks a service, counts one new active transaction on it, returns its name.
+        `exclude`: names skipped for this pick only (unknown names are ignored)."""
+        cdef int64_t slot
+        if exclude is not None:
+            return self._select_excluding(_errors.check_exclude(exclude))
+        self._enter()
+        try:
+            slot = ll_select(self._vs, self._tick())
+            if slot < 0:
+                self._raise_select(slot)
+            return self._names[slot]
+        finally:
+            self._leave()
 
-    cdef int _raise_select(self, int64_t rc, int64_t sec) except -1:
+    cdef object _select_excluding(self, list names):
+        """select(exclude=names): the excluded slots are resolved after the clock is read."""
+        cdef uint32_t stack_buf[16]
+        cdef uint32_t *buf = stack_buf
+        cdef size_t n = 0
+        cdef int64_t slot
+        self._enter()
+        try:
+            sec = self._tick()
+            if len(names) > 16:
+                buf = <uint32_t *>PyMem_Malloc(len(names) * sizeof(uint32_t))
+                if buf == NULL:
+                    raise MemoryError("leastload: out of memory in select(exclude=...)")
+            for name in names:  # exact str keys: no Python code runs here
+                found = self._slots.get(name)
+                if found is not None:
+                    buf[n] = <uint32_t>found
+                    n += 1
+            slot = ll_select_excluding(self._vs, sec, buf, n)
+            if slot < 0:
+                self._raise_select(slot)
+            return self._names[slot]
+        finally:
+            if buf != stack_buf:
+                PyMem_Free(buf)
+            self._leave()
+
+    cdef int _raise_select(self, int64_t rc) except -1:
         if rc == -EOVERFLOW:
-            rc = ll_peek(self._vs, sec)  # name the service that is full
-            raise _errors.active_overflow(self._names[rc])
+            raise _errors.active_overflow(self._names[ll_full_slot(self._vs)])
         return _raise_for(rc, "select")
+
+    def acquire(self, exclude=None):
+        """Picks like select(exclude) and returns the transaction as a handle."""
+        cdef int64_t slot
+        cdef Transaction tx
+        names = None if exclude is None else _errors.check_exclude(exclude)
+        self._enter()
+        try:
+            if names is None:
+                slot = ll_select(self._vs, self._tick())
+                if slot < 0:
+                    self._raise_select(slot)
+                name = self._names[slot]
+            else:
+                name = self._select_excluding(names)
+                slot = self._slots[name]
+            serial = self._serials[slot]
+            tx = Transaction.__new__(Transaction)
+            tx._engine = self
+            tx.service = name
+            tx._serial = serial
+            return tx
+        finally:
+            self._leave()
 
     def record(self, name, bytes=0, packets=0, control=False):
         """Traffic seen on a service, either direction, now."""
-        cdef uint32_t slot = self._slot(name)
-        cdef uint64_t b = _count("bytes", bytes)
-        cdef uint64_t p = _count("packets", packets)
-        if control is not False:
-            _errors.check_bool("control", control)
+        cdef uint64_t gen = self._gen
+        self._enter()
+        try:
+            slot = self._slot(name)
+            b = _count("bytes", bytes)
+            p = _count("packets", packets)
+            if control is not False:
+                _errors.check_bool("control", control)
+            self._record_locked(name, slot, gen, b, p, control, bytes, packets, None)
+        finally:
+            self._leave()
+
+    cdef int _record_locked(self, object name, uint32_t slot, uint64_t gen, uint64_t b, uint64_t p,
+                            bint control, object bytes, object packets, Transaction tx) except -1:
         cdef int64_t sec = self._tick()
+        cdef int64_t found
+        if self._gen != gen:  # Python code may have unbound services: resolve again
+            ll_advance(self._vs, sec)  # time passed even if the name is gone now
+            if tx is None:
+                slot = self._slot(name)
+            else:
+                found = self._tx_slot(tx)
+                if found < 0:  # the handle's service is gone: nothing to charge
+                    return 0
+                slot = <uint32_t>found
         if control and not self._rtsp_nat:
             ll_advance(self._vs, sec)
-            return  # control traffic counts only with RTSP NAT on
+            return 0  # control traffic counts only with RTSP NAT on
         cdef int rc = ll_record(self._vs, slot, sec, b, p)
-        cdef ll_info info
         if rc == -EOVERFLOW:
-            ll_service_info(self._vs, slot, &info)
-            if b > 0xFFFFFFFFFFFFFFFF - info.bytes:
+            if b > 0xFFFFFFFFFFFFFFFF - self._info_of(slot).bytes:
                 raise _errors.window_overflow("bytes", bytes)
             raise _errors.window_overflow("packets", packets)
         if rc < 0:
             _raise_for(rc, "record", name)
+        return 0
 
     def begin(self, name):
         """One more active transaction, dispatched without select()."""
-        _raise_for_rc(ll_begin(self._vs, self._slot(name)), "begin", name)
+        self._enter()
+        try:
+            _raise_for_rc(ll_begin(self._vs, self._slot(name)), "begin", name)
+        finally:
+            self._leave()
 
     def finish(self, name, ttfb=None, status=200):
-        """Ends one active transaction; a status-200 TTFB (seconds) updates the average."""
-        cdef uint32_t slot = self._slot(name)
-        cdef uint32_t ttfb_us = 0
-        cdef double t
-        if type(ttfb) is float and 0.0 <= <double>ttfb <= 3600.0:
-            t = ttfb
-            ttfb_us = <uint32_t>floor(t * 1e6 + 0.5)  # as _errors.check_ttfb does
-        elif ttfb is not None:
-            ttfb_us = _errors.check_ttfb(ttfb)
-        cdef long code
-        if type(status) is int and 100 <= status <= 599:
-            code = status
-        else:
-            code = _errors.check_status(status)  # raises with the shared message
-        cdef int has_ttfb = ttfb is not None and code == 200
-        _raise_for_rc(ll_finish(self._vs, slot, has_ttfb, ttfb_us), "finish", name)
+        """Ends one active transaction; a status-200 TTFB (seconds) updates the average.
+        A status of 500 or more counts as a failure (outlier detection)."""
+        cdef uint64_t gen = self._gen
+        self._enter()
+        try:
+            slot = self._slot(name)
+            us = _ttfb_us(ttfb)
+            code = _status(status)
+            if self._gen != gen:
+                slot = self._slot(name)
+            self._end_locked(name, slot, ttfb is not None and code == 200, us, code >= 500)
+        finally:
+            self._leave()
+
+    def fail(self, name):
+        """Ends one active transaction that got no response (refused, reset, timed out):
+        the TTFB average does not move; it counts as a failure."""
+        self._enter()
+        try:
+            self._end_locked(name, self._slot(name), False, 0, True)
+        finally:
+            self._leave()
+
+    cdef int _end_locked(self, object name, uint32_t slot, bint has_ttfb, uint32_t us, bint failed) except -1:
+        cdef int rc = ll_finish(self._vs, slot, has_ttfb, us, failed)
+        if rc < 0:
+            _raise_for(rc, "finish", name)
+        if rc:
+            self._after_end(name, rc)
+        return 0
+
+    cdef int _after_end(self, object name, int flags) except -1:
+        if flags & LL_END_DRAINED:
+            self.unbind(name)  # the facade's unbind: slow-start bookkeeping follows
+        if flags & LL_END_OUTLIER:
+            self._on_outlier(name)
+        return 0
+
+    # ---- transaction handles -------------------------------------------
+
+    cdef int _tx_record(self, Transaction tx, object bytes, object packets) except -1:
+        cdef uint64_t gen
+        cdef int64_t slot
+        self._enter()
+        try:
+            if tx._done:
+                raise _errors.transaction_ended(tx.service)
+            b = _count("bytes", bytes)
+            p = _count("packets", packets)
+            gen = self._gen
+            slot = self._tx_slot(tx)
+            if slot >= 0:
+                self._record_locked(tx.service, <uint32_t>slot, gen, b, p, False, bytes, packets, tx)
+        finally:
+            self._leave()
+        return 0
+
+    cdef int64_t _tx_slot(self, Transaction tx) except? -2:
+        """The handle's slot, or -1 if its service (that incarnation) is gone."""
+        found = self._slots.get(tx.service)
+        if found is None or self._serials[found] != tx._serial:
+            return -1
+        return found
+
+    cdef int _tx_end(self, Transaction tx, object ttfb, object status, bint failed) except -1:
+        self._enter()
+        try:
+            if tx._done:
+                raise _errors.transaction_ended(tx.service)
+            us = _ttfb_us(ttfb)
+            code = _status(status)
+            slot = self._tx_slot(tx)
+            if slot >= 0:
+                rc = ll_finish(self._vs, <uint32_t>slot, ttfb is not None and code == 200 and not failed,
+                               us, failed or code >= 500)
+                if rc < 0:
+                    _raise_for(rc, "finish", tx.service)
+                tx._done = True
+                if rc:
+                    self._after_end(tx.service, rc)
+            tx._done = True
+        finally:
+            self._leave()
+        return 0
 
     # ---- reading -------------------------------------------------------
 
-    cdef ll_info _info(self, object name) except *:
-        cdef ll_info info
-        ll_service_info(self._vs, self._slot(name), &info)
-        return info
-
-    cdef ll_info _info_now(self, object name) except *:
-        """_info() after the clock is read: N as it stands now."""
-        cdef uint32_t slot = self._slot(name)
-        ll_advance(self._vs, self._tick())
+    cdef inline ll_info _info_of(self, uint32_t slot):
         cdef ll_info info
         ll_service_info(self._vs, slot, &info)
         return info
+
+    cdef ll_info _info(self, object name) except *:
+        self._enter()
+        try:
+            return self._info_of(self._slot(name))
+        finally:
+            self._leave()
+
+    cdef ll_info _info_now(self, object name) except *:
+        """_info() after the clock is read: N as it stands now."""
+        self._enter()
+        try:
+            self._slot(name)
+            sec = self._tick()
+            ll_advance(self._vs, sec)
+            slot = self._slot(name)  # the clock may have run Python code
+            return self._info_of(slot)
+        finally:
+            self._leave()
 
     cdef object _load_of(self, ll_info *info):
         if ll_get_method(self._vs) == LL_LEASTRESPONSETIME:
@@ -363,6 +811,10 @@ cdef class Engine:
             "sel_this_sec": i.sel_this_sec,
             "sel_last_sec": i.sel_last_sec,
             "cap": None if i.cap == LL_NO_CAP else i.cap,
+            "draining": bool(i.draining),
+            "ejected": bool(i.ejected),
+            "failures": i.failures,
+            "consecutive_failures": i.fails_in_row,
             "load": self._load_of(i),
             "score": self._score_of(i),
         }
@@ -398,35 +850,55 @@ cdef class Engine:
 
     def snapshot(self):
         """The whole state as plain data (the clock is not read)."""
-        if self._in_c_replay:
-            self._busy()
         cdef ll_info info
-        cdef int64_t cursor = ll_cursor(self._vs)
-        services = []
-        for n in self.services:
-            ll_service_info(self._vs, self._slots[n], &info)
-            services.append(self._info_dict(n, &info))
-        rank = sum(1 for n in self._names[: cursor + 1] if n is not None)
-        return {
-            "method": self.method,
-            "second": ll_current_second(self._vs),
-            "cursor": rank,
-            "rr_round": ll_rr_round(self._vs),
-            "startup_rr_left": ll_startup_rr_left(self._vs),
-            "services": services,
-        }
+        self._enter()
+        try:
+            cursor = ll_cursor(self._vs)
+            rank = sum(1 for n in self._names[: cursor + 1] if n is not None)
+            services = []
+            for n in [n for n in self._names if n is not None]:
+                found = self._slots.get(n)  # resolved per name: a finalizer may have run
+                if found is not None:
+                    info = self._info_of(found)
+                    services.append(self._info_dict(n, &info))
+            return {
+                "method": self.method,
+                "second": ll_current_second(self._vs),
+                "cursor": rank,
+                "rr_round": ll_rr_round(self._vs),
+                "startup_rr_left": ll_startup_rr_left(self._vs),
+                "services": services,
+            }
+        finally:
+            self._leave()
 
     def memory_bytes(self):
         """Bytes the C core has allocated for this vserver."""
-        return ll_memory_bytes(self._vs)
+        self._enter()
+        try:
+            return ll_memory_bytes(self._vs)
+        finally:
+            self._leave()
 
     # ---- the batch path ------------------------------------------------
 
     def _replay(self, trace, result, events):
         """C path of leastload.replay.replay(): same calls, GIL released between
-        service events and slow-start deadlines (which run here, in Python)."""
-        if self._clock_kind != CLOCK_KIND_MANUAL or events.clock is not self._clock:
+        service events, slow-start deadlines and flagged finishes (which run
+        here, in Python). Holds the vserver for the whole run: other threads'
+        calls wait. `trace` must be the replay's own copy (nobody else writes it)."""
+        self._enter()
+        try:
+            self._replay_locked(trace, result, events)
+        finally:
+            self._leave()
+
+    def _check_replay_clock(self, clock):
+        if self._clock_kind != CLOCK_KIND_MANUAL or clock is not self._clock:
             raise ValueError("replay needs the vserver's own ManualClock as clock")
+
+    cdef int _replay_locked(self, trace, result, events) except -1:
+        self._check_replay_clock(events.clock)
         cdef const double[::1] arrival = trace.arrival, factor = trace.ttfb_factor
         cdef const double[::1] transfer = trace.transfer, base = trace.ttfb_base, slope = trace.ttfb_slope
         cdef const uint16_t[::1] status = trace.status
@@ -447,7 +919,7 @@ cdef class Engine:
         if r.n == 0:
             while events.next < len(trace.event_time):
                 events.apply_next()
-            return
+            return 0
         r.arrival, r.ttfb_factor, r.transfer = &arrival[0], &factor[0], &transfer[0]
         r.status = &status[0]
         r.req_bytes, r.resp_bytes, r.req_packets, r.resp_packets = &req_b[0], &resp_b[0], &req_p[0], &resp_p[0]
@@ -461,10 +933,8 @@ cdef class Engine:
                 slot_of, service_of = self._replay_mapping(trace)
                 r.slot_of, r.service_of = &slot_of[0], &service_of[0]
                 stop = events.time_of_next()
-                self._in_c_replay = True
                 with nogil:
                     rc = ll_replay_run(self._vs, &r, stop, self._deadline)
-                self._in_c_replay = False
                 if rc == LL_REPLAY_EVENT:
                     svc = int(trace.event_service[events.next])
                     generation = int(events.gen[svc])
@@ -475,12 +945,15 @@ cdef class Engine:
                     self._manual._t = r.now
                     self._on_deadline(r.now)
                     r.hook_done = 1
+                elif rc == LL_REPLAY_ENDED:
+                    self._manual._t = r.now
+                    self._after_end(trace.services[r.end_svc], r.end_flags)
                 elif rc == LL_REPLAY_DONE:
                     if r.now > self._manual._t:
                         self._manual._t = r.now
                     while events.next < len(trace.event_time):
                         events.apply_next()
-                    return
+                    return 0
                 else:
                     self._manual._t = r.now
                     self._raise_replay(rc, &r, trace)
@@ -506,7 +979,7 @@ cdef class Engine:
                 _errors.check_ttfb(r.cur_ttfb)
             return _raise_for(rc, "replay", trace.services[r.cur.svc])
         if rc == -EOVERFLOW:
-            raise _errors.active_overflow(self._names[ll_peek(self._vs, <int64_t>floor(r.now))])
+            raise _errors.active_overflow(self._names[ll_full_slot(self._vs)])
         return _raise_for(rc, "replay")
 
     def _noop(self, x):
@@ -515,13 +988,15 @@ cdef class Engine:
         return v
 
     def __len__(self):
-        return ll_bound_count(self._vs)
+        self._enter()
+        try:
+            return ll_bound_count(self._vs)
+        finally:
+            self._leave()
 
     def __contains__(self, name):
-        return name in self._slots
-
-
-cdef inline int _raise_for_rc(int rc, str op, object name=None) except -1:
-    if rc < 0:
-        _raise_for(rc, op, name)
-    return 0
+        self._enter()
+        try:
+            return name in self._slots
+        finally:
+            self._leave()

@@ -22,6 +22,14 @@ class DuplicateService(ValueError):
     """bind() of a name that is already bound."""
 
 
+class TransactionEnded(RuntimeError):
+    """A transaction handle was ended twice, or used after its end."""
+
+
+def transaction_ended(name):
+    return TransactionEnded(f"the transaction on service {name!r} has already ended")
+
+
 def unknown_service(name):
     return UnknownService(f"unknown service {name!r}")
 
@@ -177,3 +185,53 @@ def check_cap(cap):
     if not 0 <= cap <= 0xFFFFFFFE:
         raise bad_value("cap", cap, "an int in 0..2**32-2")
     return int(cap)
+
+
+def check_exclude(exclude):
+    """select()'s `exclude`: None or a collection of str names -> a list of them.
+
+    Iterated exactly once. Unknown names are the caller's business (ignored);
+    a single str is refused, as iterating it would exclude its characters.
+    """
+    if exclude is None:
+        return []
+    if isinstance(exclude, (str, bytes)):
+        raise bad_type("exclude", exclude, "a collection of service names, not a single name")
+    try:
+        items = iter(exclude)
+    except TypeError:
+        raise bad_type("exclude", exclude, "None or a collection of service names") from None
+    names = []
+    for item in items:
+        if type(item) is not str:
+            raise bad_type("exclude", item, "a collection of str service names")
+        names.append(item)
+    return names
+
+
+MAX_EJECTION_TIME = 300.0  # an ejection never lasts longer, however often it repeats
+
+
+def check_outlier_failures(k):
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise bad_type("outlier_failures", k, "an int")
+    if not 0 <= k <= 0xFFFFFFFF:
+        raise bad_value("outlier_failures", k, "an int in 0..2**32-1 (0: ejection off)")
+    return int(k)
+
+
+def check_ejection_time(seconds):
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise bad_type("outlier_ejection_time", seconds, "a number of seconds")
+    value = float(seconds)
+    if not 0.0 < value <= MAX_EJECTION_TIME:  # also rejects NaN
+        raise bad_value("outlier_ejection_time", seconds, "a number of seconds above 0 and at most 300")
+    return value
+
+
+def check_ejection_percent(percent):
+    if isinstance(percent, bool) or not isinstance(percent, int):
+        raise bad_type("outlier_max_ejection_percent", percent, "an int")
+    if not 0 <= percent <= 100:
+        raise bad_value("outlier_max_ejection_percent", percent, "an int in 0..100")
+    return int(percent)

@@ -6,8 +6,17 @@ reference) does the per-request work and enforces slow-start caps on the
 select path; this mixin decides the caps, in plain Python, identical for
 both, and runs only when the clock reaches its next deadline (an interval
 boundary), never per request. See docs/slow-start.md for the rules.
+Passive outlier ejection is decided here too (docs/embedding.md): the
+engine counts failures in a row on the request path and calls
+_on_outlier() when a service reaches the threshold.
+
+Every public method holds the vserver (`self.atomic()`) for its whole run,
+so a composite operation is one step for other threads. Control operations
+cost O(log n): the engine keeps O(1) aggregates (_totals), and the due
+times (ramp boundaries, ejection ends) sit in one heap with lazy deletion.
 """
 
+import heapq
 import math
 
 from . import _errors
@@ -16,6 +25,21 @@ from ._show import ServiceView, VServerView
 UNITS = ("PER_SECOND", "PERCENT")
 MAX_INCREMENTS = 200  # the vendor leaves automated slow start after 200 increments
 NO_TRAFFIC_INTERVALS = 3  # ... or after three successive intervals without traffic
+
+
+MAX_OUTLIER_EVENTS = 2000  # outlier_events keeps the newest entries, so it cannot grow without end
+
+
+class _Outlier:
+    """Passive-ejection record of one service (kept while it is bound)."""
+
+    __slots__ = ("count", "since", "until", "returned")
+
+    def __init__(self):
+        self.count = 0          # ejections so far, after decay
+        self.since = None       # when the current ejection began
+        self.until = None       # when it ends; None: not ejected
+        self.returned = None    # when the last ejection ended
 
 
 class _Ramp:
@@ -53,17 +77,26 @@ class VirtualServerFacade:
 
     def __init__(self, method="LEASTCONNECTION", clock=None, *, new_service_request=0,
                  new_service_request_unit="PER_SECOND", new_service_request_increment_interval=0,
-                 startup_rr_factor=0, rtsp_nat=False, name="vserver"):
+                 startup_rr_factor=0, rtsp_nat=False, outlier_failures=0, outlier_ejection_time=30,
+                 outlier_max_ejection_percent=50, name="vserver"):
         settings = _check_settings(new_service_request, new_service_request_unit,
                                    new_service_request_increment_interval)
-        super().__init__(method, clock, startup_rr_factor=startup_rr_factor, rtsp_nat=rtsp_nat)
+        outlier = (_errors.check_outlier_failures(outlier_failures),
+                   _errors.check_ejection_time(outlier_ejection_time),
+                   _errors.check_ejection_percent(outlier_max_ejection_percent))
         if type(name) is not str:
             raise _errors.bad_type("name", name, "a str")
+        super().__init__(method, clock, startup_rr_factor=startup_rr_factor, rtsp_nat=rtsp_nat)
         self.name = name
         self._rate, self._unit, self._interval = settings
         self._ramps = {}  # name -> _Ramp, for the services in slow start
+        self._outliers = {}  # name -> _Outlier, for the services ever ejected since bind
+        self._timers = []  # heap of (time, seq, name, _Ramp or _Outlier); stale entries skipped
+        self._timer_seq = 0
         self.slow_start_exits = []  # (time, service, why), in order: what ended each slow start
-        self._hook_stats = None  # _stats() while the policy hook runs
+        self.outlier_events = []  # (time, service, what): ejections, returns, ejections refused
+        self._outlier_k, self._ejection_time, self._max_ejection_percent = outlier
+        self._set_outlier_failures(self._outlier_k)
 
     # ---- settings --------------------------------------------------------
 
@@ -79,15 +112,29 @@ class VirtualServerFacade:
     def new_service_request_increment_interval(self):
         return self._interval
 
+    @property
+    def outlier_failures(self):
+        return self._outlier_k
+
+    @property
+    def outlier_ejection_time(self):
+        return self._ejection_time
+
+    @property
+    def outlier_max_ejection_percent(self):
+        return self._max_ejection_percent
+
     def set(self, **settings):
         """Changes settings of a running vserver, like `set lb vserver`.
 
         Accepts method, new_service_request, new_service_request_unit,
-        new_service_request_increment_interval, startup_rr_factor and rtsp_nat.
+        new_service_request_increment_interval, startup_rr_factor, rtsp_nat,
+        outlier_failures, outlier_ejection_time and outlier_max_ejection_percent.
         Everything is checked before anything changes.
         """
         known = {"method", "new_service_request", "new_service_request_unit",
-                 "new_service_request_increment_interval", "startup_rr_factor", "rtsp_nat"}
+                 "new_service_request_increment_interval", "startup_rr_factor", "rtsp_nat",
+                 "outlier_failures", "outlier_ejection_time", "outlier_max_ejection_percent"}
         for key in settings:
             if key not in known:
                 raise TypeError(f"set() got an unknown setting {key!r}")
@@ -101,7 +148,22 @@ class VirtualServerFacade:
             _errors.check_startup_rr_factor(settings["startup_rr_factor"])
         if "rtsp_nat" in settings:
             _errors.check_bool("rtsp_nat", settings["rtsp_nat"])
-        # all checked: apply
+        outlier_k = _errors.check_outlier_failures(settings.get("outlier_failures", self._outlier_k))
+        ejection_time = _errors.check_ejection_time(settings.get("outlier_ejection_time", self._ejection_time))
+        percent = _errors.check_ejection_percent(
+            settings.get("outlier_max_ejection_percent", self._max_ejection_percent))
+        with self.atomic():
+            now = self.now() if (self._ramps or self._outliers) else None
+            self._apply_settings(settings, rate, unit, interval, now)
+            self._outlier_k, self._ejection_time, self._max_ejection_percent = outlier_k, ejection_time, percent
+            self._set_outlier_failures(outlier_k)
+            if outlier_k == 0:  # ejection off: every ejected service returns now
+                for name, record in list(self._outliers.items()):
+                    if record.until is not None:
+                        self._return(name, record, now)
+            self._plan()
+
+    def _apply_settings(self, settings, rate, unit, interval, now):
         if "startup_rr_factor" in settings:
             self.startup_rr_factor = settings["startup_rr_factor"]
         if "method" in settings:
@@ -111,10 +173,11 @@ class VirtualServerFacade:
         was_manual = self._interval == 0
         self._rate, self._unit, self._interval = rate, unit, interval
         if rate == 0:
-            self._end_all()
+            self._end_all(now)
         elif self._ramps:
-            now = self.now()
-            for ramp in self._ramps.values():
+            self._timers = [t for t in self._timers if isinstance(t[3], _Outlier)]
+            heapq.heapify(self._timers)
+            for name, ramp in self._ramps.items():
                 if interval == 0:
                     ramp.next_boundary = math.inf
                 elif was_manual:  # manual -> automated: each ramp starts over from now
@@ -122,71 +185,112 @@ class VirtualServerFacade:
                     ramp.next_boundary = now + interval
                 else:  # a new interval counts from now; a new rate applies from the next boundary
                     ramp.next_boundary = min(ramp.next_boundary, now + interval)
-            self._apply_caps(now)
+                self._schedule(ramp.next_boundary, name, ramp)
+            for name, ramp in self._ramps.items():
+                if self._interval == 0:
+                    ramp.cap = self._cap_for(ramp)
+                self._set_cap(name, ramp.cap)
 
     # ---- the lifecycle that starts slow start -------------------------------
 
     def bind(self, name, weight=1):
-        super().bind(name, weight)
-        self._maybe_begin_ramp(name)
+        with self.atomic():
+            # the clock is read before anything changes: if it raises, nothing is bound
+            now = self.now() if self._rate else None
+            super().bind(name, weight)
+            self._maybe_begin_ramp(name, now)
 
     def unbind(self, name):
-        super().unbind(name)
-        if self._ramps.pop(name, None) is not None:
-            self._plan()
-        elif self._ramps and not self._has_others_up():
-            self._end_all()  # the last normal service left: nobody takes the surplus
+        with self.atomic():
+            now = self.now() if self._ramps else None
+            super().unbind(name)
+            self._outliers.pop(name, None)  # its heap entry goes stale
+            if self._ramps.pop(name, None) is not None:
+                self._plan()
+            elif self._ramps and not self._has_others_up():
+                self._end_all(now)  # the last normal service left: nobody takes the surplus
 
     def set_state(self, name, state):
-        was_down = self.state(name) == "DOWN"
-        super().set_state(name, state)
-        if was_down and state == "UP":
-            self._maybe_begin_ramp(name)
-        elif not self._has_others_up() and self._ramps:
-            self._end_all()  # nobody left to take the surplus
+        with self.atomic():
+            was_down = self.state(name) == "DOWN"
+            _errors.check_choice("state", state, _errors.STATES)
+            now = self.now() if (self._rate or self._ramps) else None
+            super().set_state(name, state)
+            if was_down and state == "UP":
+                self._maybe_begin_ramp(name, now)
+            elif not self._has_others_up() and self._ramps:
+                self._end_all(now)  # nobody left to take the surplus
 
     def slow_start(self, name):
         """Where `name` stands in slow start: None, or a dict of its ramp."""
-        self.weight(name)  # raises UnknownService / TypeError for a bad name
-        ramp = self._ramps.get(name)
-        if ramp is None:
-            return None
-        return {"cap": ramp.cap, "increments": ramp.increments, "since": ramp.start,
-                "mode": "manual" if self._interval == 0 else "automated"}
+        with self.atomic():
+            self.weight(name)  # raises UnknownService / TypeError for a bad name
+            ramp = self._ramps.get(name)
+            if ramp is None:
+                return None
+            return {"cap": ramp.cap, "increments": ramp.increments, "since": ramp.start,
+                    "mode": "manual" if self._interval == 0 else "automated"}
 
-    def _maybe_begin_ramp(self, name):
+    def _maybe_begin_ramp(self, name, now):
         if self._rate == 0 or self.state(name) != "UP" or not self._has_others_up(besides=name):
             # slow start off, or nobody else to take the surplus: its full share at once
             if self._ramps.pop(name, None) is not None:  # a ramp kept from before it went DOWN
                 self._set_cap(name, None)
                 self._plan()
             return
-        now = self.now()
-        self._ramps[name] = _Ramp(now, self._interval, self._selections(name)[0])
-        self._apply_caps(now)
+        ramp = _Ramp(now, self._interval, self._selections(name)[0])
+        self._ramps[name] = ramp
+        if self._interval == 0:
+            ramp.cap = self._cap_for(ramp)
+        self._set_cap(name, ramp.cap)
+        self._schedule(ramp.next_boundary, name, ramp)
+        self._plan()
 
     def _has_others_up(self, besides=None):
-        return any(n != besides and n not in self._ramps and self.state(n) == "UP" for n in self.services)
+        """Is a service UP and not in slow start, other than `besides`? O(1)."""
+        up_free = self._totals()[2]
+        if besides is not None and besides not in self._ramps and self.state(besides) == "UP":
+            up_free -= 1
+        return up_free > 0
 
     # ---- the policy ----------------------------------------------------------
 
-    def _on_deadline(self, now):
-        """Runs at the first call that sees the clock reach the next boundary."""
-        self._set_deadline(math.inf)  # no re-entry while we read the engine
-        # No request is served while the hook runs, so the last second's counts
-        # are read once (O(n)), not once per ramp.
-        self._hook_stats = self._stats()
-        try:
-            if self._interval:
-                for name in list(self._ramps):
-                    ramp = self._ramps[name]
-                    while name in self._ramps and ramp.next_boundary <= now:
-                        self._boundary(name, ramp)
-            self._apply_caps(now)
-        finally:
-            self._hook_stats = None
+    def _schedule(self, t, name, token):
+        if t < math.inf:
+            self._timer_seq += 1
+            heapq.heappush(self._timers, (t, self._timer_seq, name, token))
 
-    def _boundary(self, name, ramp):
+    def _is_stale(self, entry):
+        t, _, name, token = entry
+        if isinstance(token, _Outlier):
+            return self._outliers.get(name) is not token or token.until != t
+        return self._ramps.get(name) is not token or token.next_boundary != t
+
+    def _on_deadline(self, now):
+        """Runs at the first call that sees the clock reach the next due time:
+        ejections that end and ramp boundaries, in time order."""
+        self._set_deadline(math.inf)  # no re-entry while we read the engine
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            entry = heapq.heappop(timers)
+            if self._is_stale(entry):
+                continue
+            _, _, name, token = entry
+            if isinstance(token, _Outlier):
+                self._return(name, token, now)
+                continue
+            while name in self._ramps and token.next_boundary <= now:
+                self._boundary(name, token, now)
+            if self._ramps.get(name) is token:
+                self._set_cap(name, token.cap)
+                self._schedule(token.next_boundary, name, token)
+        if self._interval == 0:  # manual PERCENT follows the others' rate, once a second
+            for name, ramp in self._ramps.items():
+                ramp.cap = self._cap_for(ramp)
+                self._set_cap(name, ramp.cap)
+        self._plan(now)
+
+    def _boundary(self, name, ramp, now=None):
         """One interval boundary of an automated ramp: the exits, then the increment."""
         selected = self._selections(name)[0]
         traffic, ramp.selected_mark = selected - ramp.selected_mark, selected
@@ -195,17 +299,17 @@ class VirtualServerFacade:
         total, up = self._last_second()
         ramp.next_boundary += self._interval
         if ramp.quiet >= NO_TRAFFIC_INTERVALS:
-            return self._end(name, "no traffic for three intervals")
+            return self._end(name, "no traffic for three intervals", now)
         if ramp.cap > 0 and 0 < total < ramp.cap:
-            return self._end(name, "the request rate is below the new-service rate")
+            return self._end(name, "the request rate is below the new-service rate", now)
         ramp.increments += 1
         if ramp.increments >= MAX_INCREMENTS:
-            return self._end(name, "incremented 200 times")
+            return self._end(name, "incremented 200 times", now)
         if self._unit == "PERCENT" and ramp.increments * self._rate >= 100:
-            return self._end(name, "the percentage reached 100")
+            return self._end(name, "the percentage reached 100", now)
         ramp.cap = self._cap_for(ramp)
         if total > 0 and ramp.cap * up >= total:
-            return self._end(name, "the cap reached the fair share")
+            return self._end(name, "the cap reached the fair share", now)
         return None
 
     def _cap_for(self, ramp):
@@ -221,19 +325,9 @@ class VirtualServerFacade:
 
     def _stats(self):
         """[requests in the last second, UP services, the same two for the UP
-        services not in slow start]: one pass, or the hook's copy while it runs."""
-        if self._hook_stats is not None:
-            return self._hook_stats
-        stats = [0, 0, 0, 0]
-        for n in self.services:
-            if self.state(n) == "UP":
-                last = self._selections(n)[2]
-                stats[0] += last
-                stats[1] += 1
-                if n not in self._ramps:
-                    stats[2] += last
-                    stats[3] += 1
-        return stats
+        services not in slow start (no cap)]: the engine's aggregates, O(1)."""
+        _, up, up_free, _, _, last_up, last_up_free = self._totals()
+        return [last_up, up, last_up_free, up_free]
 
     def _others_rate(self):
         """Average requests in the last second of the UP services not in slow start."""
@@ -245,41 +339,93 @@ class VirtualServerFacade:
         stats = self._stats()
         return stats[0], stats[1]
 
-    def _apply_caps(self, now):
-        for name, ramp in self._ramps.items():
-            if self._interval == 0:
-                ramp.cap = self._cap_for(ramp)
-            self._set_cap(name, ramp.cap)
-        self._plan()
-
-    def _plan(self):
+    def _plan(self, now=None):
         """Sets the engine's deadline to the next time the policy must run."""
-        if not self._ramps:
-            self._set_deadline(math.inf)
-        elif self._interval == 0:
+        timers = self._timers
+        while timers and self._is_stale(timers[0]):
+            heapq.heappop(timers)
+        deadline = timers[0][0] if timers else math.inf
+        if self._ramps and self._interval == 0 and self._unit == "PERCENT":
             # manual PERCENT follows the others' rate: once a second
-            self._set_deadline(math.floor(self.now()) + 1 if self._unit == "PERCENT" else math.inf)
-        else:
-            self._set_deadline(min(r.next_boundary for r in self._ramps.values()))
+            deadline = min(deadline, math.floor(self.now() if now is None else now) + 1)
+        self._set_deadline(deadline)
 
-    def _end(self, name, why):
+    def _end(self, name, why, now=None):
         del self._ramps[name]
-        if self._hook_stats is not None and self.state(name) == "UP":
-            self._hook_stats[2] += self._selections(name)[2]  # it joins the others
-            self._hook_stats[3] += 1
-        self._set_cap(name, None)
-        self.slow_start_exits.append((self.now(), name, why))
+        self._set_cap(name, None)  # the engine's aggregates count it among the others now
+        self.slow_start_exits.append((self.now() if now is None else now, name, why))
         return why
 
-    def _end_all(self):
+    def _end_all(self, now=None):
         for name in list(self._ramps):
-            self._end(name, "slow start switched off" if self._rate == 0 else "no other service UP")
-        self._plan()
+            self._end(name, "slow start switched off" if self._rate == 0 else "no other service UP", now)
+        self._plan(now)
+
+    # ---- passive outlier ejection ----------------------------------------------
+
+    def _on_outlier(self, name):
+        """The engine saw `outlier_failures` failures in a row on `name` (not ejected,
+        not draining): eject it unless the percentage cap or the last-eligible rule says no."""
+        now = self.now()
+        bound, _, _, pickable, ejected, _, _ = self._totals()
+        if (ejected + 1) * 100 > self._max_ejection_percent * bound:
+            return self._log_outlier(now, name, "kept: max ejection percent")
+        if pickable - (self.state(name) == "UP") < 1:
+            return self._log_outlier(now, name, "kept: last eligible service")
+        record = self._outliers.get(name) or _Outlier()
+        if record.returned is not None:  # decay: one ejection forgiven per healthy period
+            healthy = math.floor((now - record.returned) / self._ejection_time)
+            record.count = max(0, record.count - healthy)
+        record.count += 1
+        record.since = now
+        record.until = now + min(self._ejection_time * record.count, _errors.MAX_EJECTION_TIME)
+        self._outliers[name] = record
+        self._set_ejected(name, True)
+        self._log_outlier(now, name, "ejected")
+        self._schedule(record.until, name, record)
+        self._plan(now)
+        return None
+
+    def _return(self, name, record, now):
+        """An ejection ends: the service comes back as from DOWN to UP (slow start applies)."""
+        record.until = None
+        record.returned = now
+        self._set_ejected(name, False)
+        self._log_outlier(now, name, "returned")
+        self._maybe_begin_ramp(name, now)
+
+    def _log_outlier(self, now, name, what):
+        self.outlier_events.append((now, name, what))
+        if len(self.outlier_events) > MAX_OUTLIER_EVENTS:
+            del self.outlier_events[: MAX_OUTLIER_EVENTS // 2]
+
+    def ejection(self, name):
+        """Where `name` stands in passive ejection: None, or a dict of its ejection."""
+        with self.atomic():
+            self.weight(name)  # raises UnknownService / TypeError for a bad name
+            record = self._outliers.get(name)
+            if record is None or record.until is None:
+                return None
+            return {"until": record.until, "ejections": record.count, "since": record.since}
 
     # ---- show ------------------------------------------------------------
 
     def show(self):
         """The vserver as data; str() of it reads like `show lb vserver`."""
+        with self.atomic():
+            return self._show()
+
+    def _phase(self, name, info):
+        if info["draining"]:
+            return "draining"
+        if info["ejected"]:
+            return f"ejected until {self._outliers[name].until:g}"
+        ramp = self._ramps.get(name)
+        if ramp is None:
+            return "normal"
+        return "slow start (manual)" if self._interval == 0 else f"slow start ({ramp.increments} increments)"
+
+    def _show(self):
         services = []
         for name in self.services:
             info = self.info(name)
@@ -288,8 +434,7 @@ class VirtualServerFacade:
                 name=name, state=info["state"], weight=info["weight"], load=info["load"],
                 score=info["score"], active=info["active"],
                 cap=None if ramp is None else ramp.cap,
-                phase="normal" if ramp is None else
-                ("slow start (manual)" if self._interval == 0 else f"slow start ({ramp.increments} increments)")))
+                phase=self._phase(name, info)))
         return VServerView(
             name=self.name, method=self.method,
             new_service_request=self._rate, new_service_request_unit=self._unit,

@@ -1,7 +1,7 @@
 """The C engine behind the shared facade: what `leastload` exports by default."""
 
-from ._engine import Engine, ManualClock, monotonic
-from ._errors import DuplicateService, NoServiceAvailable, UnknownService
+from ._engine import Engine, ManualClock, Transaction, monotonic
+from ._errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
 from ._facade import VirtualServerFacade
 
 IMPLEMENTATION = "c"
@@ -19,4 +19,6 @@ __all__ = [
     "NoServiceAvailable",
     "UnknownService",
     "DuplicateService",
+    "TransactionEnded",
+    "Transaction",
 ]

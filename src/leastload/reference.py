@@ -4,18 +4,25 @@ Plain on purpose: docs/semantics.md is the contract and this file follows it
 rule by rule, with O(n) scans where the C engine keeps trees. Clarity first.
 
 Which calls read the clock (and so move the window and may run the slow-start
-deadline): select, record, load, score and info. Arguments are validated
-before the clock is read, so bad input changes nothing.
+deadline): select, acquire, record, load, score and info. Arguments are
+validated before the clock is read, so bad input changes nothing; a name is
+looked up again after the clock is read, as the clock may bind or unbind.
+
+Every public method holds the vserver's re-entrant lock (`@_atomic`): other
+threads wait, callbacks from the holding thread re-enter.
 """
+import functools
 import math
+import threading
 import time
 
 from . import _errors
-from ._errors import METHODS, STATES, DuplicateService, NoServiceAvailable, UnknownService
+from ._errors import (METHODS, STATES, DuplicateService, NoServiceAvailable, TransactionEnded,
+                      UnknownService)
 from ._facade import VirtualServerFacade
 
-__all__ = ["ManualClock", "Engine", "VirtualServer",
-           "NoServiceAvailable", "UnknownService", "DuplicateService"]
+__all__ = ["ManualClock", "Engine", "VirtualServer", "Transaction", "NoServiceAvailable",
+           "UnknownService", "DuplicateService", "TransactionEnded"]
 
 WINDOW_SECONDS = 14
 MAX_ACTIVE = 2**32 - 1  # active transactions are 32-bit in the C engine
@@ -44,13 +51,66 @@ class _MonotonicClock:
     now = staticmethod(time.monotonic)
 
 
+def _atomic(method):
+    """Runs `method` holding the vserver (re-entrant for the holding thread)."""
+    @functools.wraps(method)
+    def held(self, *args, **kwargs):
+        with self._lock:
+            self._depth += 1
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._depth -= 1
+    return held
+
+
+class Transaction:
+    """One request in flight on `service`, from acquire() to finish() or fail()."""
+
+    __slots__ = ("_vs", "service", "_seq", "_done")
+
+    def __init__(self, vs, service, seq):
+        self._vs = vs
+        self.service = service
+        self._seq = seq  # the bind incarnation it was picked from
+        self._done = False
+
+    @property
+    def done(self):
+        return self._done
+
+    def record(self, bytes=0, packets=0):
+        self._vs._tx_record(self, bytes, packets)
+
+    def finish(self, ttfb=None, status=200):
+        self._vs._tx_end(self, ttfb, status, False)
+
+    def fail(self):
+        self._vs._tx_end(self, None, 200, True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if not self._done:
+            if exc_type is None:
+                self.finish()
+            else:
+                self.fail()
+        return False
+
+    def __repr__(self):
+        return f"<Transaction on {self.service!r}{' (ended)' if self._done else ''}>"
+
+
 class _Service:
     __slots__ = ("name", "seq", "weight", "state", "bytes", "packets", "active", "ttfb_us",
-                 "ttfb_known", "cap", "sel_this_sec", "sel_last_sec", "selected")
+                 "ttfb_known", "cap", "sel_this_sec", "sel_last_sec", "selected",
+                 "draining", "ejected", "failures", "fails_in_row")
 
     def __init__(self, name, seq, weight):
         self.name = name
-        self.seq = seq  # bind order is ascending seq; seqs are never reused
+        self.seq = seq  # bind order is ascending seq; seqs are never reused (a bind's incarnation)
         self.weight = weight
         self.state = "UP"
         self.bytes = {}  # absolute second -> bytes recorded in it (the last 14 seconds only)
@@ -62,12 +122,29 @@ class _Service:
         self.sel_this_sec = 0
         self.sel_last_sec = 0
         self.selected = 0
+        self.draining = False  # no new picks; unbound when nothing is active
+        self.ejected = False  # passive outlier ejection (the facade decides)
+        self.failures = 0  # failed transactions since bind
+        self.fails_in_row = 0
 
 
 class Engine:
     """One virtual server: bound services, the method, the window, the tie cursor."""
 
     def __init__(self, method="LEASTCONNECTION", clock=None, *, startup_rr_factor=0, rtsp_nat=False):
+        if "_lock" not in self.__dict__:
+            self._lock = threading.RLock()
+            self._depth = 0
+        with self._lock:
+            if self._depth:
+                raise RuntimeError("a vserver cannot be re-initialized from inside one of its own calls")
+            self._depth += 1
+            try:
+                self._init(method, clock, startup_rr_factor, rtsp_nat)
+            finally:
+                self._depth -= 1
+
+    def _init(self, method, clock, startup_rr_factor, rtsp_nat):
         _errors.check_choice("method", method, METHODS)
         factor = _errors.check_startup_rr_factor(startup_rr_factor)
         _errors.check_bool("rtsp_nat", rtsp_nat)
@@ -86,6 +163,19 @@ class Engine:
         self._cursor = -1  # seq of the service selected last; -1: before the first
         self._rr_round = 1
         self._deadline = math.inf
+        self._outlier_k = 0  # consecutive failures that call _on_outlier; 0: off
+
+    def atomic(self):
+        """A context manager holding the vserver: other threads' calls wait until it exits."""
+        return self._lock
+
+    def _enter_guard(self):
+        self._lock.acquire()
+        self._depth += 1
+
+    def _leave_guard(self):
+        self._depth -= 1
+        self._lock.release()
 
     # -- time -------------------------------------------------------------
 
@@ -105,6 +195,7 @@ class Engine:
             self._on_deadline(now)
         return now
 
+    @_atomic
     def now(self):
         return _errors.check_time(self._clock.now())
 
@@ -115,6 +206,9 @@ class Engine:
         """Slow-start hook, called by _tick once the deadline is reached."""
         self._deadline = math.inf
 
+    def _on_outlier(self, name):
+        """Called when `name` failed outlier_failures times in a row (the facade decides)."""
+
     # -- configuration ------------------------------------------------------
 
     def _get(self, name):
@@ -124,6 +218,7 @@ class Engine:
         except KeyError:
             raise _errors.unknown_service(name) from None
 
+    @_atomic
     def bind(self, name, weight=1):
         _errors.check_name(name)
         if name in self._services:
@@ -132,55 +227,99 @@ class Engine:
         self._services[name] = _Service(name, self._next_seq, weight)
         self._next_seq += 1
 
+    @_atomic
     def unbind(self, name):
         self._get(name)
         del self._services[name]  # the cursor keeps its seq, i.e. its place in bind order
 
+    @_atomic
     def set_weight(self, name, weight):
-        s = self._get(name)
-        s.weight = _errors.check_weight(weight)
+        self._get(name)
+        weight = _errors.check_weight(weight)
+        self._get(name).weight = weight
 
+    @_atomic
     def set_state(self, name, state):
-        s = self._get(name)
-        s.state = _errors.check_choice("state", state, STATES)
+        self._get(name)
+        state = _errors.check_choice("state", state, STATES)
+        self._get(name).state = state
 
+    @_atomic
+    def drain(self, name):
+        s = self._get(name)
+        s.draining = True
+        if s.active == 0:
+            self.unbind(name)  # the facade's unbind: slow-start bookkeeping follows
+
+    @_atomic
     def set_method(self, method):
         self._method = _errors.check_choice("method", method, METHODS)
         self._rr_round = 1
         self._startup_rr_left = self._startup_rr_factor
 
     @property
+    @_atomic
     def method(self):
         return self._method
 
     @property
+    @_atomic
     def services(self):
         return list(self._services)
 
     @property
+    @_atomic
     def startup_rr_factor(self):
         return self._startup_rr_factor
 
     @startup_rr_factor.setter
+    @_atomic
     def startup_rr_factor(self, value):
         # Takes effect at the next set_method(); the running count is left alone.
         self._startup_rr_factor = _errors.check_startup_rr_factor(value)
 
     @property
+    @_atomic
     def startup_rr_left(self):
         return self._startup_rr_left
 
     @property
+    @_atomic
     def rtsp_nat(self):
         return self._rtsp_nat
 
     @rtsp_nat.setter
+    @_atomic
     def rtsp_nat(self, value):
         self._rtsp_nat = _errors.check_bool("rtsp_nat", value)
 
+    @_atomic
     def _set_cap(self, name, cap):
+        self._get(name)
+        cap = None if cap is None else _errors.check_cap(cap)
+        self._get(name).cap = cap
+
+    @_atomic
+    def _set_ejected(self, name, ejected):
         s = self._get(name)
-        s.cap = None if cap is None else _errors.check_cap(cap)
+        s.ejected = bool(ejected)
+        if ejected:
+            s.fails_in_row = 0  # after its return it needs a fresh run of failures
+
+    @_atomic
+    def _set_outlier_failures(self, k):
+        self._outlier_k = _errors.check_outlier_failures(k)
+
+    @_atomic
+    def _totals(self):
+        """(bound, UP, UP without a cap, pickable, ejected, last-second selections of
+        the UP services, the same of the UP services without a cap)."""
+        up = [s for s in self._services.values() if s.state == "UP"]
+        free = [s for s in up if s.cap is None]
+        return (len(self._services), len(up), len(free),
+                sum(1 for s in up if not s.draining and not s.ejected),
+                sum(1 for s in self._services.values() if s.ejected),
+                sum(s.sel_last_sec for s in up), sum(s.sel_last_sec for s in free))
 
     # -- selection ------------------------------------------------------------
 
@@ -195,7 +334,8 @@ class Engine:
         return s.active  # LEASTCONNECTION; ROUNDROBIN reports active
 
     def _eligible(self, s):
-        return s.state == "UP" and (s.cap is None or s.sel_this_sec < s.cap)
+        return (s.state == "UP" and not s.draining and not s.ejected
+                and (s.cap is None or s.sel_this_sec < s.cap))
 
     def _first_after_cursor(self, candidates):
         """The first candidate (in bind order) strictly after the cursor, else the first."""
@@ -212,9 +352,12 @@ class Engine:
             r = 1
         return next(s for s in eligible if s.weight >= r), r
 
-    def select(self):
+    @_atomic
+    def select(self, exclude=None):
+        names = _errors.check_exclude(exclude)
         self._tick()
-        eligible = [s for s in self._services.values() if self._eligible(s)]
+        skip = set(names)  # unknown names never match a service: ignored
+        eligible = [s for s in self._services.values() if self._eligible(s) and s.name not in skip]
         if not eligible:
             raise _errors.no_service()
         rr_round = self._rr_round
@@ -238,16 +381,26 @@ class Engine:
         chosen.sel_this_sec += 1
         return chosen.name
 
+    @_atomic
+    def acquire(self, exclude=None):
+        name = self.select(exclude)
+        return Transaction(self, name, self._services[name].seq)
+
     # -- counters -------------------------------------------------------------
 
+    @_atomic
     def record(self, name, bytes=0, packets=0, control=False):
-        s = self._get(name)
+        self._get(name)
         nbytes = _errors.check_count("bytes", bytes)
         npackets = _errors.check_count("packets", packets)
         _errors.check_bool("control", control)
         self._tick()  # the window moves first: the overflow check sees the moved window
+        s = self._get(name)  # again: the clock may have unbound it
         if control and not self._rtsp_nat:
             return
+        self._add_traffic(s, nbytes, npackets, bytes, packets)
+
+    def _add_traffic(self, s, nbytes, npackets, bytes, packets):
         if sum(s.bytes.values()) + nbytes > MAX_TOTAL:
             raise _errors.window_overflow("bytes", bytes)
         if sum(s.packets.values()) + npackets > MAX_TOTAL:
@@ -257,22 +410,81 @@ class Engine:
         s.bytes[self._second] = s.bytes.get(self._second, 0) + nbytes
         s.packets[self._second] = s.packets.get(self._second, 0) + npackets
 
+    @_atomic
     def begin(self, name):
         s = self._get(name)
         if s.active == MAX_ACTIVE:
             raise _errors.active_overflow(name)
         s.active += 1
 
+    @_atomic
     def finish(self, name, ttfb=None, status=200):
-        s = self._get(name)
+        self._get(name)
         ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
         status = _errors.check_status(status)
+        s = self._get(name)  # again: a conversion may have run code that unbound it
+        self._after_end(name, self._end_transaction(s, ttfb_us if status == 200 else None, status >= 500))
+
+    @_atomic
+    def fail(self, name):
+        self._after_end(name, self._end_transaction(self._get(name), None, True))
+
+    def _end_transaction(self, s, ttfb_us, failed):
+        """Ends one transaction of s; returns (drained, outlier): what to act on."""
         if s.active == 0:
-            raise _errors.nothing_active(name)
+            raise _errors.nothing_active(s.name)
         s.active -= 1
-        if status == 200 and ttfb_us is not None:
+        if ttfb_us is not None:
             s.ttfb_us = (7 * s.ttfb_us + ttfb_us + 4) // 8 if s.ttfb_known else ttfb_us
             s.ttfb_known = True
+        if failed:
+            s.failures += 1
+            s.fails_in_row += 1
+        else:
+            s.fails_in_row = 0
+        outlier = 0 < self._outlier_k <= s.fails_in_row and not s.ejected and not s.draining
+        return s.draining and s.active == 0, outlier
+
+    def _after_end(self, name, flags):
+        drained, outlier = flags
+        if drained:
+            self.unbind(name)  # the facade's unbind: slow-start bookkeeping follows
+        if outlier:
+            self._on_outlier(name)
+
+    # -- transaction handles -----------------------------------------------------
+
+    def _tx_service(self, tx):
+        """The handle's service, or None if that incarnation is gone."""
+        s = self._services.get(tx.service)
+        return s if s is not None and s.seq == tx._seq else None
+
+    @_atomic
+    def _tx_record(self, tx, bytes, packets):
+        if tx._done:
+            raise _errors.transaction_ended(tx.service)
+        nbytes = _errors.check_count("bytes", bytes)
+        npackets = _errors.check_count("packets", packets)
+        if self._tx_service(tx) is None:
+            return  # its service is gone: nothing to charge
+        self._tick()
+        s = self._tx_service(tx)  # again: the clock may have unbound it
+        if s is not None:
+            self._add_traffic(s, nbytes, npackets, bytes, packets)
+
+    @_atomic
+    def _tx_end(self, tx, ttfb, status, failed):
+        if tx._done:
+            raise _errors.transaction_ended(tx.service)
+        ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
+        status = _errors.check_status(status)
+        s = self._tx_service(tx)
+        if s is None:
+            tx._done = True  # its service is gone: nothing to end
+            return
+        flags = self._end_transaction(s, ttfb_us if status == 200 and not failed else None, failed or status >= 500)
+        tx._done = True
+        self._after_end(tx.service, flags)
 
     # -- reading ----------------------------------------------------------------
 
@@ -283,33 +495,43 @@ class Engine:
     def _score(self, s):
         return float(self._load(s)) * 10000.0 / s.weight
 
+    def _get_now(self, name):
+        """The service after the clock is read (looked up before and after)."""
+        self._get(name)
+        self._tick()
+        return self._get(name)
+
+    @_atomic
     def load(self, name):
-        s = self._get(name)
-        self._tick()
-        return self._load(s)
+        return self._load(self._get_now(name))
 
+    @_atomic
     def score(self, name):
-        s = self._get(name)
-        self._tick()
-        return self._score(s)
+        return self._score(self._get_now(name))
 
+    @_atomic
     def weight(self, name):
         return self._get(name).weight
 
+    @_atomic
     def state(self, name):
         return self._get(name).state
 
+    @_atomic
     def active(self, name):
         return self._get(name).active
 
+    @_atomic
     def _selections(self, name):
         """(selected since bind, in this second, in the last second); the clock is not read."""
         s = self._get(name)
         return s.selected, s.sel_this_sec, s.sel_last_sec
 
+    @_atomic
     def __len__(self):
         return len(self._services)
 
+    @_atomic
     def __contains__(self, name):
         return name in self._services
 
@@ -326,15 +548,19 @@ class Engine:
             "sel_this_sec": s.sel_this_sec,
             "sel_last_sec": s.sel_last_sec,
             "cap": s.cap,
+            "draining": s.draining,
+            "ejected": s.ejected,
+            "failures": s.failures,
+            "consecutive_failures": s.fails_in_row,
             "load": self._load(s),
             "score": self._score(s),
         }
 
+    @_atomic
     def info(self, name):
-        s = self._get(name)
-        self._tick()
-        return self._info(s)
+        return self._info(self._get_now(name))
 
+    @_atomic
     def snapshot(self):
         """The whole state as plain data, without reading the clock."""
         return {

@@ -27,6 +27,7 @@ Two drivers make the same calls in the same order with the same values:
    of an unbound service, a bind of a bound one) is skipped.
 """
 
+import dataclasses
 import heapq
 import math
 from dataclasses import dataclass
@@ -95,18 +96,38 @@ class _Events:
             raise ValueError(f"event_kind[{i}] must be 0..4, got {kind}")
 
 
-def _bind_initial(vs, trace):
-    for s, name in enumerate(trace.services):
-        if trace.initially_bound[s] and name not in vs:
-            vs.bind(name, weight=int(trace.weights[s]))
+def _own_copy(trace):
+    """The replay's own copy of the trace, validated anew: arrays the caller
+    changes after this (from another thread, say) cannot reach the replay."""
+    arrays = {f.name: np.array(getattr(trace, f.name), copy=True)
+              for f in dataclasses.fields(trace) if isinstance(getattr(trace, f.name), np.ndarray)}
+    return dataclasses.replace(trace, services=tuple(trace.services), **arrays)
+
+
+def _check_before_binding(vs, clock, trace):
+    """Everything a replay can refuse, checked before it binds anything."""
     known = set(trace.services)
     strangers = [n for n in vs.services if n not in known]
     if strangers:
         raise ValueError(f"services bound but not in the trace: {strangers[:5]!r}")
+    if hasattr(vs, "_replay"):  # the C path's limits (its clock is checked by the caller)
+        n = len(trace.arrival)
+        if n >= 0xFFFFFFFF:
+            raise ValueError(f"a replay takes fewer than 2**32 requests, got {n}")
+        if n and not (trace.arrival[-1] < 2.0**52 and trace.transfer.max() < 2.0**52):
+            raise ValueError("trace times must be >= 0 and below 2**52 seconds (the clock's range)")
+
+
+def _bind_initial(vs, trace):
+    for s, name in enumerate(trace.services):
+        if trace.initially_bound[s] and name not in vs:
+            vs.bind(name, weight=int(trace.weights[s]))
 
 
 def replay_per_call(vs, clock, trace):
     """Replays `trace` through `vs` one public call at a time; `clock` is vs's ManualClock."""
+    trace = _own_copy(trace)
+    _check_before_binding(vs, clock, trace)
     _bind_initial(vs, trace)
     res = ReplayResult.empty(trace)
     events = _Events(vs, clock, trace)
@@ -154,10 +175,17 @@ def replay_per_call(vs, clock, trace):
 
 
 def replay(vs, clock, trace):
-    """Replays `trace` through `vs`: inside C when vs is the C engine, else per call."""
+    """Replays `trace` through `vs`: inside C when vs is the C engine, else per call.
+
+    The C path holds the vserver for the whole run: other threads' calls on it
+    wait until the replay ends. It reads its own copy of the trace."""
     if not hasattr(vs, "_replay"):
         return replay_per_call(vs, clock, trace)
-    _bind_initial(vs, trace)
-    res = ReplayResult.empty(trace)
-    vs._replay(trace, res, _Events(vs, clock, trace))
+    trace = _own_copy(trace)
+    with vs.atomic():
+        _check_before_binding(vs, clock, trace)
+        vs._check_replay_clock(clock)
+        _bind_initial(vs, trace)
+        res = ReplayResult.empty(trace)
+        vs._replay(trace, res, _Events(vs, clock, trace))
     return res
