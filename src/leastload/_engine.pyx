@@ -115,6 +115,19 @@ cdef inline int _raise_for_rc(int rc, str op, object name=None) except -1:
 cdef class Engine
 
 
+cdef object _exclude_names(object exclude):
+    """select()'s exclude as a sized container of str: a built-in list, tuple, set or
+    frozenset is used as it is (iterating it runs no Python code), anything else is
+    materialized by _errors.check_exclude, which also raises the shared errors."""
+    cdef type t = type(exclude)
+    if t is set or t is frozenset or t is list or t is tuple:
+        for item in exclude:
+            if type(item) is not str:
+                return _errors.check_exclude(exclude)  # raises, naming the item
+        return exclude
+    return _errors.check_exclude(exclude)
+
+
 @cython.final
 cdef class _Hold:
     """`with vs.atomic():` the calls inside are one unit for other threads."""
@@ -565,7 +578,7 @@ cdef class Engine:
         `exclude`: names skipped for this pick only (unknown names are ignored)."""
         cdef int64_t slot
         if exclude is not None:
-            return self._select_excluding(_errors.check_exclude(exclude))
+            return self._select_excluding(_exclude_names(exclude))
         self._enter()
         try:
             slot = ll_select(self._vs, self._tick())
@@ -575,7 +588,7 @@ cdef class Engine:
         finally:
             self._leave()
 
-    cdef object _select_excluding(self, list names):
+    cdef object _select_excluding(self, object names):
         """select(exclude=names): the excluded slots are resolved after the clock is read."""
         cdef uint32_t stack_buf[16]
         cdef uint32_t *buf = stack_buf
@@ -611,7 +624,7 @@ cdef class Engine:
         """Picks like select(exclude) and returns the transaction as a handle."""
         cdef int64_t slot
         cdef Transaction tx
-        names = None if exclude is None else _errors.check_exclude(exclude)
+        names = None if exclude is None else _exclude_names(exclude)
         self._enter()
         try:
             if names is None:
