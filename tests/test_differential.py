@@ -4,6 +4,13 @@ After every step both engines must have returned the same value (or raised
 the same exception type with the same message) and have equal snapshot()s.
 Invalid arguments are drawn on purpose, now and then, so the error paths are
 compared too. LEASTLOAD_HYPOTHESIS_EXAMPLES sets the number of examples.
+
+Issue 7 adds select(exclude=...) (good and bad excludes), transaction handles
+(kept in pairs, one per engine, and given the same calls), fail(), drain(),
+the outlier settings, and a clock that, when armed, re-enters its vserver
+from inside now() (unbind, bind, drain, ...) before returning the time: the
+inner calls' outcomes, ejection() of every service and outlier_events are
+compared too.
 """
 import math
 import os
@@ -45,14 +52,89 @@ CLOCK_STEPS = st.one_of(
     st.sampled_from([0.001, 0.999, 1.0, 13.0, 13.999, 14.0, 15.0, 1000.0, -0.5, -14.0, -1000.0]),
 )
 CAPS = st.one_of(st.none(), st.integers(0, 3), st.sampled_from([-1, 2**32 - 1, 1.5]))
-READS = st.sampled_from(["load", "score", "info", "weight", "state", "active"])
+READS = st.sampled_from(["load", "score", "info", "weight", "state", "active", "ejection"])
+
+# select(exclude=...): a kind of collection and the names in it; each engine gets its
+# own fresh object (a generator can be iterated once only).
+EXCLUDE_KINDS = {
+    "none": lambda names: None,
+    "set": set,
+    "list": list,
+    "tuple": tuple,
+    "generator": lambda names: (n for n in names),
+    "dict keys": lambda names: dict.fromkeys(names).keys(),
+    "str": lambda names: "a",  # a single str: TypeError
+    "bytes": lambda names: b"a",
+    "int": lambda names: 5,
+    "bad item": lambda names: [*names, None],
+    "bytes item": lambda names: [b"a", *names],
+}
+EXCLUDES = st.tuples(
+    st.sampled_from(["none", "set", "set", "list", "tuple", "generator", "dict keys", "str", "bytes", "int",
+                     "bad item", "bytes item"]),
+    st.lists(st.sampled_from(["a", "b", "c", "d", "e", "zz", ""]), max_size=4),
+)
+OUTLIER_FAILURES = st.one_of(st.integers(0, 3), st.sampled_from([-1, 2**32, 1.5, True, "2"]))
+OUTLIER_TIMES = st.one_of(st.sampled_from([0.5, 1, 2.5, 3, 10, 30, 300]), st.floats(0.01, 20),
+                          st.sampled_from([0, -1, 300.5, math.nan, math.inf, "1", True]))
+OUTLIER_PERCENTS = st.one_of(st.integers(0, 100), st.sampled_from([0, 25, 50, 100]),
+                             st.sampled_from([-1, 101, 50.0, True]))
+# What an armed clock does to its own vserver inside now(), before returning the time.
+CLOCK_ACTIONS = st.one_of(
+    st.tuples(st.sampled_from(["unbind", "bind", "drain", "fail", "begin"]), NAMES),
+    st.tuples(st.just("set_state"), NAMES, st.sampled_from(STATES)),
+    st.tuples(st.just("select")),
+)
+
+
+class _Escaping(Exception):
+    """Raised inside a transaction's with-block by the tests."""
+
+
+def make_exclude(exclude):
+    kind, names = exclude
+    return EXCLUDE_KINDS[kind](names)
+
+
+def view(value):
+    """A handle is compared by what it shows; everything else as it is."""
+    if hasattr(value, "service") and hasattr(value, "done"):
+        return ("handle", value.service, value.done)
+    return value
 
 
 def outcome(call):
     try:
-        return ("returned", call())
+        return ("returned", view(call()))
     except Exception as exc:  # compared, not swallowed: both engines must raise alike
         return ("raised", type(exc), str(exc))
+
+
+def run_action(vs, action):
+    kind, *args = action
+    return getattr(vs, kind)(*args)
+
+
+class ActingClock:
+    """A ManualClock whose now(), when armed, first performs one queued action on
+    the vserver that reads it (a callback re-entering the engine mid-call). The
+    outcomes are kept, so the two engines' can be compared."""
+
+    def __init__(self, module, start):
+        self.inner = module.ManualClock(start)
+        self.vs = None
+        self.queued = None
+        self.paused = False
+        self.results = []
+
+    def now(self):
+        if self.queued is not None and self.vs is not None and not self.paused:
+            action, self.queued = self.queued, None
+            self.results.append((action, outcome(lambda: run_action(self.vs, action))))
+        return self.inner.now()
+
+    def advance(self, seconds):
+        self.inner.advance(seconds)
 
 
 class EnginesAgree(RuleBasedStateMachine):
@@ -62,11 +144,14 @@ class EnginesAgree(RuleBasedStateMachine):
                 factor=st.one_of(st.just(0), st.integers(0, 6)), rtsp_nat=st.booleans(),
                 services=st.lists(st.tuples(NAMES, st.integers(1, 5)), max_size=5, unique_by=lambda s: s[0]))
     def create(self, method, start, factor, rtsp_nat, services):
-        self.clocks = [module.ManualClock(start) for module in self.modules]
+        self.clocks = [ActingClock(module, start) for module in self.modules]
         self.vservers = [
             module.VirtualServer(method, clock=clock, startup_rr_factor=factor, rtsp_nat=rtsp_nat)
             for module, clock in zip(self.modules, self.clocks)
         ]
+        for clock, vs in zip(self.clocks, self.vservers):
+            clock.vs = vs
+        self.handles = []  # (C handle, reference handle) pairs from acquire()
         for name, weight in services:  # most runs start with services bound, so most steps do work
             self.both(lambda vs: vs.bind(name, weight))
 
@@ -78,8 +163,14 @@ class EnginesAgree(RuleBasedStateMachine):
     def same_state(self):
         c_vs, ref_vs = self.vservers
         assert c_vs.snapshot() == ref_vs.snapshot()
-        assert (c_vs.services, c_vs.method, c_vs.startup_rr_left, c_vs.now()) == (
-            ref_vs.services, ref_vs.method, ref_vs.startup_rr_left, ref_vs.now())
+        for clock in self.clocks:
+            clock.paused = True  # the invariants must not fire a queued action
+        try:
+            assert (c_vs.services, c_vs.method, c_vs.startup_rr_left, c_vs.now()) == (
+                ref_vs.services, ref_vs.method, ref_vs.startup_rr_left, ref_vs.now())
+        finally:
+            for clock in self.clocks:
+                clock.paused = False
 
     @rule(name=ANY_NAME, weight=WEIGHTS)
     def bind(self, name, weight):
@@ -141,6 +232,116 @@ class EnginesAgree(RuleBasedStateMachine):
         for _ in range(count):
             self.both(lambda vs: vs.select())
 
+    @rule(exclude=EXCLUDES, count=st.integers(1, 6))
+    def select_excluding(self, exclude, count):
+        for _ in range(count):
+            self.both(lambda vs: vs.select(exclude=make_exclude(exclude)))
+
+    # ---- transactions: both handles of a pair get the same call ----------------
+
+    @rule(exclude=EXCLUDES)
+    def acquire(self, exclude):
+        got = []
+
+        def call(vs):
+            handle = vs.acquire(exclude=make_exclude(exclude))
+            got.append(handle)
+            return handle
+
+        results = [outcome(lambda vs=vs: call(vs)) for vs in self.vservers]
+        assert results[0] == results[1]
+        if len(got) == 2:
+            self.handles.append(tuple(got))
+
+    def both_handles(self, index, call):
+        pair = self.handles[index]
+        results = [outcome(lambda t=t: call(t)) for t in pair]
+        assert results[0] == results[1]
+        assert pair[0].done == pair[1].done
+
+    @precondition(lambda self: self.handles)
+    @rule(data=st.data(), nbytes=COUNTS, packets=COUNTS)
+    def handle_record(self, data, nbytes, packets):
+        index = data.draw(st.integers(0, len(self.handles) - 1), label="handle")
+        self.both_handles(index, lambda t: t.record(bytes=nbytes, packets=packets))
+
+    @precondition(lambda self: self.handles)
+    @rule(data=st.data(), ttfb=TTFBS, status=STATUSES)
+    def handle_finish(self, data, ttfb, status):
+        index = data.draw(st.integers(0, len(self.handles) - 1), label="handle")
+        self.both_handles(index, lambda t: t.finish(ttfb=ttfb, status=status))
+
+    @precondition(lambda self: self.handles)
+    @rule(data=st.data())
+    def handle_fail(self, data):
+        index = data.draw(st.integers(0, len(self.handles) - 1), label="handle")
+        self.both_handles(index, lambda t: t.fail())
+
+    @precondition(lambda self: self.handles)
+    @rule(data=st.data(), raising=st.booleans(), end_inside=st.sampled_from([None, "finish", "fail"]))
+    def handle_context_exit(self, data, raising, end_inside):
+        index = data.draw(st.integers(0, len(self.handles) - 1), label="handle")
+
+        def block(t):
+            try:
+                with t:
+                    if end_inside:
+                        getattr(t, end_inside)()
+                    if raising:
+                        raise _Escaping("out of the block")
+            except _Escaping:
+                return "propagated"
+            return "left"
+
+        self.both_handles(index, block)
+
+    # ---- fail, drain, outlier settings ------------------------------------------
+
+    @rule(name=ANY_NAME)
+    def fail(self, name):
+        self.both(lambda vs: vs.fail(name))
+
+    @rule(name=ANY_NAME)
+    def drain(self, name):
+        self.both(lambda vs: vs.drain(name))
+
+    @rule(failures=st.one_of(st.none(), OUTLIER_FAILURES), time=st.one_of(st.none(), OUTLIER_TIMES),
+          percent=st.one_of(st.none(), OUTLIER_PERCENTS))
+    def set_outlier(self, failures, time, percent):
+        settings = {key: value for key, value in (("outlier_failures", failures), ("outlier_ejection_time", time),
+                                                  ("outlier_max_ejection_percent", percent)) if value is not None}
+        self.both(lambda vs: vs.set(**settings))
+
+    # Ejection on with usable settings, and failures in a row on a bound service, so
+    # that ejections (and returns, with the clock steps) really happen.
+    @rule(failures=st.integers(1, 3), time=st.sampled_from([0.5, 1, 2.5, 5]), percent=st.sampled_from([50, 100]))
+    def enable_outliers(self, failures, time, percent):
+        self.both(lambda vs: vs.set(outlier_failures=failures, outlier_ejection_time=time,
+                                    outlier_max_ejection_percent=percent))
+
+    def bound_name(self, data):
+        bound = self.vservers[1].services
+        return data.draw(st.sampled_from(bound) if bound else NAMES, label="name")
+
+    @rule(data=st.data(), count=st.integers(1, 4), status=st.sampled_from([None, 500, 503]))
+    def failure_run(self, data, count, status):
+        name = self.bound_name(data)
+        for _ in range(count):
+            self.both(lambda vs: vs.begin(name))
+            if status is None:
+                self.both(lambda vs: vs.fail(name))
+            else:
+                self.both(lambda vs: vs.finish(name, status=status))
+
+    # ---- a clock that re-enters its vserver ---------------------------------------
+
+    @rule(action=CLOCK_ACTIONS, data=st.data(), on_bound=st.booleans())
+    def arm_clock(self, action, data, on_bound):
+        if on_bound and len(action) > 1 and action[0] != "bind":  # mostly a name that is bound
+            action = (action[0], self.bound_name(data), *action[2:])
+        for clock in self.clocks:
+            clock.queued = action
+
     @rule(name=ANY_NAME, read=READS)
     def read(self, name, read):
         self.both(lambda vs: getattr(vs, read)(name))
@@ -157,6 +358,22 @@ class EnginesAgree(RuleBasedStateMachine):
     def set_slow_start(self, rate, unit, interval):
         self.both(lambda vs: vs.set(new_service_request=rate, new_service_request_unit=unit,
                                     new_service_request_increment_interval=interval))
+
+    @invariant()
+    def same_outliers(self):
+        c_vs, ref_vs = self.vservers
+        for clock in self.clocks:
+            clock.paused = True
+        try:
+            assert c_vs.outlier_events == ref_vs.outlier_events
+            assert [c_vs.ejection(n) for n in c_vs.services] == [ref_vs.ejection(n) for n in ref_vs.services]
+        finally:
+            for clock in self.clocks:
+                clock.paused = False
+        assert [(c.done, c.service) for c, r in self.handles] == [(r.done, r.service) for c, r in self.handles]
+        c_clock, ref_clock = self.clocks
+        assert c_clock.results == ref_clock.results
+        assert c_clock.queued == ref_clock.queued
 
     @invariant()
     def same_slow_start(self):

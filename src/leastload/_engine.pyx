@@ -179,11 +179,8 @@ cdef class Transaction:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if not self._done:
-            if exc_type is None:
-                self.finish()
-            else:
-                self.fail()
+        if not self._done:  # finish() without a TTFB, or fail() when an exception escaped
+            self._engine._tx_end(self, None, 200, exc_type is not None)
         return False
 
     def __repr__(self):
@@ -213,6 +210,7 @@ cdef class Engine:
     cdef double _deadline    # slow-start policy: call _on_deadline() at this time
     cdef uint64_t _startup_factor
     cdef bint _rtsp_nat
+    cdef bint _outlier_on    # outlier ejection on: finish and fail read the clock
     cdef _Hold _hold
     # the guard: who holds the vserver, how deeply, and who waits for it
     cdef unsigned long _owner
@@ -281,6 +279,7 @@ cdef class Engine:
         self._deadline = INFINITY
         self._startup_factor = factor
         self._rtsp_nat = rtsp_nat
+        self._outlier_on = False
         ll_set_startup_rr(vs, factor)
         return 0
 
@@ -557,6 +556,7 @@ cdef class Engine:
         self._enter()
         try:
             ll_set_outlier_failures(self._vs, k)
+            self._outlier_on = k > 0
         finally:
             self._leave()
 
@@ -700,6 +700,8 @@ cdef class Engine:
             slot = self._slot(name)
             us = _ttfb_us(ttfb)
             code = _status(status)
+            if self._outlier_on:
+                self._tick_for_outliers()
             if self._gen != gen:
                 slot = self._slot(name)
             self._end_locked(name, slot, ttfb is not None and code == 200, us, code >= 500)
@@ -711,9 +713,18 @@ cdef class Engine:
         the TTFB average does not move; it counts as a failure."""
         self._enter()
         try:
+            self._slot(name)
+            if self._outlier_on:
+                self._tick_for_outliers()
             self._end_locked(name, self._slot(name), False, 0, True)
         finally:
             self._leave()
+
+    cdef int _tick_for_outliers(self) except -1:
+        """With ejection on, ending a transaction reads the clock first, as select
+        does: an ejection that ended by now returns before a failure is judged."""
+        ll_advance(self._vs, self._tick())
+        return 0
 
     cdef int _end_locked(self, object name, uint32_t slot, bint has_ttfb, uint32_t us, bint failed) except -1:
         cdef int rc = ll_finish(self._vs, slot, has_ttfb, us, failed)
@@ -764,6 +775,9 @@ cdef class Engine:
             us = _ttfb_us(ttfb)
             code = _status(status)
             slot = self._tx_slot(tx)
+            if slot >= 0 and self._outlier_on:
+                self._tick_for_outliers()
+                slot = self._tx_slot(tx)  # the clock may have unbound it
             if slot >= 0:
                 rc = ll_finish(self._vs, <uint32_t>slot, ttfb is not None and code == 200 and not failed,
                                us, failed or code >= 500)

@@ -422,11 +422,16 @@ class Engine:
         self._get(name)
         ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
         status = _errors.check_status(status)
-        s = self._get(name)  # again: a conversion may have run code that unbound it
+        if self._outlier_k:
+            self._tick()  # with ejection on: an ejection that ended by now returns first
+        s = self._get(name)  # again: a conversion or the clock may have unbound it
         self._after_end(name, self._end_transaction(s, ttfb_us if status == 200 else None, status >= 500))
 
     @_atomic
     def fail(self, name):
+        self._get(name)
+        if self._outlier_k:
+            self._tick()  # with ejection on: an ejection that ended by now returns first
         self._after_end(name, self._end_transaction(self._get(name), None, True))
 
     def _end_transaction(self, s, ttfb_us, failed):
@@ -479,6 +484,9 @@ class Engine:
         ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
         status = _errors.check_status(status)
         s = self._tx_service(tx)
+        if s is not None and self._outlier_k:
+            self._tick()  # with ejection on: an ejection that ended by now returns first
+            s = self._tx_service(tx)
         if s is None:
             tx._done = True  # its service is gone: nothing to end
             return
