@@ -29,7 +29,7 @@ def test_noop(benchmark, c_impl):
     assert benchmark(vs._noop, 1) == 1
 
 
-# ---- issue 7: select(exclude=...) and transaction handles ------------------------------
+# ---- select(exclude=...) and transaction handles ---------------------------------------
 
 def _best_and_other(vs):
     """The service select() picks on a steady LEASTBANDWIDTH vserver, and another one."""

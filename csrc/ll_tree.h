@@ -3,7 +3,7 @@
  *
  * Why a tournament tree and not a heap: the tie rule of the vendor is
  * "the first service with the lowest score *after the service selected
- * last*, in cyclic bind order" (SPEC section 3). A heap keyed on
+ * last*, in cyclic bind order" (docs/semantics.md). A heap keyed on
  * (score, sequence) can only give "least recently selected", which sends
  * Request-6 of the least-bandwidth table to the wrong service. A tree whose
  * leaves are the slots in bind order and whose inner nodes hold the

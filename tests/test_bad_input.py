@@ -1,4 +1,4 @@
-"""SPEC section 7: every bad input raises a clear exception and changes nothing.
+"""docs/semantics.md, "Bad input": every bad input raises a clear exception and changes nothing.
 
 Each case names the exception and the fragments its message must hold (the
 argument's name and the value's repr); a full snapshot() is compared before

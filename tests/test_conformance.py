@@ -1,7 +1,8 @@
-"""SPEC section 4: the worked tables of the seed pages, row by row.
+"""The vendor's worked tables (its least-bandwidth, least-packets and
+least-response-time pages), row by row.
 
-Each row is (service the seed selects, its N or Nw before, its N or Nw after),
-typed from the seeds in /work/shared/seeds. Services S1, S2, S3 are bound in
+Each row is (service the vendor's table selects, its N or Nw before, its N or Nw after),
+typed from the vendor's pages (French, German, Japanese). Services S1, S2, S3 are bound in
 that order; the clock stands still, so the 14-second window never moves.
 """
 import pytest
@@ -11,8 +12,8 @@ LB_UNWEIGHTED = [
     ("S3", 2, 3), ("S1", 3, 4), ("S3", 3, 4), ("S1", 4, 5),
     ("S3", 4, 5), ("S1", 5, 6), ("S2", 5, 6), ("S3", 5, 6),
 ]
-# Weights 2, 3, 4 with a charge of 1 per request, as the formula gives it (SPEC
-# section 4, last row). The seeds print a different table: see the errata below.
+# Weights 2, 3, 4 with a charge of 1 per request, as the formula gives it
+# (docs/semantics.md, errata). The vendor's pages print a different table: see the errata below.
 LB_WEIGHTED = [
     ("S3", 5000, 7500), ("S3", 7500, 10000), ("S3", 10000, 12500), ("S3", 12500, 15000),
     ("S1", 15000, 20000), ("S3", 15000, 17500), ("S2", 16666.67, 20000), ("S3", 17500, 20000),
@@ -28,8 +29,8 @@ LRT_UNWEIGHTED = [
     ("S3", 0, 2), ("S3", 2, 4), ("S3", 4, 6), ("S1", 6, 8),
     ("S3", 6, 8), ("S2", 7, 8), ("S3", 8, 10), ("S1", 8, 10),
 ]
-# least-response-time.es, weights 2, 3, 4. The seed prints Request-6 as
-# "Nw = 23333,34": 7 x 10000/3 = 23333.33..., the seed's display rounding is off.
+# least-response-time.es, weights 2, 3, 4. The vendor's page prints Request-6 as
+# "Nw = 23333,34": 7 x 10000/3 = 23333.33..., its display rounding is off.
 LRT_WEIGHTED = [
     ("S3", 0, 5000), ("S3", 5000, 10000), ("S3", 10000, 15000), ("S3", 15000, 20000),
     ("S3", 20000, 25000), ("S2", 23333.33, 26666.67), ("S3", 25000, 30000), ("S2", 26666.67, 30000),
@@ -126,7 +127,7 @@ def test_least_response_time_weighted(impl):
 
 
 def test_round_robin_among_ties_from_the_last_pick(impl):
-    """SPEC section 3: after Request-5 (to S3) all stand at N = 5; then S1, S2, S3."""
+    """The tie rule (docs/semantics.md): after Request-5 (to S3) all stand at N = 5; then S1, S2, S3."""
     vs = traffic_vserver(impl, "LEASTBANDWIDTH", (1, 1, 1))
     for _ in range(5):
         last = vs.select()

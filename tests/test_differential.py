@@ -5,7 +5,7 @@ the same exception type with the same message) and have equal snapshot()s.
 Invalid arguments are drawn on purpose, now and then, so the error paths are
 compared too. LEASTLOAD_HYPOTHESIS_EXAMPLES sets the number of examples.
 
-Issue 7 adds select(exclude=...) (good and bad excludes), transaction handles
+The embedding API adds select(exclude=...) (good and bad excludes), transaction handles
 (kept in pairs, one per engine, and given the same calls), fail(), drain(),
 the outlier settings, and a clock that, when armed, re-enters its vserver
 from inside now() (unbind, bind, drain, ...) before returning the time: the

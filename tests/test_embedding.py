@@ -1,8 +1,8 @@
-"""Issue 7, the embedding API, on both engines: select(exclude=...), transaction
+"""The embedding API (docs/embedding.md), on both engines: select(exclude=...), transaction
 handles (acquire), fail(), drain() and passive outlier ejection.
 
 Every expected value is derived by hand, in the comments, from the rules of
-the issue-7 API (select's exclude, transactions, fail, drain, outlier
+the embedding API (select's exclude, transactions, fail, drain, outlier
 ejection) and docs/semantics.md (tie rule, weighted round robin, startup
 round robin), never read back from an engine.
 """

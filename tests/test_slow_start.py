@@ -1,4 +1,4 @@
-"""Slow start (SPEC section 5, docs/slow-start.md), on both engines.
+"""Slow start (docs/slow-start.md), on both engines.
 
 The vendor tables come out exactly through simulate(); the other least-*
 methods keep every cap and send the surplus where their own N says; each
@@ -6,7 +6,7 @@ automated exit is reached alone; the lifecycle (bind, DOWN -> UP,
 OUT_OF_SERVICE -> UP, unbind, last normal service DOWN), settings changed
 mid-ramp, bad settings, and the startup round-robin factor.
 
-Every expected number is either printed by the spec/seed or derived by hand
+Every expected number is either printed by the vendor's tables or derived by hand
 in a comment from the rules of docs/slow-start.md and docs/semantics.md.
 """
 import pytest
@@ -43,7 +43,7 @@ def rows(sim, seconds):
     return [sim.at(t) for t in seconds]
 
 
-# ---- the manual table (SPEC 5, seed table 2) ---------------------------------
+# ---- the vendor's manual table --------------------------------------------------
 
 MANUAL_EVENTS = [
     (0, "set", {"new_service_request": 10}), (0, "bind", "S3"),
@@ -60,7 +60,7 @@ MANUAL_TABLE = [  # seconds 0..3; S4 is not bound before t = 2
 
 
 def manual_run(impl, method="ROUNDROBIN", setup=None, extra_events=(), **options):
-    """S1, S2 bound with slow start off; then the seed's steps at t = 0, 1, 2, 3."""
+    """S1, S2 bound with slow start off; then the vendor's steps at t = 0, 1, 2, 3."""
     vs, clock = vserver(impl, method, **options)
     if setup:
         setup(vs)

@@ -1,4 +1,4 @@
-"""Threads (issue 7's concurrency contract), on both engines.
+"""Threads (the concurrency contract of docs/embedding.md), on both engines.
 
 Every public method is atomic with respect to every other call on the same
 vserver: a call from another thread while the vserver is held waits; calls

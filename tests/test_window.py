@@ -1,4 +1,4 @@
-"""The 14-second window of bytes and packets (SPEC 2.1, docs/semantics.md "Time")."""
+"""The 14-second window of bytes and packets (docs/semantics.md "Time")."""
 import pytest
 
 MAX64 = 2**64 - 1

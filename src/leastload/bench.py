@@ -4,7 +4,7 @@ Measures, for each size n and method: a whole-trace replay (the C fast path,
 and the reference through the per-call driver), the per-call pair
 (select()+record() or select()+finish()), select() against the empty call
 `_noop(1)`, the all-tied worst case against random loads, the window roll and
-the C core's memory per service; then states which of the issue's targets are
+the C core's memory per service; then states which of the performance targets are
 met. Each figure is the minimum over repeats of a perf_counter_ns loop, with
 the garbage collector off. The reference is slow at large n, so it runs fewer
 operations (a head of the same trace, a shorter loop): ns per operation stay
@@ -255,12 +255,12 @@ def _target(name, value, limit, lower_is_better=True, where=""):
 
 
 def targets(results):
-    """The issue's targets, each met, missed or not measured (None)."""
+    """The performance targets, each met, missed or not measured (None)."""
     rows = {r["n"]: r for r in results["rows"]}
     out = []
     for n, limit in ((64, 2.0), (16384, 4.0)):
         r = rows.get(n)
-        # timed as PERF-NOTES timed the floor: per loop step, the loop included
+        # timed as the floor is: per loop step, the loop included
         out.append(_target(f"select() / _noop(1) at n={n}", r and r["select_over_noop"], limit, where=f"n={n}"))
     for method in ("LEASTCONNECTION", "LEASTBANDWIDTH"):
         for n, limit in ((64, 20.0), (16384, 70.0)):
@@ -339,7 +339,7 @@ def _size_arg(text):
 def parser():
     p = argparse.ArgumentParser(
         prog="python -m leastload bench",
-        description="Measure the C engine beside the pure-Python reference and check the issue's targets.")
+        description="Measure the C engine beside the pure-Python reference and check the performance targets.")
     p.add_argument("--quick", action="store_true",
                    help="small sizes and short loops (well under a minute); default: the full run (a few minutes)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")

@@ -1,6 +1,6 @@
-"""Issue 7's figures in one run: what exclude=, handles and the control plane cost (C engine).
+"""The embedding API's figures in one run: what exclude=, handles and the control plane cost (C engine).
 
-    python tools/issue7_ratios.py [--quick] [--sizes 3,64,16384] [--control-sizes 100000,1000000]
+    python tools/embedding_ratios.py [--quick] [--sizes 3,64,16384] [--control-sizes 100000,1000000]
 
 Per call, in ns (best of several timed loops, time.perf_counter_ns; each loop's
 figure includes one `for` step):
