@@ -86,7 +86,6 @@ static void count_svc(ll_vserver *vs, uint32_t slot, int sign)
         return;
     uint32_t one = sign > 0 ? 1u : (uint32_t)-1;      /* modular add of -1 */
     uint64_t last = sign > 0 ? s->sel_last : (uint64_t)0 - s->sel_last;
-    t->bound += one;
     t->ejected += s->ejected ? one : 0;
     if (s->state != LL_UP)
         return;
@@ -100,7 +99,11 @@ static void count_svc(ll_vserver *vs, uint32_t slot, int sign)
         t->pickable += one;
 }
 
-void ll_get_totals(const ll_vserver *vs, ll_totals *out) { *out = vs->totals; }
+void ll_get_totals(const ll_vserver *vs, ll_totals *out)
+{
+    *out = vs->totals;
+    out->bound = vs->n_bound;
+}
 
 /* ---- allocation ------------------------------------------------------ */
 

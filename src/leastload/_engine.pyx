@@ -250,26 +250,21 @@ cdef class Engine:
             self._leave()
 
     cdef int _init_locked(self, int m, object clock, uint64_t factor, bint rtsp_nat) except -1:
-        cdef int old_kind = self._clock_kind
-        cdef object old_clock = self._clock
-        cdef ManualClock old_manual = self._manual
+        # the new clock is read before anything changes: if it raises, the vserver stays as it was
+        cdef double now
         if clock is None:
-            self._clock_kind = CLOCK_KIND_MONOTONIC
+            now = _monotonic()
         elif type(clock) is ManualClock:
-            self._clock_kind = CLOCK_KIND_MANUAL
-            self._manual = clock
+            now = (<ManualClock>clock)._t
         else:
-            self._clock_kind = CLOCK_KIND_OBJECT
-        self._clock = clock
-        try:
-            sec = floor(self._read_clock())
-        except BaseException:
-            self._clock_kind, self._clock, self._manual = old_kind, old_clock, old_manual
-            raise
-        cdef ll_vserver *vs = ll_create(<ll_method>m, <int64_t>sec)
+            now = _errors.check_time(clock.now())
+        cdef ll_vserver *vs = ll_create(<ll_method>m, <int64_t>floor(now))
         if vs == NULL:
-            self._clock_kind, self._clock, self._manual = old_kind, old_clock, old_manual
             raise MemoryError("leastload: cannot allocate a vserver")
+        self._clock = clock
+        self._clock_kind = (CLOCK_KIND_MONOTONIC if clock is None else
+                            CLOCK_KIND_MANUAL if type(clock) is ManualClock else CLOCK_KIND_OBJECT)
+        self._manual = clock if type(clock) is ManualClock else None
         ll_destroy(self._vs)
         self._vs = vs
         self._names = []
@@ -324,12 +319,6 @@ cdef class Engine:
         """A context manager that holds the vserver: calls inside it, from this
         thread, form one unit; other threads' calls wait until it exits."""
         return self._hold
-
-    def _enter_guard(self):
-        self._enter()
-
-    def _leave_guard(self):
-        self._leave()
 
     # ---- time ------------------------------------------------------------
 
@@ -576,27 +565,31 @@ cdef class Engine:
     def select(self, exclude=None):
         """Picks a service, counts one new active transaction on it, returns its name.
         `exclude`: names skipped for this pick only (unknown names are ignored)."""
-        cdef int64_t slot
-        if exclude is not None:
-            return self._select_excluding(_exclude_names(exclude))
+        names = None if exclude is None else _exclude_names(exclude)
         self._enter()
         try:
-            slot = ll_select(self._vs, self._tick())
-            if slot < 0:
-                self._raise_select(slot)
-            return self._names[slot]
+            return self._names[self._pick(names)]
         finally:
             self._leave()
 
-    cdef object _select_excluding(self, object names):
-        """select(exclude=names): the excluded slots are resolved after the clock is read."""
+    cdef int64_t _pick(self, object names) except -1:
+        """select()'s work, the vserver held: reads the clock, then picks (skipping the
+        slots of `names`, resolved after the clock read) and charges; returns the slot."""
+        cdef int64_t slot
+        if names is None:
+            slot = ll_select(self._vs, self._tick())
+        else:
+            slot = self._pick_excluding(names)
+        if slot < 0:
+            self._raise_select(slot)
+        return slot
+
+    cdef int64_t _pick_excluding(self, object names) except? -2:
         cdef uint32_t stack_buf[16]
         cdef uint32_t *buf = stack_buf
         cdef size_t n = 0
-        cdef int64_t slot
-        self._enter()
+        sec = self._tick()
         try:
-            sec = self._tick()
             if len(names) > 16:
                 buf = <uint32_t *>PyMem_Malloc(len(names) * sizeof(uint32_t))
                 if buf == NULL:
@@ -606,14 +599,10 @@ cdef class Engine:
                 if found is not None:
                     buf[n] = <uint32_t>found
                     n += 1
-            slot = ll_select_excluding(self._vs, sec, buf, n)
-            if slot < 0:
-                self._raise_select(slot)
-            return self._names[slot]
+            return ll_select_excluding(self._vs, sec, buf, n)
         finally:
             if buf != stack_buf:
                 PyMem_Free(buf)
-            self._leave()
 
     cdef int _raise_select(self, int64_t rc) except -1:
         if rc == -EOVERFLOW:
@@ -622,20 +611,13 @@ cdef class Engine:
 
     def acquire(self, exclude=None):
         """Picks like select(exclude) and returns the transaction as a handle."""
-        cdef int64_t slot
         cdef Transaction tx
         names = None if exclude is None else _exclude_names(exclude)
         self._enter()
         try:
-            if names is None:
-                slot = ll_select(self._vs, self._tick())
-                if slot < 0:
-                    self._raise_select(slot)
-                name = self._names[slot]
-            else:
-                name = self._select_excluding(names)
-                slot = self._slots[name]
-            serial = self._serials[slot]
+            slot = self._pick(names)
+            name = self._names[slot]
+            serial = self._serials[slot]  # read before any allocation can run a finalizer
             tx = Transaction.__new__(Transaction)
             tx._engine = self
             tx.service = name
@@ -920,12 +902,19 @@ cdef class Engine:
         finally:
             self._leave()
 
-    def _check_replay_clock(self, clock):
+    def _check_replay(self, clock, trace):
+        """What the C replay refuses: leastload.replay calls it before it binds
+        anything, and _replay_locked again before C reads the arrays."""
         if self._clock_kind != CLOCK_KIND_MANUAL or clock is not self._clock:
             raise ValueError("replay needs the vserver's own ManualClock as clock")
+        n = len(trace.arrival)
+        if n >= 0xFFFFFFFF:
+            raise ValueError(f"a replay takes fewer than 2**32 requests, got {n}")
+        if n and not (0 <= trace.arrival[0] and trace.arrival[n - 1] < 2.0**52 and trace.transfer.max() < 2.0**52):
+            raise ValueError("trace times must be >= 0 and below 2**52 seconds (the clock's range)")
 
     cdef int _replay_locked(self, trace, result, events) except -1:
-        self._check_replay_clock(events.clock)
+        self._check_replay(events.clock, trace)
         cdef const double[::1] arrival = trace.arrival, factor = trace.ttfb_factor
         cdef const double[::1] transfer = trace.transfer, base = trace.ttfb_base, slope = trace.ttfb_slope
         cdef const uint16_t[::1] status = trace.status
@@ -939,10 +928,6 @@ cdef class Engine:
         cdef ll_replay r
         memset(&r, 0, sizeof(r))
         r.n = arrival.shape[0]
-        if r.n >= 0xFFFFFFFF:
-            raise ValueError(f"a replay takes fewer than 2**32 requests, got {r.n}")
-        if r.n and not (0 <= arrival[0] and arrival[r.n - 1] < 2.0**52 and trace.transfer.max() < 2.0**52):
-            raise ValueError("trace times must be >= 0 and below 2**52 seconds (the clock's range)")
         if r.n == 0:
             while events.next < len(trace.event_time):
                 events.apply_next()

@@ -290,7 +290,7 @@ class VirtualServerFacade:
                 self._set_cap(name, ramp.cap)
         self._plan(now)
 
-    def _boundary(self, name, ramp, now=None):
+    def _boundary(self, name, ramp, now):
         """One interval boundary of an automated ramp: the exits, then the increment."""
         selected = self._selections(name)[0]
         traffic, ramp.selected_mark = selected - ramp.selected_mark, selected

@@ -169,14 +169,6 @@ class Engine:
         """A context manager holding the vserver: other threads' calls wait until it exits."""
         return self._lock
 
-    def _enter_guard(self):
-        self._lock.acquire()
-        self._depth += 1
-
-    def _leave_guard(self):
-        self._depth -= 1
-        self._lock.release()
-
     # -- time -------------------------------------------------------------
 
     def _tick(self):
