@@ -70,15 +70,16 @@ typedef struct {
 
 /* Aggregates over the bound services, kept up to date by every call that
  * changes a state, a flag, a cap or the per-second counters: O(1) to read.
- * "free" = no slow-start cap; "pickable" = UP, not draining, not ejected. */
+ * "pickable" = UP, not draining, not ejected; "open" = pickable and without
+ * a slow-start cap (a service that can take what slow start holds back). */
 typedef struct {
     uint32_t bound;          /* bound services                             */
     uint32_t up;             /* ... in state UP                            */
-    uint32_t up_free;        /* ... UP and without a slow-start cap        */
+    uint32_t open;           /* ... pickable and without a slow-start cap  */
     uint32_t pickable;       /* ... UP, not draining and not ejected       */
     uint32_t ejected;        /* ... ejected (any state)                    */
     uint64_t last_up;        /* selections in the last second, UP services */
-    uint64_t last_up_free;   /* the same, UP services without a cap        */
+    uint64_t last_open;      /* the same, open services                    */
 } ll_totals;
 
 /* ll_finish()'s non-negative result: what the caller must act on. */

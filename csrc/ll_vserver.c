@@ -91,12 +91,13 @@ static void count_svc(ll_vserver *vs, uint32_t slot, int sign)
         return;
     t->up += one;
     t->last_up += last;
+    if (s->draining || s->ejected)
+        return;
+    t->pickable += one;
     if (s->cap == LL_NO_CAP) {
-        t->up_free += one;
-        t->last_up_free += last;
+        t->open += one;
+        t->last_open += last;
     }
-    if (!s->draining && !s->ejected)
-        t->pickable += one;
 }
 
 void ll_get_totals(const ll_vserver *vs, ll_totals *out)
@@ -393,18 +394,19 @@ static int64_t roll(ll_vserver *vs, int64_t sec)
             memset(pb, 0, n * sizeof *pb);
         }
     }
-    uint64_t last_up = 0, last_up_free = 0;
+    uint64_t last_up = 0, last_open = 0;
     for (size_t i = 0; i < n; i++) {
         ll_svc *s = &vs->svc[i];
         s->sel_last = moved == 1 ? s->sel_this : 0;
         s->sel_this = 0;
         if (s->bound && s->state == LL_UP) {  /* the aggregates of sel_last, anew */
             last_up += s->sel_last;
-            last_up_free += s->cap == LL_NO_CAP ? s->sel_last : 0;
+            int open = s->cap == LL_NO_CAP && !s->draining && !s->ejected;
+            last_open += open ? s->sel_last : 0;
         }
     }
     vs->totals.last_up = last_up;
-    vs->totals.last_up_free = last_up_free;
+    vs->totals.last_open = last_open;
     vs->cur_sec = sec;
     vs->head = floor_mod_window(sec);
     if (vs->method == LL_LEASTBANDWIDTH || vs->method == LL_LEASTPACKETS || vs->n_capped)

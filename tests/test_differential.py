@@ -163,6 +163,7 @@ class EnginesAgree(RuleBasedStateMachine):
     def same_state(self):
         c_vs, ref_vs = self.vservers
         assert c_vs.snapshot() == ref_vs.snapshot()
+        assert c_vs._totals() == ref_vs._totals()  # the aggregates the policy reads
         for clock in self.clocks:
             clock.paused = True  # the invariants must not fire a queued action
         try:

@@ -1167,3 +1167,42 @@ def test_a_failure_of_a_service_whose_ejection_ended_is_judged_after_its_return(
     vs.fail("S1")
     assert vs.outlier_events == [(1000.0, "S1", EJECTED), (1015.0, "S1", RETURNED), (1015.0, "S1", EJECTED)]
     assert vs.ejection("S1") == {"until": 1035.0, "ejections": 2, "since": 1015.0}
+
+
+# ---- slow start needs a service that can take the surplus ------------------------
+# A draining or ejected service takes no new picks, so it cannot take what slow
+# start holds back from a new service: for slow start it counts as gone, as a
+# DOWN service does (docs/slow-start.md).
+
+
+def test_a_service_bound_next_to_a_draining_one_gets_no_ramp(impl):
+    vs, clock = make(impl, "ROUNDROBIN", weights=(1,), new_service_request=10)
+    vs.begin("S1")
+    vs.drain("S1")  # S1 stays bound (one open transaction) but takes no new picks
+    vs.bind("S2")
+    assert vs.slow_start("S2") is None  # nobody else could take its surplus
+    assert picks(vs, 30) == ["S2"] * 30  # so its full share at once, no NoServiceAvailable
+
+
+def test_draining_the_last_normal_service_ends_the_ramps(impl):
+    vs, clock = make(impl, "ROUNDROBIN", weights=(1,), new_service_request=10)
+    vs.bind("S2")  # ramps: S1 takes the surplus
+    assert vs.slow_start("S2")["cap"] == 10
+    vs.begin("S1")
+    vs.drain("S1")
+    assert vs.slow_start("S2") is None
+    assert vs.slow_start_exits[-1][1:] == ("S2", "no other service UP")
+    assert picks(vs, 30) == ["S2"] * 30
+
+
+def test_ejecting_the_last_normal_service_ends_the_ramps(impl):
+    vs, clock = make(impl, "ROUNDROBIN", weights=(1, 1), start=1000.0, new_service_request=10,
+                     outlier_failures=1, outlier_max_ejection_percent=50)
+    vs.unbind("S2")
+    vs.bind("S2")  # a ramp; S1 is the only normal service
+    assert vs.slow_start("S2") is not None
+    vs.begin("S1")
+    vs.fail("S1")  # 1 of 2 ejected: 100 <= 50 x 2, and S2 stays pickable
+    assert vs.outlier_events == [(1000.0, "S1", "ejected")]
+    assert vs.slow_start("S2") is None
+    assert picks(vs, 30) == ["S2"] * 30

@@ -46,11 +46,11 @@ cdef extern from "leastload.h" nogil:
     ctypedef struct ll_totals:
         uint32_t bound
         uint32_t up
-        uint32_t up_free
+        uint32_t open
         uint32_t pickable
         uint32_t ejected
         uint64_t last_up
-        uint64_t last_up_free
+        uint64_t last_open
 
     enum:
         LL_END_DRAINED

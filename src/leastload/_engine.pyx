@@ -550,15 +550,22 @@ cdef class Engine:
             self._leave()
 
     def _totals(self):
-        """(bound, UP, UP without a cap, pickable, ejected, last-second selections of
-        the UP services, the same of the UP services without a cap): O(1)."""
+        """(bound, UP, pickable, open, ejected, last-second selections of the UP
+        services, the same of the open services): O(1). Pickable: UP, not draining,
+        not ejected; open: pickable without a slow-start cap."""
         cdef ll_totals t
         self._enter()
         try:
             ll_get_totals(self._vs, &t)
         finally:
             self._leave()
-        return (t.bound, t.up, t.up_free, t.pickable, t.ejected, t.last_up, t.last_up_free)
+        return (t.bound, t.up, t.pickable, t.open, t.ejected, t.last_up, t.last_open)
+
+    def _is_open(self, name):
+        """UP, not draining, not ejected, no slow-start cap (see _totals)."""
+        cdef ll_info info = self._info(name)
+        return (info.state == LL_UP and not info.draining and not info.ejected
+                and info.cap == LL_NO_CAP)
 
     # ---- the request path ---------------------------------------------
 

@@ -221,6 +221,13 @@ class VirtualServerFacade:
             elif not self._has_others_up() and self._ramps:
                 self._end_all(now)  # nobody left to take the surplus
 
+    def drain(self, name):
+        with self.atomic():
+            now = self.now() if self._ramps else None
+            super().drain(name)  # unbinds at once if nothing is active
+            if name in self and self._ramps and not self._has_others_up():
+                self._end_all(now)  # it was the last normal service: nobody takes the surplus
+
     def slow_start(self, name):
         """Where `name` stands in slow start: None, or a dict of its ramp."""
         with self.atomic():
@@ -247,11 +254,12 @@ class VirtualServerFacade:
         self._plan()
 
     def _has_others_up(self, besides=None):
-        """Is a service UP and not in slow start, other than `besides`? O(1)."""
-        up_free = self._totals()[2]
-        if besides is not None and besides not in self._ramps and self.state(besides) == "UP":
-            up_free -= 1
-        return up_free > 0
+        """Can a service other than `besides` take what slow start holds back (UP,
+        not draining, not ejected, not in slow start itself)? O(1)."""
+        others = self._totals()[3]
+        if besides is not None and self._is_open(besides):
+            others -= 1
+        return others > 0
 
     # ---- the policy ----------------------------------------------------------
 
@@ -324,10 +332,11 @@ class VirtualServerFacade:
         return min(cap, 0xFFFFFFFE)
 
     def _stats(self):
-        """[requests in the last second, UP services, the same two for the UP
-        services not in slow start (no cap)]: the engine's aggregates, O(1)."""
-        _, up, up_free, _, _, last_up, last_up_free = self._totals()
-        return [last_up, up, last_up_free, up_free]
+        """[requests in the last second, UP services, the same two for the services
+        that take what slow start holds back (UP, not draining, not ejected, no
+        cap)]: the engine's aggregates, O(1)."""
+        _, up, _, others, _, last_up, last_others = self._totals()
+        return [last_up, up, last_others, others]
 
     def _others_rate(self):
         """Average requests in the last second of the UP services not in slow start."""
@@ -367,7 +376,7 @@ class VirtualServerFacade:
         """The engine saw `outlier_failures` failures in a row on `name` (not ejected,
         not draining): eject it unless the percentage cap or the last-eligible rule says no."""
         now = self.now()
-        bound, _, _, pickable, ejected, _, _ = self._totals()
+        bound, _, pickable, _, ejected, _, _ = self._totals()
         if (ejected + 1) * 100 > self._max_ejection_percent * bound:
             return self._log_outlier(now, name, "kept: max ejection percent")
         if pickable - (self.state(name) == "UP") < 1:
@@ -383,6 +392,8 @@ class VirtualServerFacade:
         self._set_ejected(name, True)
         self._log_outlier(now, name, "ejected")
         self._schedule(record.until, name, record)
+        if self._ramps and not self._has_others_up():
+            self._end_all(now)  # it was the last normal service: nobody takes the surplus
         self._plan(now)
         return None
 

@@ -304,14 +304,20 @@ class Engine:
 
     @_atomic
     def _totals(self):
-        """(bound, UP, UP without a cap, pickable, ejected, last-second selections of
-        the UP services, the same of the UP services without a cap)."""
+        """(bound, UP, pickable, open, ejected, last-second selections of the UP
+        services, the same of the open services). Pickable: UP, not draining, not
+        ejected; open: pickable without a slow-start cap."""
         up = [s for s in self._services.values() if s.state == "UP"]
-        free = [s for s in up if s.cap is None]
-        return (len(self._services), len(up), len(free),
-                sum(1 for s in up if not s.draining and not s.ejected),
+        pickable = [s for s in up if not s.draining and not s.ejected]
+        open_ = [s for s in pickable if s.cap is None]
+        return (len(self._services), len(up), len(pickable), len(open_),
                 sum(1 for s in self._services.values() if s.ejected),
-                sum(s.sel_last_sec for s in up), sum(s.sel_last_sec for s in free))
+                sum(s.sel_last_sec for s in up), sum(s.sel_last_sec for s in open_))
+
+    @_atomic
+    def _is_open(self, name):
+        s = self._get(name)
+        return s.state == "UP" and not s.draining and not s.ejected and s.cap is None
 
     # -- selection ------------------------------------------------------------
 
