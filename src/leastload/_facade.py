@@ -186,8 +186,7 @@ class VirtualServerFacade:
                 else:  # a new interval counts from now; a new rate applies from the next boundary
                     ramp.next_boundary = min(ramp.next_boundary, now + interval)
                 self._schedule(ramp.next_boundary, name, ramp)
-            for name, ramp in self._ramps.items():
-                if self._interval == 0:
+                if interval == 0:
                     ramp.cap = self._cap_for(ramp)
                 self._set_cap(name, ramp.cap)
 
@@ -251,7 +250,7 @@ class VirtualServerFacade:
             ramp.cap = self._cap_for(ramp)
         self._set_cap(name, ramp.cap)
         self._schedule(ramp.next_boundary, name, ramp)
-        self._plan()
+        self._plan(now)
 
     def _has_others_up(self, besides=None):
         """Can a service other than `besides` take what slow start holds back (UP,
