@@ -10,8 +10,10 @@ import signal
 import sys
 
 COMMANDS = {
+    "backends": ("leastload.backends", "toy HTTP backends to try the proxy on (delay, body size)"),
     "bench": ("leastload.bench", "measure the C engine beside the reference, check the performance targets"),
     "demo": ("leastload.demo", "a short walk through the engine"),
+    "proxy": ("leastload.proxy", "an asyncio HTTP/1.1 reverse proxy balancing with the engine"),
     "simulate": ("leastload.simulate", "traffic on a virtual clock: requests per service per second"),
 }
 

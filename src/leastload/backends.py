@@ -1,0 +1,183 @@
+"""Toy HTTP/1.1 backends for demos, tests and benchmarks (`leastload backends`).
+
+Each backend answers every request with 200 and a body of `size` bytes after
+`delay` seconds, on keep-alive connections. A request may ask for something
+else with query parameters: `delay=SECONDS`, `size=BYTES`, `status=CODE`.
+`GET /__stats` returns what the backend served as JSON (`requests`, `bytes`:
+body bytes sent) and `GET /__health` answers 200 at once; neither is counted.
+
+    leastload backends --listen 127.0.0.1:9001 --listen 127.0.0.1:9002 --delay 0.002
+
+runs one server per `--listen` in one process (uvloop when installed) and
+prints `listening on HOST:PORT` for each, port 0 giving a free port.
+Needs httptools (`pip install leastload[proxy]`).
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+from urllib.parse import parse_qsl
+
+import httptools
+
+CHUNK = 65536  # large bodies go out in pieces, paced by the transport's flow control
+
+
+class Counters:
+    __slots__ = ("requests", "bytes")
+
+    def __init__(self):
+        self.requests = 0
+        self.bytes = 0
+
+
+class BackendProtocol(asyncio.Protocol):
+    """One client connection: parse requests, answer them in order."""
+
+    def __init__(self, delay, size, counters):
+        self.delay, self.size, self.counters = delay, size, counters
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport = None
+        self.url = b""
+        self.queue = []        # complete requests waiting for their turn: (url, keep_alive)
+        self.busy = False
+        self.can_write = None  # an asyncio.Event while the transport is paused
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.transport.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            self.transport.close()
+
+    def on_url(self, url):
+        self.url += url
+
+    def on_message_complete(self):
+        self.queue.append((self.url, self.parser.should_keep_alive()))
+        self.url = b""
+        if not self.busy:
+            self.busy = True
+            asyncio.ensure_future(self.answer_all())
+
+    def connection_lost(self, exc):
+        self.queue.clear()
+        if self.can_write is not None:
+            self.can_write.set()
+
+    def pause_writing(self):
+        self.can_write = asyncio.Event()
+
+    def resume_writing(self):
+        if self.can_write is not None:
+            self.can_write.set()
+            self.can_write = None
+
+    async def answer_all(self):
+        try:
+            while self.queue and not self.transport.is_closing():
+                url, keep_alive = self.queue.pop(0)
+                await self.answer(url, keep_alive)
+        finally:
+            self.busy = False
+
+    async def answer(self, url, keep_alive):
+        path, _, query = url.partition(b"?")
+        if path == b"/__stats":
+            body = json.dumps({"requests": self.counters.requests, "bytes": self.counters.bytes}).encode()
+            return self.send_head(200, len(body), keep_alive, body)
+        if path == b"/__health":
+            return self.send_head(200, 0, keep_alive)
+        params = dict(parse_qsl(query.decode("latin-1")))
+        delay = float(params.get("delay", self.delay))
+        size = int(params.get("size", self.size))
+        status = int(params.get("status", 200))
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if self.transport.is_closing():
+            return
+        self.counters.requests += 1
+        if size <= CHUNK:
+            self.send_head(status, size, keep_alive, b"x" * size)
+            self.counters.bytes += size
+            return
+        self.send_head(status, size, None)
+        left = size
+        while left > 0 and not self.transport.is_closing():
+            if self.can_write is not None:
+                await self.can_write.wait()
+                continue
+            piece = min(left, CHUNK)
+            self.transport.write(b"x" * piece)
+            self.counters.bytes += piece
+            left -= piece
+        if not keep_alive:
+            self.transport.close()
+
+    def send_head(self, status, length, keep_alive, body=b""):
+        connection = b"" if keep_alive is None or keep_alive else b"Connection: close\r\n"
+        self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Length: %d\r\nContent-Type: text/plain\r\n%s\r\n%s" % (
+            status, b"OK" if status == 200 else b"Status", length, connection, body))
+        if keep_alive is False:
+            self.transport.close()
+
+
+async def serve(host, port, delay=0.0, size=1024):
+    """Starts one backend; returns (server, counters). The caller closes the server."""
+    counters = Counters()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: BackendProtocol(delay, size, counters), host, port,
+                                      reuse_address=True, backlog=1024)
+    return server, counters
+
+
+def _host_port(text):
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"--listen must be HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="leastload backends", description="Toy HTTP backends for trying the proxy.")
+    p.add_argument("--listen", type=_host_port, action="append", required=True, metavar="HOST:PORT",
+                   help="one backend per --listen (port 0: a free port)")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds before each answer (default 0)")
+    p.add_argument("--size", type=int, default=1024, help="body bytes of each answer (default 1024)")
+    return p
+
+
+async def _main(args):
+    servers = []
+    for host, port in args.listen:
+        server, _ = await serve(host, port, args.delay, args.size)
+        servers.append(server)
+        bound = server.sockets[0].getsockname()
+        print(f"listening on {bound[0]}:{bound[1]}", flush=True)
+    await asyncio.gather(*(s.serve_forever() for s in servers))
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if args.delay < 0 or args.size < 0:
+        _parser().error("--delay and --size must not be negative")
+    try:
+        import uvloop
+    except ImportError:
+        uvloop = None
+    try:
+        if uvloop is not None:
+            uvloop.run(_main(args))
+        else:
+            asyncio.run(_main(args))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Real backend processes for the end-to-end tests (127.0.0.1 only).
+
+`start_backend(delay, size)` runs `python -m leastload.backends` in a child
+process on a free port and returns a handle with `.port`, `.stats()` (what it
+served, read over HTTP), `.kill()` (SIGKILL: its connections are reset) and
+`.stop()`. The process is always reaped; every wait is bounded.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+START_TIMEOUT = 20.0
+
+
+class BackendProcess:
+    def __init__(self, delay=0.0, size=1024, port=0):
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "leastload.backends", "--listen", f"127.0.0.1:{port}",
+             "--delay", str(delay), "--size", str(size)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        line = self._first_line()
+        if not line.startswith("listening on 127.0.0.1:"):
+            self.stop()
+            raise RuntimeError(f"backend did not start: {line!r} {self.proc.stderr.read()!r}")
+        self.port = int(line.rsplit(":", 1)[1])
+
+    def _first_line(self):
+        import selectors
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        if not sel.select(START_TIMEOUT):
+            return "<no output within %.0f s>" % START_TIMEOUT
+        return self.proc.stdout.readline().strip()
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    def stats(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/__stats", timeout=5) as r:
+            return json.loads(r.read())
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def start_backend(delay=0.0, size=1024, port=0):
+    return BackendProcess(delay, size, port)
+
+
+def free_port():
+    """A port that was free a moment ago (for a backend started later)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout, step=0.02):
+    """Polls predicate() until true or timeout seconds passed; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(step)
