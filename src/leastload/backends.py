@@ -58,7 +58,7 @@ class BackendProtocol(asyncio.Protocol):
         self.url += url
 
     def on_message_complete(self):
-        self.queue.append((self.url, self.parser.should_keep_alive()))
+        self.queue.append((self.url, self.parser.should_keep_alive(), self.parser.get_method() == b"HEAD"))
         self.url = b""
         if not self.busy:
             self.busy = True
@@ -80,12 +80,12 @@ class BackendProtocol(asyncio.Protocol):
     async def answer_all(self):
         try:
             while self.queue and not self.transport.is_closing():
-                url, keep_alive = self.queue.pop(0)
-                await self.answer(url, keep_alive)
+                url, keep_alive, head = self.queue.pop(0)
+                await self.answer(url, keep_alive, head)
         finally:
             self.busy = False
 
-    async def answer(self, url, keep_alive):
+    async def answer(self, url, keep_alive, head=False):
         path, _, query = url.partition(b"?")
         if path == b"/__stats":
             body = json.dumps({"requests": self.counters.requests, "bytes": self.counters.bytes}).encode()
@@ -101,6 +101,8 @@ class BackendProtocol(asyncio.Protocol):
         if self.transport.is_closing():
             return
         self.counters.requests += 1
+        if head:
+            return self.send_head(status, size, keep_alive)
         if size <= CHUNK:
             self.send_head(status, size, keep_alive, b"x" * size)
             self.counters.bytes += size

@@ -1,0 +1,200 @@
+"""`Proxy`: the listening server, the engine, the pools, the monitors, the admin port."""
+
+import asyncio
+import collections
+import logging
+
+from .. import upstream
+from . import _admin, _backend, _client, _health
+
+log = logging.getLogger("leastload.proxy")
+
+
+class Stats:
+    """What the proxy saw, per backend: requests sent, retries, failures, statuses."""
+
+    def __init__(self, names):
+        self.backends = {name: collections.Counter() for name in names}
+        self.answered_by_proxy = collections.Counter()  # 502/503/504 written by the proxy itself
+
+    def count(self, name, what):
+        counter = self.backends.get(name)
+        if counter is None:
+            counter = self.backends[name] = collections.Counter()
+        counter[what] += 1
+
+    def count_status(self, name, status):
+        self.backends[name][f"{status // 100}xx"] += 1
+
+    def as_dict(self):
+        return {"backends": {n: dict(c) for n, c in self.backends.items()},
+                "answered_by_proxy": {str(k): v for k, v in self.answered_by_proxy.items()}}
+
+
+class Proxy:
+    """An asyncio HTTP/1.1 reverse proxy whose every pick is the engine's.
+
+        proxy = Proxy(["app1=127.0.0.1:9001", "app2=127.0.0.1:9002"], method="LEASTRESPONSETIME")
+        await proxy.start()          # proxy.address: where it listens
+        ...
+        await proxy.close()
+
+    Settings (all keyword arguments, defaults in brackets): listen [("127.0.0.1", 8080)],
+    retries [2], connect_timeout [3 s], timeout [30 s: first response byte, and between
+    response bytes], client_timeout [60 s idle keep-alive], max_body [16 MiB], pool_size
+    [256 idle connections per backend], health_check ["tcp"; "http" or "none"],
+    health_path ["/"], health_interval [5 s], health_timeout [2 s], health_fall [3],
+    health_rise [1], admin [None, or (host, port)], reuse_port [False], engine [None:
+    leastload.VirtualServer], and the vserver's settings (outlier_failures [5 here],
+    outlier_ejection_time, outlier_max_ejection_percent, new_service_request, ...).
+    """
+
+    def __init__(self, backends, method="LEASTCONNECTION", *, listen=("127.0.0.1", 8080), retries=2,
+                 connect_timeout=3.0, timeout=30.0, client_timeout=60.0, max_body=16 << 20, pool_size=256,
+                 health_check="tcp", health_path="/", health_interval=5.0, health_timeout=2.0,
+                 health_fall=3, health_rise=1, admin=None, reuse_port=False, engine=None, **vserver_settings):
+        self.backends = {b.name: b for b in upstream.parse_backends(backends)}
+        _check_int("retries", retries, 0, 100)
+        for arg, value in (("connect_timeout", connect_timeout), ("timeout", timeout),
+                           ("client_timeout", client_timeout), ("health_interval", health_interval),
+                           ("health_timeout", health_timeout)):
+            _check_seconds(arg, value)
+        _check_int("max_body", max_body, 0, 1 << 40)
+        _check_int("pool_size", pool_size, 0, 1 << 20)
+        _check_int("health_fall", health_fall, 1, 1000)
+        _check_int("health_rise", health_rise, 1, 1000)
+        if health_check not in _health.KINDS:
+            raise ValueError(f"health_check must be one of {', '.join(_health.KINDS)}, got {health_check!r}")
+        if not isinstance(health_path, str) or not health_path.startswith("/"):
+            raise ValueError(f"health_path must be a path starting with '/', got {health_path!r}")
+        vserver_settings.setdefault("outlier_failures", 5)
+        self.vserver = upstream.make_vserver(list(self.backends.values()), method, engine=engine,
+                                             **vserver_settings)
+        self.listen, self.admin_listen, self.reuse_port = listen, admin, reuse_port
+        self.retries, self.connect_timeout, self.timeout = retries, float(connect_timeout), float(timeout)
+        self.client_timeout, self.max_body, self.pool_size = float(client_timeout), max_body, pool_size
+        self.health = (health_check, health_path, float(health_interval), float(health_timeout),
+                       health_fall, health_rise)
+        self.stats = Stats(self.backends)
+        self.clients = set()
+        self.loop = None
+        self.pools = {}
+        self.monitors = {}
+        self.server = None
+        self.admin = None
+        self._watch = None
+        self._seen = {"outlier_events": None, "slow_start_exits": None}
+
+    # ---- life cycle -----------------------------------------------------------
+
+    async def start(self):
+        self.loop = asyncio.get_running_loop()
+        for b in self.backends.values():
+            self.pools[b.name] = _backend.Pool(self.loop, b.host, b.port, self.pool_size)
+        host, port = self.listen
+        self.server = await self.loop.create_server(
+            lambda: _client.ClientConnection(self), host, port, reuse_address=True,
+            reuse_port=self.reuse_port or None, backlog=4096)
+        kind = self.health[0]
+        if kind != "none":
+            for b in self.backends.values():
+                monitor = self.monitors[b.name] = _health.HealthMonitor(self, b, kind, *self.health[1:])
+                monitor.start()
+        if self.admin_listen is not None:
+            self.admin = await _admin.start(self, *self.admin_listen)
+        self._watch = self.loop.create_task(self._watch_events())
+        return self
+
+    @property
+    def address(self):
+        """(host, port) the proxy listens on."""
+        return self.server.sockets[0].getsockname()[:2]
+
+    @property
+    def admin_address(self):
+        return None if self.admin is None else self.admin.sockets[0].getsockname()[:2]
+
+    async def close(self, grace=5.0):
+        """Stops listening, lets open requests finish for up to `grace` seconds, closes the rest."""
+        self.server.close()
+        if self.admin is not None:
+            self.admin.close()
+        for monitor in self.monitors.values():
+            monitor.stop()
+        deadline = self.loop.time() + grace
+        while any(c.busy for c in self.clients) and self.loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        for client in list(self.clients):
+            client.transport.abort()
+        for pool in self.pools.values():
+            pool.close()
+        if self._watch is not None:
+            self._watch.cancel()
+        self._log_events()
+        await asyncio.sleep(0)  # let the aborted transports report connection_lost
+
+    async def __aenter__(self):
+        return await self.start()
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def serve_forever(self):
+        await self.server.serve_forever()
+
+    # ---- observability ----------------------------------------------------------
+
+    def status(self):
+        """What GET /leastload/status returns: the vserver's show(), the proxy's counters, the monitors."""
+        from dataclasses import asdict
+        view = self.vserver.show()
+        backends = {}
+        for name, b in self.backends.items():
+            entry = {"address": f"{b.host}:{b.port}", "weight": b.weight,
+                     "idle_connections": len(self.pools[name].idle) if name in self.pools else 0,
+                     "connections_opened": self.pools[name].opened if name in self.pools else 0}
+            if name in self.monitors:
+                entry["health"] = self.monitors[name].status()
+            if name in self.vserver:
+                entry["ejection"] = self.vserver.ejection(name)
+            entry.update(self.stats.backends.get(name, {}))
+            backends[name] = entry
+        return {"vserver": asdict(view), "show": str(view), "backends": backends,
+                "answered_by_proxy": self.stats.as_dict()["answered_by_proxy"]}
+
+    def note_failure(self, name, why):
+        log.debug("backend %s failed: %s", name, why)
+        self._log_events()
+
+    async def _watch_events(self):
+        while True:
+            await asyncio.sleep(1.0)
+            self._log_events()
+
+    def _log_events(self):
+        """Logs ejections, returns and slow-start exits the engine recorded since the last look."""
+        for attr in ("outlier_events", "slow_start_exits"):
+            events = getattr(self.vserver, attr)
+            last = self._seen[attr]
+            start = 0
+            if last is not None:
+                start = len(events)
+                while start > 0 and events[start - 1] is not last:
+                    start -= 1
+            for when, name, what in events[start:]:
+                if attr == "slow_start_exits":
+                    log.warning("backend %s left slow start at %.3f (%s)", name, when, what)
+                else:
+                    log.warning("backend %s: %s at %.3f", name, what, when)
+            if events:
+                self._seen[attr] = events[-1]
+
+
+def _check_int(arg, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{arg} must be an int in {low}..{high}, got {value!r}")
+
+
+def _check_seconds(arg, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
+        raise ValueError(f"{arg} must be a number of seconds in (0, 86400], got {value!r}")

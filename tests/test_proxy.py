@@ -1,0 +1,463 @@
+"""End to end: `leastload.proxy` in front of real backend processes on 127.0.0.1.
+
+The proxy runs in the test's event loop; the backends are `leastload
+backends` processes (tests/servers.py); the client is httpx. Every load is a
+fixed number of requests, and every wait is bounded.
+"""
+
+import asyncio
+import collections
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import urllib.request
+
+import httpx
+import pytest
+
+from leastload.proxy import Proxy
+from servers import free_port, start_backend, wait_until
+
+RUN_TIMEOUT = 90.0  # no test's event loop runs longer than this
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, RUN_TIMEOUT))
+
+
+@pytest.fixture
+def backends(request):
+    """start(delay, size) -> a backend process; all of them stopped after the test."""
+    started = []
+
+    def start(delay=0.0, size=1024, port=0):
+        b = start_backend(delay, size, port)
+        started.append(b)
+        return b
+    yield start
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture
+def C(c_impl):
+    """The C engine's VirtualServer (the suite's default chooser points at the reference)."""
+    return c_impl.VirtualServer
+
+
+def specs(names, procs, weights=None):
+    weights = weights or [1] * len(names)
+    return [f"{n}=127.0.0.1:{p.port}:{w}" for n, p, w in zip(names, procs, weights)]
+
+
+async def load(url, n, concurrency, method="GET", content=None):
+    """n requests from `concurrency` keep-alive connections; returns a Counter of statuses (or error names)."""
+    outcome = collections.Counter()
+    next_index = iter(range(n))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=20, limits=limits) as client:
+        async def worker():
+            for _ in next_index:
+                try:
+                    r = await client.request(method, url, content=content)
+                    outcome[r.status_code] += 1
+                except httpx.HTTPError as exc:
+                    outcome[type(exc).__name__] += 1
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return outcome
+
+
+def served(procs, before=None):
+    now = [p.stats() for p in procs]
+    if before is None:
+        return now
+    return [{k: a[k] - b[k] for k in a} for a, b in zip(now, before)]
+
+
+def url_of(proxy, path="/"):
+    host, port = proxy.address
+    return f"http://{host}:{port}{path}"
+
+
+def assert_nothing_active(proxy):
+    for name in proxy.vserver.services:
+        assert proxy.vserver.info(name)["active"] == 0, (name, proxy.vserver.info(name))
+
+
+async def settle(proxy, timeout=5.0):
+    """Waits (bounded) until no transaction is open: a proxy ends them when its client's answer ends."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while any(proxy.vserver.info(n)["active"] for n in proxy.vserver.services):
+        if asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.01)
+
+
+# ---- the methods, end to end ---------------------------------------------------------
+
+
+def test_least_response_time_sends_fewer_requests_to_the_slow_backend(backends, impl):
+    procs = [backends(0.002), backends(0.002), backends(0.05)]
+
+    async def main():
+        async with Proxy(specs(["fast1", "fast2", "slow"], procs), "LEASTRESPONSETIME", listen=("127.0.0.1", 0),
+                         health_check="none", engine=impl.VirtualServer) as proxy:
+            outcome = await load(url_of(proxy), 1500, 16)
+            await settle(proxy)
+            assert_nothing_active(proxy)
+            return outcome, proxy.vserver.info("slow"), proxy.vserver.info("fast1")
+    outcome, slow, fast = run(main())
+    assert outcome == {200: 1500}
+    counts = [s["requests"] for s in served(procs)]
+    assert sum(counts) == 1500
+    assert counts[2] < 0.12 * 1500, counts  # an even split would give it a third
+    assert slow["ttfb"] > 5 * fast["ttfb"], (slow, fast)  # the TTFB averages the engine saw
+
+
+def test_least_bandwidth_evens_out_the_bytes(backends, C):
+    procs = [backends(0.001, 1024), backends(0.001, 4096), backends(0.001, 16384)]
+
+    async def main():
+        async with Proxy(specs(["small", "medium", "large"], procs), "LEASTBANDWIDTH", listen=("127.0.0.1", 0),
+                         health_check="none", engine=C) as proxy:
+            outcome = await load(url_of(proxy), 1500, 8)
+            await settle(proxy)
+            assert_nothing_active(proxy)
+            return outcome
+    outcome = run(main())
+    assert outcome == {200: 1500}
+    stats = served(procs)
+    counts = [s["requests"] for s in stats]
+    body_bytes = [s["bytes"] for s in stats]
+    assert counts[0] > 3 * counts[2], counts  # the small answers are asked for far more often ...
+    assert max(body_bytes) < 2.5 * min(body_bytes), body_bytes  # ... and the bytes even out (16x if split evenly)
+
+
+def test_round_robin_splits_by_weight(backends, impl):
+    procs = [backends(), backends(), backends()]
+
+    async def main():
+        async with Proxy(specs(["w1", "w2", "w3"], procs, [1, 2, 3]), "ROUNDROBIN", listen=("127.0.0.1", 0),
+                         health_check="none", engine=impl.VirtualServer) as proxy:
+            outcome = await load(url_of(proxy), 1200, 4)
+            await settle(proxy)
+            assert_nothing_active(proxy)
+            return outcome
+    assert run(main()) == {200: 1200}
+    counts = [s["requests"] for s in served(procs)]
+    assert counts == [200, 400, 600], counts
+
+
+def test_least_packets_is_fed_from_tcp_info(backends, C):
+    procs = [backends(0.001, 1024), backends(0.001, 200000)]
+
+    async def main():
+        async with Proxy(specs(["small", "large"], procs), "LEASTPACKETS", listen=("127.0.0.1", 0),
+                         health_check="none", engine=C) as proxy:
+            outcome = await load(url_of(proxy), 400, 4)
+            await settle(proxy)
+            info = {n: proxy.vserver.info(n) for n in proxy.vserver.services}
+            return outcome, info
+    outcome, info = run(main())
+    assert outcome == {200: 400}
+    counts = [s["requests"] for s in served(procs)]
+    # Every request is at least a data segment each way, so packets >= 2 per request;
+    # the large answers take more segments, so the large backend is asked less.
+    for (name, i), n in zip(info.items(), counts):
+        assert i["load"] >= 2 * n, (name, i, n)
+    assert counts[1] < counts[0], counts
+
+
+# ---- failures ----------------------------------------------------------------------
+
+
+def test_a_killed_backend_loses_no_get_and_gets_nothing_once_out(backends, C):
+    procs = [backends(0.002), backends(0.002), backends(0.002)]
+
+    async def main():
+        async with Proxy(specs(["a", "b", "c"], procs), "LEASTCONNECTION", listen=("127.0.0.1", 0),
+                         health_check="tcp", health_interval=0.2, health_fall=2, engine=C) as proxy:
+            out_at = {}
+
+            async def killer():
+                while proxy.stats.backends["c"]["requests"] < 300:
+                    await asyncio.sleep(0.005)
+                procs[2].kill()
+                while not out_at:
+                    if proxy.vserver.ejection("c") is not None or proxy.vserver.state("c") == "DOWN":
+                        out_at["requests"] = proxy.stats.backends["c"]["requests"]
+                    await asyncio.sleep(0.005)
+            kill_task = asyncio.ensure_future(killer())
+            outcome = await load(url_of(proxy), 3000, 16)
+            await asyncio.wait_for(kill_task, 10)
+            await settle(proxy)
+            assert_nothing_active(proxy)
+            return outcome, out_at, dict(proxy.stats.backends["c"]), proxy.vserver.outlier_events
+    outcome, out_at, c_stats, events = run(main())
+    assert sum(outcome.values()) == 3000
+    assert outcome[200] >= 0.99 * 3000, outcome
+    assert outcome[200] == 3000, outcome  # GETs cut off by the kill are retried elsewhere
+    assert c_stats["requests"] == out_at["requests"], (c_stats, out_at)  # nothing after it was out
+    assert c_stats["failures"] >= 1, c_stats
+
+
+def test_refused_connections_are_retried_for_any_method_reset_ones_only_for_idempotent(backends, C):
+    good = backends()
+
+    async def reset_after_reading(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close -> RST
+        writer.transport.abort()
+
+    async def main():
+        resetter = await asyncio.start_server(reset_after_reading, "127.0.0.1", 0)
+        reset_port = resetter.sockets[0].getsockname()[1]
+        refused_port = free_port()
+        try:
+            # ROUNDROBIN with "refused" and "reset" first in bind order: every request tries them first.
+            async with Proxy([f"refused=127.0.0.1:{refused_port}", f"good=127.0.0.1:{good.port}"], "ROUNDROBIN",
+                             listen=("127.0.0.1", 0), health_check="none", outlier_failures=0, engine=C) as proxy:
+                posts = await load(url_of(proxy), 20, 1, method="POST", content=b"hello")
+                refused_failures = proxy.vserver.info("refused")["failures"]
+            async with Proxy([f"reset=127.0.0.1:{reset_port}", f"good=127.0.0.1:{good.port}"], "ROUNDROBIN",
+                             listen=("127.0.0.1", 0), health_check="none", outlier_failures=0, engine=C) as proxy:
+                gets = await load(url_of(proxy), 20, 1)
+                reset_posts = await load(url_of(proxy), 20, 1, method="POST", content=b"hello")
+                await settle(proxy)
+                assert_nothing_active(proxy)
+                reset_failures = proxy.vserver.info("reset")["failures"]
+        finally:
+            resetter.close()
+        return posts, refused_failures, gets, reset_posts, reset_failures
+    posts, refused_failures, gets, reset_posts, reset_failures = run(main())
+    assert posts == {200: 20}               # nothing was sent: safe to send elsewhere
+    assert refused_failures == 20           # round robin comes back to it first for every request
+    assert gets == {200: 20}                # reset before any answer, GET: retried
+    # POST may have had an effect: never sent twice. Without a retry the round-robin
+    # cursor moves once per request, so every other POST meets the resetting backend.
+    assert reset_posts == {502: 10, 200: 10}
+    assert reset_failures == 30             # 20 GETs retried + 10 POSTs answered 502
+
+
+def test_a_backend_that_does_not_answer_in_time_gives_504_and_a_failure(backends, C):
+    slow = backends(2.0)
+
+    async def main():
+        async with Proxy([f"slow=127.0.0.1:{slow.port}"], listen=("127.0.0.1", 0), timeout=0.3,
+                         health_check="none", engine=C) as proxy:
+            outcome = await load(url_of(proxy), 3, 1)
+            await settle(proxy)
+            assert_nothing_active(proxy)
+            return outcome, proxy.vserver.info("slow")
+    outcome, info = run(main())
+    assert outcome == {504: 3}
+    assert info["failures"] == 3
+
+
+def test_no_backend_left_gives_503(C):
+    async def main():
+        async with Proxy(["only=127.0.0.1:9"], listen=("127.0.0.1", 0), health_check="none", engine=C) as proxy:
+            proxy.vserver.set_state("only", "DOWN")
+            return await load(url_of(proxy), 2, 1)
+    assert run(main()) == {503: 2}
+
+
+def test_a_client_that_leaves_mid_response_ends_its_transaction(backends, C):
+    big = backends(0.0, 1024)
+
+    async def main():
+        async with Proxy([f"big=127.0.0.1:{big.port}"], listen=("127.0.0.1", 0), health_check="none", engine=C) as proxy:
+            host, port = proxy.address
+            for _ in range(3):
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(b"GET /?size=200000000 HTTP/1.1\r\nHost: t\r\n\r\n")
+                await reader.readexactly(100000)  # part of the answer, then away
+                assert proxy.vserver.info("big")["active"] == 1
+                writer.transport.abort()
+                await settle(proxy)
+                assert_nothing_active(proxy)
+            return proxy.vserver.info("big")
+    info = run(main())
+    assert info["failures"] == 0  # the client left: not the backend's fault
+
+
+# ---- slow start and health monitors -------------------------------------------------------
+
+
+def test_a_backend_that_comes_up_mid_run_ramps_under_slow_start(backends, C, caplog):
+    a, b = backends(0.002), backends(0.002)
+    late_port = free_port()
+    caplog.set_level("WARNING", logger="leastload.proxy")
+
+    async def main():
+        async with Proxy(specs(["a", "b"], [a, b]) + [f"late=127.0.0.1:{late_port}"], "LEASTCONNECTION",
+                         listen=("127.0.0.1", 0), health_check="http", health_path="/__health",
+                         health_interval=0.05, health_fall=2, health_rise=1,
+                         new_service_request=10, new_service_request_increment_interval=1, engine=C) as proxy:
+            vs = proxy.vserver
+            assert await wait_for_async(lambda: vs.state("late") == "DOWN", 10)
+            late = backends(0.002, port=late_port)
+            assert await wait_for_async(lambda: vs.state("late") == "UP", 10)
+            ramp = vs.slow_start("late")
+            assert ramp is not None and ramp["cap"] == 0  # a new ramp: nothing in its first interval
+            samples = []
+
+            async def sampler():
+                while True:
+                    samples.append((vs.now(), proxy.stats.backends["late"]["requests"]))
+                    await asyncio.sleep(0.02)
+            task = asyncio.ensure_future(sampler())
+            outcome = await load(url_of(proxy), 2500, 8)
+            task.cancel()
+            await settle(proxy)
+            assert_nothing_active(proxy)
+            return outcome, ramp, samples, vs.now(), late.stats(), vs.slow_start("late"), vs.slow_start_exits
+    outcome, ramp, samples, end, late_stats, ramp_after, exits = run(main())
+    assert outcome == {200: 2500}
+    since = ramp["since"]
+    assert all(count == 0 for t, count in samples if t < since + 1), samples[:5]
+    assert late_stats["requests"] > 0  # it ramped up
+    # caps 0, 10, 20, ... per second: at most 10 * k(k+1)/2 requests in k + 1 whole seconds
+    k = int(end - since) + 1
+    assert late_stats["requests"] <= 10 * k * (k + 1) // 2 + 10, (late_stats, k)
+    assert late_stats["requests"] < 2500 / 3
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("late is DOWN" in m for m in messages), messages
+    assert any("late is UP" in m for m in messages), messages
+
+
+async def wait_for_async(predicate, timeout):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+# ---- HTTP details -----------------------------------------------------------------------
+
+
+def test_pipelined_requests_head_and_keep_alive(backends, C):
+    b = backends(0.0, 10)
+
+    async def main():
+        async with Proxy([f"b=127.0.0.1:{b.port}"], listen=("127.0.0.1", 0), health_check="none", engine=C) as proxy:
+            host, port = proxy.address
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(b"GET /?size=3 HTTP/1.1\r\nHost: t\r\n\r\n"
+                         b"HEAD / HTTP/1.1\r\nHost: t\r\n\r\n"
+                         b"GET /?size=5 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            data = await asyncio.wait_for(reader.read(), 10)  # until the proxy closes, after the third
+            writer.close()
+            await settle(proxy)
+            assert_nothing_active(proxy)
+            return data
+    data = run(main())
+    answers = data.split(b"HTTP/1.1 ")[1:]
+    assert len(answers) == 3, data
+    assert answers[0].endswith(b"\r\n\r\nxxx")
+    assert b"Content-Length: 10" in answers[1] and answers[1].endswith(b"\r\n\r\n")  # HEAD: no body
+    assert answers[2].endswith(b"\r\n\r\nxxxxx")
+
+
+def test_malformed_and_upgrade_requests_are_refused(C):
+    async def main():
+        async with Proxy(["b=127.0.0.1:9"], listen=("127.0.0.1", 0), health_check="none", engine=C) as proxy:
+            host, port = proxy.address
+            answers = []
+            for raw in (b"NOT HTTP AT ALL\r\n\r\n",
+                        b"GET / HTTP/1.1\r\nHost: t\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"):
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(raw)
+                answers.append(await asyncio.wait_for(reader.read(), 10))
+                writer.close()
+            return answers
+    malformed, upgrade = run(main())
+    assert malformed.startswith(b"HTTP/1.1 400 ")
+    assert upgrade.startswith(b"HTTP/1.1 501 ")
+
+
+def test_bad_settings_name_the_argument():
+    with pytest.raises(ValueError, match="backend must be NAME=HOST:PORT"):
+        Proxy(["nonsense"])
+    with pytest.raises(ValueError, match="retries"):
+        Proxy(["a=127.0.0.1:1"], retries=-1)
+    with pytest.raises(ValueError, match="health_check"):
+        Proxy(["a=127.0.0.1:1"], health_check="ping")
+    with pytest.raises(ValueError, match="unique"):
+        Proxy(["a=127.0.0.1:1", "a=127.0.0.1:2"])
+
+
+# ---- the command line: admin port, workers ------------------------------------------------
+
+
+def start_cli(*args):
+    env = dict(os.environ, LEASTLOAD_IMPLEMENTATION="c")
+    proc = subprocess.Popen([sys.executable, "-m", "leastload", "proxy", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    import selectors
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        line = proc.stdout.readline().strip() if sel.select(60) else ""
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise AssertionError(f"proxy did not start: {line!r} {proc.stderr.read()!r}")
+    return proc, int(line.rsplit(":", 1)[1])
+
+
+def stop_cli(proc):
+    proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return proc.returncode, err
+
+
+def get_json(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_cli_with_two_workers_and_their_admin_ports(backends):
+    procs = [backends(0.001), backends(0.001)]
+    admin = free_port()
+    while admin + 1 == 65536:
+        admin = free_port()
+    proc, port = start_cli("--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
+                           "--admin", f"127.0.0.1:{admin}", *(f"--backend={s}" for s in specs(["a", "b"], procs)))
+    try:
+        async def clients():
+            # fresh connections, so the kernel spreads them over the workers
+            outcome = collections.Counter()
+            for _ in range(40):
+                outcome.update(await load(f"http://127.0.0.1:{port}/", 5, 1))
+            return outcome
+        outcome = run(clients())
+        statuses = [get_json(f"http://127.0.0.1:{admin + i}/leastload/status") for i in range(2)]
+    finally:
+        code, err = stop_cli(proc)
+    assert outcome == {200: 200}
+    per_worker = [sum(b.get("requests", 0) for b in s["backends"].values()) for s in statuses]
+    assert sum(per_worker) == 200, per_worker
+    assert min(per_worker) > 0, per_worker  # both workers took connections
+    for s in statuses:
+        assert s["vserver"]["method"] == "LEASTCONNECTION"
+        assert [svc["name"] for svc in s["vserver"]["services"]] == ["a", "b"]
+        assert all(svc["active"] == 0 for svc in s["vserver"]["services"])
+    assert code == 0, err
+    assert "Traceback" not in err
+
+
+def test_cli_rejects_a_bad_backend_without_a_traceback():
+    result = subprocess.run([sys.executable, "-m", "leastload", "proxy", "--backend", "x=nowhere"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "NAME=HOST:PORT" in result.stderr and "'x=nowhere'" in result.stderr
+    assert "Traceback" not in result.stderr
