@@ -75,6 +75,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_port_pair():
+    """A port p with p and p + 1 both free a moment ago (admin ports of two workers)."""
+    import socket
+    for _ in range(100):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no two adjacent free ports found")
+
+
 def wait_until(predicate, timeout, step=0.02):
     """Polls predicate() until true or timeout seconds passed; returns its last value."""
     deadline = time.monotonic() + timeout

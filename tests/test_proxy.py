@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from leastload.proxy import Proxy
-from servers import free_port, start_backend, wait_until
+from servers import free_port, free_port_pair, start_backend
 
 RUN_TIMEOUT = 90.0  # no test's event loop runs longer than this
 
@@ -339,6 +339,30 @@ async def wait_for_async(predicate, timeout):
     return True
 
 
+def test_backends_added_and_drained_at_run_time(backends, C):
+    a, b = backends(0.001), backends(0.001)
+
+    async def main():
+        async with Proxy([f"a=127.0.0.1:{a.port}"], listen=("127.0.0.1", 0), health_check="none",
+                         engine=C) as proxy:
+            first = await load(url_of(proxy), 100, 4)
+            proxy.add_backend(f"b=127.0.0.1:{b.port}")
+            second = await load(url_of(proxy), 200, 4)
+            with pytest.raises(ValueError, match="already bound"):
+                proxy.add_backend(f"b=127.0.0.1:{b.port}")
+            proxy.drain_backend("a")
+            await settle(proxy)
+            still_bound = "a" in proxy.vserver
+            third = await load(url_of(proxy), 100, 4)
+            return first, second, third, still_bound
+    first, second, third, still_bound = run(main())
+    assert (first, second, third) == ({200: 100}, {200: 200}, {200: 100})
+    assert not still_bound  # drained: unbound once its last request ended
+    a_count, b_count = a.stats()["requests"], b.stats()["requests"]
+    assert a_count + b_count == 400
+    assert a_count >= 100 + 50 and b_count >= 100 + 50, (a_count, b_count)  # b took a share after it joined
+
+
 # ---- HTTP details -----------------------------------------------------------------------
 
 
@@ -427,9 +451,7 @@ def get_json(url):
 
 def test_cli_with_two_workers_and_their_admin_ports(backends):
     procs = [backends(0.001), backends(0.001)]
-    admin = free_port()
-    while admin + 1 == 65536:
-        admin = free_port()
+    admin = free_port_pair()
     proc, port = start_cli("--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
                            "--admin", f"127.0.0.1:{admin}", *(f"--backend={s}" for s in specs(["a", "b"], procs)))
     try:

@@ -236,8 +236,7 @@ def main(argv=None):
     try:
         _run_loop(args.loop, _serve(proxy))
     except OSError as exc:
-        print(f"leastload proxy: cannot listen on {args.listen[0]}:{args.listen[1]}: {exc.strerror or exc}",
-              file=sys.stderr)
+        print(f"leastload proxy: cannot listen: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         pass

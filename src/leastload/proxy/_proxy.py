@@ -10,6 +10,9 @@ from . import _admin, _backend, _client, _health
 log = logging.getLogger("leastload.proxy")
 
 
+_STATUS_CLASS = {k: f"{k}xx" for k in range(1, 6)}
+
+
 class Stats:
     """What the proxy saw, per backend: requests sent, retries, failures, statuses."""
 
@@ -24,7 +27,7 @@ class Stats:
         counter[what] += 1
 
     def count_status(self, name, status):
-        self.backends[name][f"{status // 100}xx"] += 1
+        self.count(name, _STATUS_CLASS[status // 100])
 
     def as_dict(self):
         return {"backends": {n: dict(c) for n, c in self.backends.items()},
@@ -98,7 +101,7 @@ class Proxy:
         kind = self.health[0]
         if kind != "none":
             for b in self.backends.values():
-                monitor = self.monitors[b.name] = _health.HealthMonitor(self, b, kind, *self.health[1:])
+                monitor = self.monitors[b.name] = _health.HealthMonitor(self, b, *self.health)
                 monitor.start()
         if self.admin_listen is not None:
             self.admin = await _admin.start(self, *self.admin_listen)
@@ -142,6 +145,31 @@ class Proxy:
     async def serve_forever(self):
         await self.server.serve_forever()
 
+    # ---- backends at run time ---------------------------------------------------
+
+    def add_backend(self, spec):
+        """Adds `NAME=HOST:PORT[:WEIGHT]` to a running proxy (a new service: slow start applies)."""
+        backend = upstream.parse_backend(spec) if isinstance(spec, str) else spec
+        if backend.name in self.vserver:
+            raise ValueError(f"backend {backend.name!r} is already bound")
+        self.vserver.bind(backend.name, backend.weight)
+        self.backends[backend.name] = backend
+        if self.loop is not None:
+            old = self.pools.get(backend.name)
+            if old is not None:
+                old.close()
+            self.pools[backend.name] = _backend.Pool(self.loop, backend.host, backend.port, self.pool_size)
+            if self.health[0] != "none":
+                if backend.name in self.monitors:
+                    self.monitors[backend.name].stop()
+                monitor = self.monitors[backend.name] = _health.HealthMonitor(self, backend, *self.health)
+                monitor.start()
+        return backend
+
+    def drain_backend(self, name):
+        """No new requests for `name`; it is unbound when its last request ends (vs.drain)."""
+        self.vserver.drain(name)
+
     # ---- observability ----------------------------------------------------------
 
     def status(self):
@@ -155,7 +183,8 @@ class Proxy:
                      "connections_opened": self.pools[name].opened if name in self.pools else 0}
             if name in self.monitors:
                 entry["health"] = self.monitors[name].status()
-            if name in self.vserver:
+            entry["bound"] = name in self.vserver
+            if entry["bound"]:
                 entry["ejection"] = self.vserver.ejection(name)
             entry.update(self.stats.backends.get(name, {}))
             backends[name] = entry
