@@ -39,10 +39,11 @@ def main(argv=None):
     module_name = COMMANDS[argv[0]][0]
     try:
         module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise  # a dependency of the command is missing: say which
-        parser.exit(2, f"python -m leastload {argv[0]}: {module_name} is not part of this installation\n")
+    except ImportError as exc:
+        if getattr(exc, "name", None) == module_name:
+            parser.exit(2, f"python -m leastload {argv[0]}: {module_name} is not part of this installation\n")
+        # an optional dependency of the command is missing: say which, without a traceback
+        parser.exit(2, f"python -m leastload {argv[0]}: {exc}\n")
     command = getattr(module, "main", None)
     if command is None:
         parser.exit(2, f"python -m leastload {argv[0]}: {module_name} has no command line (no main(argv))\n")

@@ -19,7 +19,10 @@ import json
 import sys
 from urllib.parse import parse_qsl
 
-import httptools
+try:
+    import httptools
+except ImportError as exc:
+    raise ImportError("leastload backends needs httptools: pip install leastload[proxy]") from exc
 
 CHUNK = 65536  # large bodies go out in pieces, paced by the transport's flow control
 
