@@ -72,10 +72,13 @@ class SegmentCounter:
 
     __slots__ = ("sock", "last", "mss")
 
-    def __init__(self, sock):
+    def __init__(self, sock, from_start=False):
+        """from_start: the first take() includes every segment so far (the handshake too)."""
         self.sock = sock
         self.last = read_segments(sock)  # None: this connection falls back to the estimate
         self.mss = read_mss(sock) if self.last is None else None
+        if from_start and self.last is not None:
+            self.last = (0, 0)
 
     @property
     def exact(self):

@@ -44,7 +44,8 @@ class BackendConnection(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.transport = transport
-        self.counter = SegmentCounter(transport.get_extra_info("socket"))
+        # the connection's first request is charged its handshake too
+        self.counter = SegmentCounter(transport.get_extra_info("socket"), from_start=True)
 
     def connection_lost(self, exc):
         self.pool.forget(self)

@@ -1,0 +1,428 @@
+"""A client-side balancer for httpx: `Transport` spreads requests over backends.
+
+    import httpx
+    from leastload.httpx import Transport
+
+    transport = Transport(["a=10.0.0.1:8080", "b=10.0.0.2:8080"], method="LEASTRESPONSETIME")
+    with httpx.Client(transport=transport, base_url="http://api.internal") as client:
+        client.get("/users")
+
+Each request is sent to the backend the vserver picks, with its path, query
+and headers unchanged (the Host header stays the one of the URL the caller
+used). The transaction is charged the time to the response headers, the
+body bytes both ways and the TCP segments, and ends when the response is
+closed. See docs/httpx.md for the accounting, retry and ejection rules.
+"""
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("leastload.httpx needs httpx: pip install leastload[httpx]") from exc
+
+import threading
+import time
+import weakref
+from collections import deque
+
+from . import tcpinfo, upstream
+from ._errors import NoServiceAvailable
+from .upstream import Backend
+
+__all__ = ["Transport", "NoBackendAvailable", "Backend"]
+
+MAX_TTFB = 3600.0  # the engine takes 0..3600 s; a longer wait (long polling) is charged as this
+NOT_A_FAILURE = 499  # "client closed request": ends a transaction the backend is not to blame for
+
+# Nothing reached the backend: any method may go to another one.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+# The connection broke before the response headers: the backend may have acted on the request.
+_BROKEN = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+# Raised in this process, not by the backend: a full local pool, a malformed request.
+_LOCAL = (httpx.PoolTimeout, httpx.LocalProtocolError, httpx.UnsupportedProtocol)
+
+
+class NoBackendAvailable(httpx.ConnectError):
+    """No backend can take the request: all are down, ejected, draining or at their slow-start cap."""
+
+
+class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """An httpx transport (sync and async) that balances over `backends` with a leastload vserver.
+
+    backends: "NAME=HOST:PORT[:WEIGHT]" strings, Backend objects, or a
+    {name: "HOST:PORT[:WEIGHT]"} dict. `retries`: how many other backends a
+    failed request may go to (docs/httpx.md says which failures). Other keyword
+    arguments (limits, http2, proxy, ...) go to the inner httpx.HTTPTransport /
+    httpx.AsyncHTTPTransport, made on first use.
+    """
+
+    def __init__(self, backends, method="LEASTCONNECTION", *, retries=2, outlier_failures=5,
+                 outlier_ejection_time=30, outlier_max_ejection_percent=50, new_service_request=0,
+                 new_service_request_unit="PER_SECOND", new_service_request_increment_interval=0,
+                 engine=None, **transport_kwargs):
+        if isinstance(retries, bool) or not isinstance(retries, int):
+            raise TypeError(f"retries must be an int, got {type(retries).__name__} {retries!r}")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries!r}")
+        parsed = upstream.parse_backends(backends)
+        self.retries = retries
+        self.vserver = upstream.make_vserver(
+            parsed, method, engine=engine,
+            outlier_failures=outlier_failures, outlier_ejection_time=outlier_ejection_time,
+            outlier_max_ejection_percent=outlier_max_ejection_percent,
+            new_service_request=new_service_request, new_service_request_unit=new_service_request_unit,
+            new_service_request_increment_interval=new_service_request_increment_interval)
+        self._addresses = {b.name: b for b in parsed}  # may keep drained names until pruned
+        self._transport_kwargs = transport_kwargs
+        self._lock = threading.Lock()
+        self._sync = None
+        self._async = None
+        self._counters = weakref.WeakKeyDictionary()  # network stream -> SegmentCounter
+        self._orphans = deque()  # accounts of responses dropped without close()
+
+    # ---- backends ------------------------------------------------------------
+
+    @property
+    def backends(self):
+        """name -> Backend for every backend bound now (draining ones included), in bind order."""
+        addresses = self._addresses
+        return {name: addresses[name] for name in self.vserver.services if name in addresses}
+
+    def add_backend(self, spec):
+        """Binds a backend ("NAME=HOST:PORT[:WEIGHT]" or Backend); slow start applies to it."""
+        backend = spec if isinstance(spec, Backend) else upstream.parse_backend(spec)
+        with self._lock:
+            self._prune()
+            if backend.name in self.vserver:  # still bound, maybe draining: keep its address
+                raise ValueError(f"backend {backend.name!r} is already bound")
+            self._addresses[backend.name] = backend  # before bind: a pick must find its address
+            self.vserver.bind(backend.name, backend.weight)
+        return backend
+
+    def drain_backend(self, name):
+        """No new requests for `name`; it is unbound when its last request ends."""
+        with self._lock:
+            self.vserver.drain(name)
+            self._prune()
+
+    def _prune(self):
+        vs = self.vserver
+        for name in [n for n in self._addresses if n not in vs]:
+            del self._addresses[name]
+
+    # ---- inner transports ------------------------------------------------------
+
+    def _sync_transport(self):
+        inner = self._sync
+        if inner is None:
+            with self._lock:
+                if self._sync is None:
+                    self._sync = httpx.HTTPTransport(**self._transport_kwargs)
+                inner = self._sync
+        return inner
+
+    def _async_transport(self):
+        inner = self._async
+        if inner is None:
+            with self._lock:
+                if self._async is None:
+                    self._async = httpx.AsyncHTTPTransport(**self._transport_kwargs)
+                inner = self._async
+        return inner
+
+    def close(self):
+        """Closes the sync connection pool (httpx.Client calls this)."""
+        self._reap()
+        inner, self._sync = self._sync, None
+        if inner is not None:
+            inner.close()
+
+    async def aclose(self):
+        """Closes the async connection pool (httpx.AsyncClient calls this)."""
+        self._reap()
+        inner, self._async = self._async, None
+        if inner is not None:
+            await inner.aclose()
+
+    # ---- requests --------------------------------------------------------------
+
+    def handle_request(self, request):
+        self._reap()
+        exchange = _Exchange(self, request)
+        inner = self._sync_transport()
+        attempts = max(self.retries, 0) + 1
+        for attempt in range(1, attempts + 1):
+            t, backend = exchange.acquire()
+            sent_at = time.perf_counter()
+            try:
+                response = inner.handle_request(exchange.request_for(backend, _sync_trace))
+            except BaseException as exc:
+                if exchange.failed(t, exc) and attempt < attempts:
+                    continue
+                raise
+            return exchange.respond(t, backend, response, sent_at, _SyncBody)
+
+    async def handle_async_request(self, request):
+        self._reap()
+        exchange = _Exchange(self, request)
+        inner = self._async_transport()
+        attempts = max(self.retries, 0) + 1
+        for attempt in range(1, attempts + 1):
+            t, backend = exchange.acquire()
+            sent_at = time.perf_counter()
+            try:
+                response = await inner.handle_async_request(exchange.request_for(backend, _async_trace))
+            except BaseException as exc:
+                if exchange.failed(t, exc) and attempt < attempts:
+                    continue
+                raise
+            return exchange.respond(t, backend, response, sent_at, _AsyncBody)
+
+    def _reap(self):
+        """Ends the transactions of responses that were garbage-collected unclosed.
+
+        A finalizer may run inside any call, even one of the engine's own, so
+        it only queues the account; the engine is called from here, outside.
+        """
+        while self._orphans:
+            try:
+                account = self._orphans.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            account.end()
+
+    def _packet_counter(self, network_stream):
+        """The SegmentCounter of a pooled connection, made the first time it is seen."""
+        if network_stream is None:
+            return None
+        with self._lock:
+            counter = self._counters.get(network_stream)
+            if counter is None:
+                try:
+                    sock = network_stream.get_extra_info("socket")
+                except Exception:  # a stream without sockets (a mock, a custom backend)
+                    sock = None
+                counter = tcpinfo.SegmentCounter(sock, from_start=True)  # the first request pays the handshake
+                self._counters[network_stream] = counter
+            return counter
+
+
+class _Exchange:
+    """One caller's request across its attempts: what was tried, the last error, the body."""
+
+    __slots__ = ("transport", "request", "tried", "last_error", "replayable", "body", "sent_at")
+
+    def __init__(self, transport, request):
+        self.transport = transport
+        self.request = request
+        self.tried = []
+        self.last_error = None
+        self.sent_at = None
+        try:
+            self.body = request.content  # bytes known up front: replayable
+            self.replayable = True
+        except httpx.RequestNotRead:  # a one-shot stream: count it as it goes out
+            self.body = _CountingStream(request.stream)
+            self.replayable = False
+
+    def acquire(self):
+        try:
+            t = self.transport.vserver.acquire(exclude=self.tried)
+        except NoServiceAvailable:
+            t = None
+        if t is not None:
+            backend = self.transport._addresses.get(t.service)
+            if backend is None:  # bound on the vserver directly, not with add_backend()
+                t.finish(status=NOT_A_FAILURE)
+                raise LookupError(f"backend {t.service!r} has no address: bind backends with add_backend()")
+            return t, backend
+        if self.last_error is not None:  # the backends left were tried: report what went wrong
+            raise self.last_error
+        raise NoBackendAvailable(
+            f"no backend available for {self.request.method} {self.request.url}: every backend is "
+            f"down, ejected, draining or at its slow-start cap (bound: {', '.join(self.transport.vserver.services) or 'none'})",
+            request=self.request)
+
+    def request_for(self, backend, make_trace):
+        """The caller's request, addressed to `backend` (Host header and body unchanged)."""
+        original = self.request
+        url = original.url.copy_with(scheme="http", host=backend.host, port=backend.port)
+        extensions = dict(original.extensions)
+        extensions["trace"] = make_trace(self, original.extensions.get("trace"))
+        self.sent_at = None
+        stream = original.stream if self.replayable else self.body
+        return httpx.Request(original.method, url, headers=original.headers, stream=stream,
+                             extensions=extensions)
+
+    def failed(self, t, exc):
+        """Ends the attempt's transaction after `exc`; True if another backend may be tried."""
+        if isinstance(exc, _NOT_SENT):
+            retry = True
+        elif isinstance(exc, _BROKEN):
+            retry = self.replayable and self.request.method in upstream.IDEMPOTENT
+        elif isinstance(exc, httpx.TransportError) and not isinstance(exc, _LOCAL):
+            retry = False  # timed out waiting for the backend, or a proxy error: not sent again
+        else:  # cancelled, interrupted, or an error of this process: not the backend's fault
+            t.finish(status=NOT_A_FAILURE)
+            return False
+        t.fail()
+        self.tried.append(t.service)
+        self.last_error = exc
+        return retry
+
+    def respond(self, t, backend, response, sent_at, body_class):
+        """Charges the response headers and wraps the body so that its end ends `t`."""
+        try:
+            headers_at = time.perf_counter()
+            started = self.sent_at if self.sent_at is not None else sent_at
+            network_stream = response.extensions.get("network_stream")
+            account = _Account(t, min(max(headers_at - started, 0.0), MAX_TTFB), _status(response.status_code),
+                               self.transport._packet_counter(network_stream))
+            sent = len(self.body) if self.replayable else self.body.count
+            account.charge(sent=sent)
+            response.stream = body_class(response.stream, account, self.transport._orphans)
+            response.extensions["leastload_backend"] = backend.name
+            return response
+        except BaseException:
+            if not t.done:
+                t.fail()
+            raise
+
+
+def _status(code):
+    # The engine takes 100..599; anything else from a backend is a bad gateway.
+    return code if 100 <= code <= 599 else 502
+
+
+def _sync_trace(exchange, user_trace):
+    def trace(name, info):
+        if name.endswith("send_request_headers.started"):
+            exchange.sent_at = time.perf_counter()
+        if user_trace is not None:
+            user_trace(name, info)
+    return trace
+
+
+def _async_trace(exchange, user_trace):
+    async def trace(name, info):
+        if name.endswith("send_request_headers.started"):
+            exchange.sent_at = time.perf_counter()
+        if user_trace is not None:
+            await user_trace(name, info)
+    return trace
+
+
+class _CountingStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A one-shot request body that counts the bytes it hands out."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.count = 0
+
+    def __iter__(self):
+        for chunk in self.stream:
+            self.count += len(chunk)
+            yield chunk
+
+    async def __aiter__(self):
+        async for chunk in self.stream:
+            self.count += len(chunk)
+            yield chunk
+
+    def close(self):
+        self.stream.close()
+
+    async def aclose(self):
+        await self.stream.aclose()
+
+
+class _Account:
+    """What one response owes the engine; ends its transaction exactly once."""
+
+    __slots__ = ("t", "ttfb", "status", "counter", "received", "settled", "finalizer")
+
+    def __init__(self, t, ttfb, status, counter):
+        self.t, self.ttfb, self.status, self.counter = t, ttfb, status, counter
+        self.received = 0
+        self.settled = False
+        self.finalizer = None
+
+    def charge(self, sent=0, received=0):
+        """Packets since the previous charge (TCP_INFO, else an estimate from the bytes)."""
+        if self.counter is not None:
+            packets = self.counter.take(sent, received)
+        else:
+            packets = tcpinfo.estimate_packets(sent, received)
+        if sent or packets:
+            self.t.record(bytes=sent, packets=packets)
+
+    def chunk(self, n):
+        self.received += n
+        self.t.record(bytes=n)
+
+    def settle(self):
+        """Charges the body's packets, once, while the connection is still open."""
+        if not self.settled and not self.t.done:
+            self.settled = True
+            self.charge(received=self.received)
+
+    def end(self, failed=False):
+        """A finish with the real status, or a failure; later calls do nothing."""
+        if self.t.done:
+            return
+        if self.finalizer is not None:
+            self.finalizer.detach()
+        try:
+            self.settle()
+        finally:
+            if failed:
+                self.t.fail()
+            else:
+                self.t.finish(ttfb=self.ttfb, status=self.status)
+
+
+class _SyncBody(httpx.SyncByteStream):
+    def __init__(self, stream, account, orphans):
+        self._stream, self._account = stream, account
+        account.finalizer = weakref.finalize(self, orphans.append, account)
+
+    def __iter__(self):
+        try:
+            for chunk in self._stream:
+                self._account.chunk(len(chunk))
+                yield chunk
+        except httpx.TransportError:  # the body broke off: a failure of the backend
+            self._account.end(failed=True)
+            raise
+
+    def close(self):
+        try:
+            self._account.settle()  # read the socket's counters before the pool may close it
+        finally:
+            try:
+                self._stream.close()
+            finally:
+                self._account.end()
+
+
+class _AsyncBody(httpx.AsyncByteStream):
+    def __init__(self, stream, account, orphans):
+        self._stream, self._account = stream, account
+        account.finalizer = weakref.finalize(self, orphans.append, account)
+
+    async def __aiter__(self):
+        try:
+            async for chunk in self._stream:
+                self._account.chunk(len(chunk))
+                yield chunk
+        except httpx.TransportError:
+            self._account.end(failed=True)
+            raise
+
+    async def aclose(self):
+        try:
+            self._account.settle()
+        finally:
+            try:
+                await self._stream.aclose()
+            finally:
+                self._account.end()
