@@ -3,30 +3,55 @@
 A `BackendConnection` carries one request at a time. Its response is
 passed through to the client byte for byte as it arrives (the head too: the
 proxy does not rewrite response headers); the parser only finds the status,
-the end of the message and whether the connection may be reused. The
-outcome of the exchange is reported through a future, so the request's
-coroutine does the accounting in one place.
+the end of the message and whether the connection may be reused. When the
+exchange ends, the connection calls `exchange.on_outcome(outcome, conn)`
+once, as its last step, so the request's accounting sits in one place.
+
+No timer per request: the proxy's sweep calls `check_timeout(now)` on the
+connections that carry a request a few times per timeout period.
 """
 
 import asyncio
+import os
+import socket
 
 import httptools
 
 from ..tcpinfo import SegmentCounter
 
-# How an exchange with a backend ended (the future's result).
+# How an exchange with a backend ended.
 OK = "ok"
-RESET = "reset"            # closed or reset before any response byte
+RESET = "reset"            # closed or reset before any response byte (or refused: no connection)
 BROKEN = "broken"          # closed, reset or garbled after response bytes were passed on
 TIMEOUT = "timeout"        # no first byte (or no further byte) within the timeout
 BAD_RESPONSE = "bad"       # unparsable response before anything was passed on
 CLIENT_GONE = "client-gone"
 
 
+def _own_socket(transport):
+    """A socket object for getsockopt(TCP_INFO) that is cheap to call.
+
+    uvloop's transports hand out a stand-in that builds a socket object on each
+    call (a getsockname() each time); a dup of the descriptor avoids that. The
+    dup is closed with the connection.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is None or isinstance(sock, socket.socket):
+        return sock, None
+    inner = getattr(sock, "_sock", None)  # asyncio's TransportSocket wraps a real one
+    if isinstance(inner, socket.socket):
+        return inner, None
+    try:
+        own = socket.socket(fileno=os.dup(sock.fileno()))
+    except OSError:
+        return sock, None
+    return own, own
+
+
 class BackendConnection(asyncio.Protocol):
-    __slots__ = ("pool", "loop", "transport", "parser", "counter", "future", "client", "t", "timer",
+    __slots__ = ("pool", "loop", "transport", "parser", "counter", "dup", "exchange", "client", "t",
                  "timeout", "sent", "received", "sent_at", "last_data", "ttfb", "status", "head_only",
-                 "interim", "until_eof", "complete", "keep_alive", "client_keep_alive", "uses", "_framing")
+                 "interim", "until_eof", "complete", "keep_alive", "client_keep_alive", "_framing")
 
     def __init__(self, pool):
         self.pool = pool
@@ -34,37 +59,37 @@ class BackendConnection(asyncio.Protocol):
         self.transport = None
         self.parser = httptools.HttpResponseParser(self)
         self.counter = None
-        self.future = None
-        self.client = None
-        self.t = None
-        self.timer = None
-        self.uses = 0
+        self.dup = None
+        self.exchange = None
 
     # ---- asyncio.Protocol -------------------------------------------------
 
     def connection_made(self, transport):
         self.transport = transport
+        sock, self.dup = _own_socket(transport)
         # the connection's first request is charged its handshake too
-        self.counter = SegmentCounter(transport.get_extra_info("socket"), from_start=True)
+        self.counter = SegmentCounter(sock, from_start=True)
 
     def connection_lost(self, exc):
         self.pool.forget(self)
-        if self.future is None:
-            return
-        if self.until_eof and self.status:  # a body delimited by the close: the close ends it
-            self._end(OK)
-        elif self.ttfb is None:
-            self._end(RESET)
-        else:
-            self._end(BROKEN)
+        if self.exchange is not None:
+            if self.until_eof and self.status:  # a body delimited by the close: the close ends it
+                self._end(OK)
+            elif self.ttfb is None:
+                self._end(RESET)
+            else:
+                self._end(BROKEN)
+        if self.dup is not None:
+            self.dup.close()
+            self.dup = None
 
     def data_received(self, data):
-        if self.future is None:  # nothing was asked: a confused backend
+        if self.exchange is None:  # nothing was asked: a confused backend
             self.transport.abort()
             return
+        now = self.last_data = self.loop.time()
         if self.ttfb is None:
-            self.ttfb = self.loop.time() - self.sent_at
-        self.last_data = self.loop.time()
+            self.ttfb = now - self.sent_at
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
@@ -76,16 +101,10 @@ class BackendConnection(asyncio.Protocol):
             if end >= 0:
                 data = data[:end + 4]
         self.received += len(data)
-        self.client.write(data)
+        self.client.transport.write(data)
         self.t.record(bytes=len(data))
         if self.complete:
             self._end(OK)
-
-    def pause_writing(self):  # a request larger than the socket buffer: the kernel catches up
-        pass
-
-    def resume_writing(self):
-        pass
 
     # ---- httptools callbacks ------------------------------------------------
 
@@ -119,47 +138,35 @@ class BackendConnection(asyncio.Protocol):
 
     # ---- one exchange ----------------------------------------------------------
 
-    def send(self, payload, client, t, timeout, head_only):
-        """Sends a request; returns a future resolved with the outcome."""
-        self.uses += 1
-        self.client, self.t, self.timeout, self.head_only = client, t, timeout, head_only
+    def send(self, exchange, payload, timeout, head_only):
+        """Sends a request for `exchange`; its on_outcome() is called when the exchange ends."""
+        self.exchange, self.client, self.t = exchange, exchange.client, exchange.t
+        self.timeout, self.head_only = timeout, head_only
         self.sent, self.received = len(payload), 0
         self.ttfb = None
         self.status = 0
         self.interim = self.until_eof = self.complete = self._framing = False
         self.keep_alive = self.client_keep_alive = False
-        self.future = fut = self.loop.create_future()
+        self.pool.busy.add(self)
         self.transport.write(payload)
         self.sent_at = self.last_data = self.loop.time()
-        t.record(bytes=len(payload))
-        self.timer = self.loop.call_at(self.sent_at + timeout, self._on_timer)
-        return fut
+        self.t.record(bytes=len(payload))
 
-    def _on_timer(self):
-        self.timer = None
-        if self.future is None:
-            return
-        if self.ttfb is not None:
-            due = self.last_data + self.timeout
-            if due > self.loop.time():  # data came meanwhile: wait again (one timer per exchange)
-                self.timer = self.loop.call_at(due, self._on_timer)
-                return
-        self.transport.abort()
-        self._end(TIMEOUT)
+    def check_timeout(self, now):
+        if self.exchange is not None and now - self.last_data >= self.timeout:
+            self.transport.abort()
+            self._end(TIMEOUT)
 
     def abandon(self):
         """The client went away mid-exchange: this connection cannot be reused."""
-        if self.future is not None:
+        if self.exchange is not None:
             self.transport.abort()
             self._end(CLIENT_GONE)
 
     def _end(self, outcome):
-        fut, self.future = self.future, None
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if not fut.done():
-            fut.set_result(outcome)
+        exchange, self.exchange = self.exchange, None
+        self.pool.busy.discard(self)
+        exchange.on_outcome(outcome, self)  # last: it may reuse this connection at once
 
     def packets(self):
         return self.counter.take(self.sent, self.received)
@@ -169,11 +176,12 @@ class BackendConnection(asyncio.Protocol):
 
 
 class Pool:
-    """Idle keep-alive connections to one backend (newest reused first)."""
+    """Keep-alive connections to one backend: the idle ones (newest reused first), the busy ones."""
 
     def __init__(self, loop, host, port, max_idle):
         self.loop, self.host, self.port, self.max_idle = loop, host, port, max_idle
         self.idle = {}  # insertion-ordered: popitem() takes the newest
+        self.busy = set()
         self.opened = 0
 
     async def connect(self, timeout):
@@ -197,6 +205,10 @@ class Pool:
 
     def forget(self, conn):
         self.idle.pop(conn, None)
+
+    def check_timeouts(self, now):
+        for conn in list(self.busy):
+            conn.check_timeout(now)
 
     def close(self):
         for conn in list(self.idle):

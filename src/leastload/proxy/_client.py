@@ -1,15 +1,9 @@
-"""The client side: parse requests, send each through the engine, stream the answer.
+"""The client side: parse requests, hand each to an Exchange, one at a time.
 
 One `ClientConnection` per client connection. Requests are parsed with
 httptools; each complete request (its body buffered, so it can be sent again
-on another backend) is forwarded by `_serve()`, one at a time in arrival
-order (pipelined requests wait their turn). The engine sees, per request:
-
-    acquire(exclude=tried)      the pick; a retry excludes the backends tried
-    record(bytes=...)           the request as sent, each response chunk as it arrives
-    record(packets=...)         the backend socket's TCP_INFO segment delta at the end
-    finish(ttfb, status)        request fully sent -> first response byte; the status
-    fail()                      refused, reset, timed out or garbled: no response
+on another backend) becomes an `Exchange` (_exchange.py), one at a time in
+arrival order: pipelined requests wait their turn.
 """
 
 import asyncio
@@ -17,23 +11,14 @@ from collections import deque
 
 import httptools
 
-from .. import NoServiceAvailable
 from ..upstream import IDEMPOTENT
-from . import _backend
+from ._exchange import Exchange
+from ._http import error_response
 
 # Headers that belong to one hop (RFC 9110 7.6.1) or that the proxy sets itself.
 _DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding",
                    b"upgrade", b"expect", b"content-length", b"x-forwarded-for"})
 MAX_HEAD = 65536
-
-_REASONS = {400: b"Bad Request", 413: b"Content Too Large", 431: b"Request Header Fields Too Large",
-            501: b"Not Implemented", 502: b"Bad Gateway", 503: b"Service Unavailable", 504: b"Gateway Timeout"}
-
-
-def error_response(status, text, close):
-    body = text.encode() + b"\n"
-    return b"HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n%s\r\n%s" % (
-        status, _REASONS[status], len(body), b"Connection: close\r\n" if close else b"", body)
 
 
 class Request:
@@ -62,6 +47,7 @@ class ClientConnection(asyncio.Protocol):
         self.idle_since = 0.0
         self.idle_timer = None
         self.refused = False
+        self.in_next = False
         self._reset_message()
 
     def _reset_message(self):
@@ -155,9 +141,8 @@ class ClientConnection(asyncio.Protocol):
         method = self.parser.get_method().decode("ascii", "replace")
         self.queue.append(Request(method, self._payload(method), self.parser.should_keep_alive()))
         self._reset_message()
-        if not self.busy:
-            self.busy = True
-            self.loop.create_task(self._serve_queue())
+        if not self.busy and not self.in_next:
+            self._next()
 
     def _payload(self, method):
         """The request as sent to a backend: HTTP/1.1, keep-alive, hop-by-hop headers dropped."""
@@ -184,114 +169,36 @@ class ClientConnection(asyncio.Protocol):
 
     # ---- answering ------------------------------------------------------------
 
-    def write(self, data):
-        self.transport.write(data)
-
     def _refuse(self, status, text):
-        """A request this proxy will not forward: answer and close (the stream is unusable)."""
+        """A request this proxy will not forward: answer in turn and close (the stream is unusable)."""
         self.refused = True
-        if not self.busy and not self.gone:
-            self.transport.write(error_response(status, text, True))
-            self.transport.close()
-        else:
-            self.queue.append(status)  # answered in turn, after the requests before it
+        self.queue.append((status, text))
+        if not self.busy and not self.in_next:
+            self._next()
 
-    async def _serve_queue(self):
+    def _next(self):
+        """Starts the queued requests in order, each when the one before it is done."""
+        self.in_next = True  # an exchange that ends at once returns here instead of recursing
         try:
-            while self.queue and not self.gone:
-                request = self.queue.popleft()
-                if isinstance(request, int):
-                    self.transport.write(error_response(request, "request refused", True))
+            while self.queue and not self.busy and not self.gone:
+                item = self.queue.popleft()
+                if isinstance(item, tuple):  # a refusal: (status, text)
+                    self.transport.write(error_response(*item, True))
                     self.transport.close()
+                    self.queue.clear()
                     return
-                keep_going = await self._serve(request)
-                if not keep_going:
-                    self.transport.close()
-                    return
-                self.idle_since = self.loop.time()
+                self.busy = True
+                Exchange(self, item).start()
         finally:
-            self.busy = False
+            self.in_next = False
 
-    async def _serve(self, request):
-        """Forwards one request, retrying on another backend where that is safe; False: close after."""
-        proxy = self.proxy
-        tried = []
-        while True:
-            try:
-                t = proxy.vserver.acquire(tried) if tried else proxy.vserver.acquire()
-            except NoServiceAvailable:
-                status = 502 if tried else 503
-                self.write(error_response(status, "no backend available" if not tried else "all backends failed",
-                                          not request.keep_alive))
-                proxy.stats.answered_by_proxy[status] += 1
-                return request.keep_alive
-            outcome, conn = await self._attempt(t, request)
-            if outcome is _backend.OK:
-                return request.keep_alive and conn.client_keep_alive
-            if outcome is _backend.CLIENT_GONE:
-                return False
-            tried.append(t.service)
-            retry = outcome is _backend.RESET and (request.idempotent or conn is None)
-            if retry and len(tried) <= proxy.retries and not self.gone:
-                proxy.stats.count(t.service, "retries")
-                continue
-            if conn is not None and conn.received:  # part of the answer went out: only closing tells the client
-                return False
-            status = 504 if outcome is _backend.TIMEOUT else 502
-            self.write(error_response(status, "backend timed out" if status == 504 else "backend failed",
-                                      not request.keep_alive))
-            proxy.stats.answered_by_proxy[status] += 1
-            return request.keep_alive
-
-    async def _attempt(self, t, request):
-        """One backend, one transaction `t`: returns (outcome, connection or None if none was made)."""
-        proxy = self.proxy
-        name = t.service
-        pool = proxy.pools[name]
-        proxy.stats.count(name, "requests")
-        conn = pool.take()
-        reused = conn is not None
-        while True:
-            if conn is None:
-                try:
-                    conn = await pool.connect(proxy.connect_timeout)
-                except (OSError, asyncio.TimeoutError) as exc:
-                    proxy.stats.count(name, "failures")
-                    proxy.note_failure(name, exc)
-                    t.fail()
-                    return _backend.RESET, None
-                if self.gone:
-                    t.finish(status=499)
-                    pool.put(conn)
-                    return _backend.CLIENT_GONE, None
-            self.backend = conn
-            if self.paused:
-                conn.transport.pause_reading()
-            outcome = await conn.send(request.payload, self, t, proxy.timeout, request.head_only)
-            self.backend = None
-            if outcome is _backend.RESET and reused and request.idempotent:
-                # A pooled connection the backend had just closed: try once more on a new one,
-                # same backend, same transaction; not the backend's failure.
-                conn = None
-                reused = False
-                proxy.stats.count(name, "stale")
-                continue
-            break
-        if outcome is _backend.OK:
-            packets = conn.packets()
-            if packets:
-                t.record(packets=packets)
-            t.finish(ttfb=conn.ttfb, status=conn.status)
-            if conn.status >= 500:
-                proxy.stats.count(name, "failures")
-            proxy.stats.count_status(name, conn.status)
-            pool.put(conn)
-        elif outcome is _backend.CLIENT_GONE:
-            t.finish(ttfb=conn.ttfb if conn.status else None, status=conn.status or 499)
-        else:
-            proxy.stats.count(name, "failures")
-            proxy.note_failure(name, outcome)
-            t.fail()
-            if outcome is not _backend.RESET or conn.received:
-                conn.transport.abort()
-        return outcome, conn
+    def exchange_done(self, keep_going):
+        self.busy = False
+        self.idle_since = self.loop.time()
+        if self.gone:
+            return
+        if not keep_going:
+            self.queue.clear()
+            self.transport.close()
+        elif self.queue and not self.in_next:
+            self._next()

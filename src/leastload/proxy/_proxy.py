@@ -85,7 +85,7 @@ class Proxy:
         self.monitors = {}
         self.server = None
         self.admin = None
-        self._watch = None
+        self._watch = self._sweeper = None
         self._seen = {"outlier_events": None, "slow_start_exits": None}
 
     # ---- life cycle -----------------------------------------------------------
@@ -106,6 +106,7 @@ class Proxy:
         if self.admin_listen is not None:
             self.admin = await _admin.start(self, *self.admin_listen)
         self._watch = self.loop.create_task(self._watch_events())
+        self._sweeper = self.loop.create_task(self._sweep())
         return self
 
     @property
@@ -133,6 +134,7 @@ class Proxy:
             pool.close()
         if self._watch is not None:
             self._watch.cancel()
+            self._sweeper.cancel()
         self._log_events()
         await asyncio.sleep(0)  # let the aborted transports report connection_lost
 
@@ -194,6 +196,15 @@ class Proxy:
     def note_failure(self, name, why):
         log.debug("backend %s failed: %s", name, why)
         self._log_events()
+
+    async def _sweep(self):
+        """Ends the exchanges whose backend has been silent for `timeout` (one timer for all)."""
+        tick = min(1.0, max(0.01, self.timeout / 10))
+        while True:
+            await asyncio.sleep(tick)
+            now = self.loop.time()
+            for pool in list(self.pools.values()):
+                pool.check_timeouts(now)
 
     async def _watch_events(self):
         while True:

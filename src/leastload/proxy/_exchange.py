@@ -1,0 +1,134 @@
+"""One request's way through the engine and the backends, retries included.
+
+Callback-driven, no task or future per request: `start()` picks a backend
+and sends at once on a pooled connection (a new connection is the only
+step that waits, in a small task); the backend connection calls
+`on_outcome()` when the exchange ends, which does the accounting and then
+either retries on another backend or hands the client connection on.
+
+The engine sees, per request:
+
+    acquire(exclude=tried)      the pick; a retry excludes the backends tried
+    record(bytes=...)           the request as sent, each response chunk as it arrives
+    record(packets=...)         the backend socket's TCP_INFO segment delta at the end
+    finish(ttfb, status)        request fully sent -> first response byte; the status
+    fail()                      refused, reset, timed out or garbled: no response
+"""
+
+import asyncio
+
+from .. import NoServiceAvailable
+from . import _backend
+from ._http import error_response
+
+CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: not the backend's fault
+
+
+class Exchange:
+    __slots__ = ("proxy", "client", "request", "tried", "t", "reused")
+
+    def __init__(self, client, request):
+        self.proxy = client.proxy
+        self.client = client
+        self.request = request
+        self.tried = []
+        self.t = None
+        self.reused = False
+
+    def start(self):
+        """Picks a backend (excluding those tried) and sends the request there."""
+        proxy = self.proxy
+        try:
+            self.t = t = proxy.vserver.acquire(self.tried) if self.tried else proxy.vserver.acquire()
+        except NoServiceAvailable:
+            if self.tried:
+                self._answer_error(502, "all backends failed")
+            else:
+                self._answer_error(503, "no backend available")
+            return
+        name = t.service
+        proxy.stats.count(name, "requests")
+        pool = proxy.pools[name]
+        conn = pool.take()
+        self.reused = conn is not None
+        if conn is None:
+            proxy.loop.create_task(self._connect(pool))
+        else:
+            self._send(conn)
+
+    async def _connect(self, pool):
+        try:
+            conn = await pool.connect(self.proxy.connect_timeout)
+        except (OSError, asyncio.TimeoutError) as exc:
+            self.proxy.note_failure(self.t.service, exc)
+            self.on_outcome(_backend.RESET, None)
+            return
+        if self.client.gone:
+            self.t.finish(status=CLIENT_CLOSED)
+            pool.put(conn)
+            self.client.exchange_done(False)
+            return
+        self._send(conn)
+
+    def _send(self, conn):
+        client = self.client
+        client.backend = conn
+        if client.paused:
+            conn.transport.pause_reading()
+        request = self.request
+        conn.send(self, request.payload, self.proxy.timeout, request.head_only)
+
+    def on_outcome(self, outcome, conn):
+        """The backend connection's report; ends the transaction exactly once per attempt."""
+        client, proxy, t = self.client, self.proxy, self.t
+        client.backend = None
+        name = t.service
+        if outcome is _backend.OK:
+            packets = conn.packets()
+            if packets:
+                t.record(packets=packets)
+            status = conn.status
+            t.finish(ttfb=conn.ttfb, status=status)
+            proxy.stats.count_status(name, status)
+            proxy.pools[name].put(conn)
+            client.exchange_done(self.request.keep_alive and conn.client_keep_alive)
+            return
+        if outcome is _backend.CLIENT_GONE:
+            t.finish(ttfb=conn.ttfb if conn.status else None, status=conn.status or CLIENT_CLOSED)
+            client.exchange_done(False)
+            return
+        if outcome is _backend.RESET and self.reused and self.request.idempotent and not client.gone:
+            # A pooled connection the backend had just closed: once more on a new connection,
+            # same backend, same transaction; not the backend's failure.
+            proxy.stats.count(name, "stale")
+            self.reused = False
+            proxy.loop.create_task(self._connect(proxy.pools[name]))
+            return
+        proxy.stats.count(name, "failures")
+        if conn is not None:
+            proxy.note_failure(name, outcome)
+            if outcome is not _backend.RESET:
+                conn.transport.abort()
+        t.fail()
+        self.tried.append(name)
+        # nothing sent (no connection) or an idempotent request reset before any answer: try another
+        retry = outcome is _backend.RESET and (conn is None or self.request.idempotent)
+        if retry and len(self.tried) <= proxy.retries and not client.gone:
+            proxy.stats.count(name, "retries")
+            self.start()
+            return
+        if conn is not None and conn.received:  # part of the answer went out: only closing tells the client
+            client.exchange_done(False)
+            return
+        if outcome is _backend.TIMEOUT:
+            self._answer_error(504, "backend timed out")
+        else:
+            self._answer_error(502, "backend failed")
+
+    def _answer_error(self, status, text):
+        client = self.client
+        keep_alive = self.request.keep_alive
+        if not client.gone:
+            client.transport.write(error_response(status, text, not keep_alive))
+        self.proxy.stats.answered_by_proxy[status] += 1
+        client.exchange_done(keep_alive)
