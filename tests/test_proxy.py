@@ -183,19 +183,19 @@ def test_a_killed_backend_loses_no_get_and_gets_nothing_once_out(backends, C):
             out_at = {}
 
             async def killer():
-                while proxy.stats.backends["c"]["requests"] < 300:
+                while proxy.stats.backends["c"].requests < 300:
                     await asyncio.sleep(0.005)
                 procs[2].kill()
                 while not out_at:
                     if proxy.vserver.ejection("c") is not None or proxy.vserver.state("c") == "DOWN":
-                        out_at["requests"] = proxy.stats.backends["c"]["requests"]
+                        out_at["requests"] = proxy.stats.backends["c"].requests
                     await asyncio.sleep(0.005)
             kill_task = asyncio.ensure_future(killer())
             outcome = await load(url_of(proxy), 3000, 16)
             await asyncio.wait_for(kill_task, 10)
             await settle(proxy)
             assert_nothing_active(proxy)
-            return outcome, out_at, dict(proxy.stats.backends["c"]), proxy.vserver.outlier_events
+            return outcome, out_at, proxy.stats.backends["c"].as_dict(), proxy.vserver.outlier_events
     outcome, out_at, c_stats, events = run(main())
     assert sum(outcome.values()) == 3000
     assert outcome[200] >= 0.99 * 3000, outcome
@@ -308,7 +308,7 @@ def test_a_backend_that_comes_up_mid_run_ramps_under_slow_start(backends, C, cap
 
             async def sampler():
                 while True:
-                    samples.append((vs.now(), proxy.stats.backends["late"]["requests"]))
+                    samples.append((vs.now(), proxy.stats.backends["late"].requests))
                     await asyncio.sleep(0.02)
             task = asyncio.ensure_future(sampler())
             outcome = await load(url_of(proxy), 2500, 8)

@@ -28,10 +28,10 @@ import struct
 
 TCP_INFO = getattr(socket, "TCP_INFO", None)  # 11 on Linux
 _SND_MSS = 16
-_SEGS_OUT = 136
-_SEGS_IN = 140
-_NEEDED = _SEGS_IN + 4
-_ASK = 232  # the kernel copies min(asked, its struct size) bytes
+_SEGS_OUT = 136  # tcpi_segs_in follows at 140
+_NEEDED = _SEGS_OUT + 8
+_SEGS = struct.Struct("=II")
+_ASK = 232  # for read_mss: the kernel copies min(asked, its struct size) bytes
 DEFAULT_MSS = 1448  # Ethernet MTU 1500 less IPv4/TCP headers with timestamps
 
 
@@ -40,12 +40,13 @@ def read_segments(sock):
     if TCP_INFO is None or sock is None:
         return None
     try:
-        raw = sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, _ASK)
+        raw = sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, _NEEDED)
     except OSError:
         return None
     if len(raw) < _NEEDED:  # a kernel older than 4.2 has no segment counters
         return None
-    return struct.unpack_from("=I", raw, _SEGS_IN)[0], struct.unpack_from("=I", raw, _SEGS_OUT)[0]
+    segs_out, segs_in = _SEGS.unpack_from(raw, _SEGS_OUT)
+    return segs_in, segs_out
 
 
 def read_mss(sock):

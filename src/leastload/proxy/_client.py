@@ -18,6 +18,9 @@ from ._http import error_response
 # Headers that belong to one hop (RFC 9110 7.6.1) or that the proxy sets itself.
 _DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding",
                    b"upgrade", b"expect", b"content-length", b"x-forwarded-for"})
+_CONNECTION_OPTIONS = frozenset({b"close", b"keep-alive", b"upgrade"})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_METHOD_NAMES = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE")}
 MAX_HEAD = 65536
 
 
@@ -138,33 +141,38 @@ class ClientConnection(asyncio.Protocol):
         if self.too_large:
             self._refuse(413, f"request body larger than {self.proxy.max_body} bytes")
             return
-        method = self.parser.get_method().decode("ascii", "replace")
-        self.queue.append(Request(method, self._payload(method), self.parser.should_keep_alive()))
+        raw_method = self.parser.get_method()
+        method = _METHOD_NAMES.get(raw_method) or raw_method.decode("ascii", "replace")
+        self.queue.append(Request(method, self._payload(method, raw_method), self.parser.should_keep_alive()))
         self._reset_message()
         if not self.busy and not self.in_next:
             self._next()
 
-    def _payload(self, method):
+    def _payload(self, method, raw_method):
         """The request as sent to a backend: HTTP/1.1, keep-alive, hop-by-hop headers dropped."""
-        connection_tokens = ()
-        for name, value in self.headers:
-            if name.lower() == b"connection":
-                connection_tokens = {t.strip().lower() for t in value.split(b",")}
-                break
-        parts = [method.encode(), b" ", self.url, b" HTTP/1.1\r\n"]
+        parts = [raw_method, b" ", self.url, b" HTTP/1.1\r\n"]
+        kept = []
+        forwarded = self.peer
+        named = None  # headers a Connection header names as hop-by-hop
         for name, value in self.headers:
             lowered = name.lower()
-            if lowered not in _DROP and lowered not in connection_tokens:
+            if lowered in _DROP:
+                if lowered == b"x-forwarded-for":
+                    forwarded = value + b", " + self.peer
+                elif lowered == b"connection":
+                    named = {t.strip().lower() for t in value.split(b",")} - _CONNECTION_OPTIONS
+            else:
+                kept.append((lowered, name, value))
+        for lowered, name, value in kept:
+            if not named or lowered not in named:
                 parts += (name, b": ", value, b"\r\n")
-        forwarded = self.peer
-        for name, value in self.headers:
-            if name.lower() == b"x-forwarded-for":
-                forwarded = value + b", " + self.peer
         parts += (b"X-Forwarded-For: ", forwarded, b"\r\n")
-        if self.body or method in ("POST", "PUT", "PATCH"):
-            parts.append(b"Content-Length: %d\r\n" % len(self.body))
+        body = self.body
+        if body or method in _BODY_METHODS:
+            parts.append(b"Content-Length: %d\r\n" % len(body))
         parts.append(b"\r\n")
-        parts.append(bytes(self.body))
+        if body:
+            parts.append(bytes(body))
         return b"".join(parts)
 
     # ---- answering ------------------------------------------------------------

@@ -25,7 +25,7 @@ CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: n
 
 
 class Exchange:
-    __slots__ = ("proxy", "client", "request", "tried", "t", "reused")
+    __slots__ = ("proxy", "client", "request", "tried", "t", "reused", "counters")
 
     def __init__(self, client, request):
         self.proxy = client.proxy
@@ -47,7 +47,8 @@ class Exchange:
                 self._answer_error(503, "no backend available")
             return
         name = t.service
-        proxy.stats.count(name, "requests")
+        self.counters = counters = proxy.stats.of(name)
+        counters.requests += 1
         pool = proxy.pools[name]
         conn = pool.take()
         self.reused = conn is not None
@@ -89,7 +90,9 @@ class Exchange:
                 t.record(packets=packets)
             status = conn.status
             t.finish(ttfb=conn.ttfb, status=status)
-            proxy.stats.count_status(name, status)
+            self.counters.by_class[status // 100] += 1
+            if status >= 500:
+                self.counters.failures += 1
             proxy.pools[name].put(conn)
             client.exchange_done(self.request.keep_alive and conn.client_keep_alive)
             return
@@ -100,11 +103,11 @@ class Exchange:
         if outcome is _backend.RESET and self.reused and self.request.idempotent and not client.gone:
             # A pooled connection the backend had just closed: once more on a new connection,
             # same backend, same transaction; not the backend's failure.
-            proxy.stats.count(name, "stale")
+            self.counters.stale += 1
             self.reused = False
             proxy.loop.create_task(self._connect(proxy.pools[name]))
             return
-        proxy.stats.count(name, "failures")
+        self.counters.failures += 1
         if conn is not None:
             proxy.note_failure(name, outcome)
             if outcome is not _backend.RESET:
@@ -114,7 +117,7 @@ class Exchange:
         # nothing sent (no connection) or an idempotent request reset before any answer: try another
         retry = outcome is _backend.RESET and (conn is None or self.request.idempotent)
         if retry and len(self.tried) <= proxy.retries and not client.gone:
-            proxy.stats.count(name, "retries")
+            self.counters.retries += 1
             self.start()
             return
         if conn is not None and conn.received:  # part of the answer went out: only closing tells the client

@@ -10,27 +10,40 @@ from . import _admin, _backend, _client, _health
 log = logging.getLogger("leastload.proxy")
 
 
-_STATUS_CLASS = {k: f"{k}xx" for k in range(1, 6)}
+class BackendCounters:
+    """What the proxy saw for one backend."""
+
+    __slots__ = ("requests", "retries", "failures", "stale", "by_class")
+
+    def __init__(self):
+        self.requests = 0   # attempts sent to it (a retry elsewhere counts there)
+        self.retries = 0    # requests that failed here and went on to another backend
+        self.failures = 0   # refused, reset, timed out, garbled, or a 5xx answer
+        self.stale = 0      # pooled connections found closed, the request resent on a new one
+        self.by_class = [0] * 6  # answers by status class: [1] 1xx ... [5] 5xx
+
+    def as_dict(self):
+        counts = {"requests": self.requests, "retries": self.retries, "failures": self.failures,
+                  "stale": self.stale}
+        counts.update({f"{k}xx": self.by_class[k] for k in range(1, 6)})
+        return counts
 
 
 class Stats:
-    """What the proxy saw, per backend: requests sent, retries, failures, statuses."""
+    """Counters per backend, and the answers the proxy wrote itself (502/503/504)."""
 
     def __init__(self, names):
-        self.backends = {name: collections.Counter() for name in names}
-        self.answered_by_proxy = collections.Counter()  # 502/503/504 written by the proxy itself
+        self.backends = {name: BackendCounters() for name in names}
+        self.answered_by_proxy = collections.Counter()
 
-    def count(self, name, what):
-        counter = self.backends.get(name)
-        if counter is None:
-            counter = self.backends[name] = collections.Counter()
-        counter[what] += 1
-
-    def count_status(self, name, status):
-        self.count(name, _STATUS_CLASS[status // 100])
+    def of(self, name):
+        counters = self.backends.get(name)
+        if counters is None:
+            counters = self.backends[name] = BackendCounters()
+        return counters
 
     def as_dict(self):
-        return {"backends": {n: dict(c) for n, c in self.backends.items()},
+        return {"backends": {n: c.as_dict() for n, c in self.backends.items()},
                 "answered_by_proxy": {str(k): v for k, v in self.answered_by_proxy.items()}}
 
 
@@ -188,7 +201,7 @@ class Proxy:
             entry["bound"] = name in self.vserver
             if entry["bound"]:
                 entry["ejection"] = self.vserver.ejection(name)
-            entry.update(self.stats.backends.get(name, {}))
+            entry.update(self.stats.of(name).as_dict())
             backends[name] = entry
         return {"vserver": asdict(view), "show": str(view), "backends": backends,
                 "answered_by_proxy": self.stats.as_dict()["answered_by_proxy"]}
