@@ -470,6 +470,8 @@ def test_cli_with_two_workers_and_their_admin_ports(backends):
     assert sum(per_worker) == 200, per_worker
     assert min(per_worker) > 0, per_worker  # both workers took connections
     for s in statuses:
+        for b in s["backends"].values():  # the engine's window, fed from TCP_INFO and the bytes
+            assert b["engine"]["packets"] >= 2 * b["requests"] > 0 and b["engine"]["bytes"] > 1024 * b["requests"]
         assert s["vserver"]["method"] == "LEASTCONNECTION"
         assert [svc["name"] for svc in s["vserver"]["services"]] == ["a", "b"]
         assert all(svc["active"] == 0 for svc in s["vserver"]["services"])

@@ -200,6 +200,7 @@ class Proxy:
                 entry["health"] = self.monitors[name].status()
             entry["bound"] = name in self.vserver
             if entry["bound"]:
+                entry["engine"] = self.vserver.info(name)  # bytes, packets (14 s window), ttfb, ...
                 entry["ejection"] = self.vserver.ejection(name)
             entry.update(self.stats.of(name).as_dict())
             backends[name] = entry

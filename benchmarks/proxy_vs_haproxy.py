@@ -1,0 +1,716 @@
+"""The leastload proxy beside HAProxy, in one run, on this machine's loopback.
+
+What it measures. Three toy backends (`python -m leastload.backends`, one
+process each: by default fast1 and fast2 answer in 2 ms, slow in 60 ms, with
+1 KB bodies) sit behind four proxies in turn: `leastload proxy` with 1 and
+with 2 workers, and HAProxy with nbthread 1 and 2, all balancing with the
+same method (LEASTCONNECTION / HAProxy's leastconn by default), without health
+checks, keeping connections to the backends alive. For each proxy and each
+number of client connections (32 and 256) wrk runs a short warm-up, then a
+measured run, and the script records:
+
+- requests per second, p50 and p99 latency, wrk's errors (non-2xx responses,
+  socket errors);
+- the split between the backends: each backend's `GET /__stats` before and
+  after the measured run, as percentages of the requests they served;
+- the proxy's CPU per request: user + system time from /proc of the proxy
+  process and all its descendants (the workers), divided by the requests the
+  backends served in the measured run;
+- the engine's share of that CPU: the engine calls the proxy makes for one
+  request (acquire, three records, finish on a 3-service C VirtualServer with
+  outlier_failures=5), timed with timeit in the same run and divided by the
+  CPU per request of the 1-worker leastload proxy at 32 connections. The goal
+  is under 2 %.
+
+How to run it (needs Linux, wrk and haproxy; as root it installs both with
+apt-get when missing):
+
+    python benchmarks/proxy_vs_haproxy.py                # 2 x 4 runs of 2 s warm-up + 10 s: about 2-3 minutes
+    python benchmarks/proxy_vs_haproxy.py --quick        # 2 s runs, 32 connections only: about 30 s
+    python benchmarks/proxy_vs_haproxy.py --json out.json --method ROUNDROBIN
+
+It is not part of CI or of the pytest suites (its name does not start with
+test_ and it defines no tests): a person runs it, and its numbers depend on
+the machine. On a 2-core machine wrk, the backends and the proxy share the
+cores, so compare the rows of one run with each other, not with another
+machine's.
+
+How to read the table. One row per (connections, proxy): `leastload-1w` is
+the leastload proxy with 1 worker process, `haproxy-2t` HAProxy with 2
+threads. req/s is wrk's Requests/sec; "vs HAProxy", on the leastload rows,
+is that req/s divided by HAProxy's at the same connections with as many
+threads as leastload has workers (1.00 is parity, below 1 leastload is
+slower); p50 and p99 are wrk's latency distribution;
+the backend columns say which share of the requests each backend served
+(with LEASTCONNECTION the slow backend should get far fewer); CPU us/req is
+the proxy's own CPU time per request (lower is cheaper); errors are wrk's
+non-2xx responses and socket errors (connect, read, write, timeout). Under
+the table: the engine's ns per request and its share of the 1-worker
+proxy's CPU per request. The JSON (--json) also has each run's request
+counts per backend and the proxy's CPU in cores (CPU seconds / wall seconds).
+"""
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import timeit
+from collections import deque
+
+HOST = "127.0.0.1"
+START_TIMEOUT = 30.0   # seconds for a server to say it is ready
+STOP_TIMEOUT = 5.0     # seconds for a server to exit after SIGTERM, then SIGKILL
+HTTP_TIMEOUT = 5.0     # one GET /__stats
+INSTALL_TIMEOUT = 600  # apt-get update, apt-get install
+PROXY_KINDS = ("leastload", "haproxy")
+HAPROXY_BALANCE = {"LEASTCONNECTION": "leastconn", "ROUNDROBIN": "roundrobin"}
+METHODS = ("LEASTCONNECTION", "ROUNDROBIN", "LEASTRESPONSETIME", "LEASTBANDWIDTH", "LEASTPACKETS")
+SHARE_GOAL_PERCENT = 2.0
+MAXCONN = 4096         # HAProxy's; it needs about twice as many file descriptors
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ---- the tools ---------------------------------------------------------------------------
+
+def ensure_tools(names=("haproxy", "wrk")):
+    """Installs missing tools with apt-get as root; otherwise says what is missing and exits 2."""
+    missing = [name for name in names if shutil.which(name) is None]
+    if not missing:
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        print(f"missing: {', '.join(missing)}\n"
+              f"install them, e.g. on Debian or Ubuntu: sudo apt-get install -y {' '.join(missing)}",
+              file=sys.stderr)
+        sys.exit(2)
+    print(f"installing {', '.join(missing)} with apt-get ...", file=sys.stderr, flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *missing]):
+        done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=INSTALL_TIMEOUT)
+        if done.returncode != 0:
+            print(done.stdout[-3000:], file=sys.stderr)
+            sys.exit(f"{' '.join(cmd)} failed (exit {done.returncode})")
+    still = [name for name in names if shutil.which(name) is None]
+    if still:
+        sys.exit(f"still missing after apt-get install: {', '.join(still)}")
+
+
+def ensure_leastload_proxy():
+    """Exits 2 when this Python's leastload has no `proxy` command."""
+    cmd = [sys.executable, "-m", "leastload", "proxy", "--help"]
+    try:
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"{' '.join(cmd)} did not answer in 60 s")
+    if done.returncode != 0:
+        print(f"`python -m leastload proxy` is not available in {sys.executable}:\n"
+              f"{(done.stderr or done.stdout).strip()[-2000:]}\n"
+              f"install leastload with the proxy, or measure HAProxy alone with --proxies haproxy-1,haproxy-2",
+              file=sys.stderr)
+        sys.exit(2)
+
+
+# ---- processes -----------------------------------------------------------------------------
+
+class Server:
+    """A server process in its own process group (so its workers stop with it).
+
+    A thread reads its stdout (keeping the last lines and the address of the
+    first `listening on HOST:PORT` line); its stderr goes to a file, shown
+    when it fails.
+    """
+
+    def __init__(self, name, cmd, workdir):
+        self.name, self.cmd = name, cmd
+        self.stderr_path = os.path.join(workdir, f"{name}.stderr")
+        self.lines = deque(maxlen=50)
+        self.address = None
+        self.cond = threading.Condition()
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                                         start_new_session=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def _read(self):
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip()
+            m = re.search(r"listening on (\S+):(\d+)", line)
+            with self.cond:
+                self.lines.append(line)
+                if m and self.address is None:
+                    self.address = (m[1], int(m[2]))
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_listening(self, timeout=START_TIMEOUT):
+        """(host, port) from the first `listening on HOST:PORT` line; RuntimeError otherwise."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while self.address is None and self.proc.poll() is None and time.monotonic() < deadline:
+                self.cond.wait(min(deadline - time.monotonic(), 0.2))
+            if self.address is not None:
+                return self.address
+        what = "exited before it said" if self.proc.poll() is not None else f"did not say in {timeout:.0f} s"
+        raise RuntimeError(f"{self.name} {what} `listening on`\n{self.diagnosis()}")
+
+    def wait_port(self, port, timeout=START_TIMEOUT):
+        """Waits until HOST:port accepts a connection (for servers that print nothing)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                with socket.create_connection((HOST, port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        what = "exited before accepting" if self.proc.poll() is not None else f"did not accept in {timeout:.0f} s"
+        raise RuntimeError(f"{self.name} {what} connections on {HOST}:{port}\n{self.diagnosis()}")
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def diagnosis(self):
+        """Exit status and the tail of its output, for an error message."""
+        code = self.proc.poll()
+        state = "running" if code is None else f"exited with {code}"
+        with self.cond:
+            out = "\n".join(self.lines)
+        try:
+            with open(self.stderr_path, "rb") as f:
+                f.seek(max(0, os.path.getsize(self.stderr_path) - 3000))
+                err = f.read().decode("utf-8", "replace")
+        except OSError:
+            err = ""
+        return f"  {self.name} ({' '.join(self.cmd)}): {state}\n  stdout: {out[-2000:]}\n  stderr: {err}"
+
+    def stop(self):
+        """SIGTERM to the process group, SIGKILL after STOP_TIMEOUT; bounded."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                continue
+            if sig == signal.SIGTERM:
+                try:  # workers left behind by a parent that exited
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            break
+        self.reader.join(timeout=2)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+# ---- /proc CPU time --------------------------------------------------------------------------
+
+def _stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (index 0 is the state)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        text = f.read().decode("ascii", "replace")
+    return text[text.rindex(")") + 2:].split()
+
+
+def _children(pid):
+    """PIDs whose parent is pid (all of the process's threads' children)."""
+    kids = set()
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.update(int(k) for k in f.read().split())
+        return kids
+    except OSError:
+        pass
+    for entry in os.listdir("/proc"):  # kernels without the children file
+        if entry.isdigit():
+            try:
+                if int(_stat_fields(entry)[1]) == pid:
+                    kids.add(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return kids
+
+
+def process_tree_cpu(pid):
+    """CPU seconds (user + system) of pid and all its descendants, including their waited-for children."""
+    total, todo, seen = 0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            f = _stat_fields(p)
+        except OSError:
+            continue  # exited meanwhile
+        # utime, stime, cutime, cstime are fields 14-17 of stat: 11-14 here
+        total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+        todo.extend(_children(p))
+    return total / CLK_TCK
+
+
+# ---- backends --------------------------------------------------------------------------------
+
+def backend_stats(port):
+    conn = http.client.HTTPConnection(HOST, port, timeout=HTTP_TIMEOUT)
+    try:
+        conn.request("GET", "/__stats")
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"GET /__stats on port {port}: {resp.status}")
+        return json.loads(body)
+    finally:
+        conn.close()
+
+
+def all_stats(backends):
+    return {name: backend_stats(port) for name, port in backends.items()}
+
+
+def split(before, after):
+    """Requests per backend in between, and their percentages of the total."""
+    served = {name: after[name]["requests"] - before[name]["requests"] for name in before}
+    total = sum(served.values())
+    percent = {name: (100.0 * n / total if total else 0.0) for name, n in served.items()}
+    return served, percent
+
+
+def start_backends(specs, size, workdir, servers):
+    """One process per backend; returns {name: port}. Started servers are appended to servers."""
+    ports = {}
+    for name, delay in specs:
+        cmd = [sys.executable, "-m", "leastload.backends", "--listen", f"{HOST}:0",
+               "--delay", repr(delay), "--size", str(size)]
+        server = Server(f"backend-{name}", cmd, workdir)
+        servers.append(server)
+        ports[name] = server.wait_listening()[1]
+    return ports
+
+
+# ---- the proxies ------------------------------------------------------------------------------
+
+def haproxy_config(port, threads, backends, balance):
+    servers = "\n".join(f"    server {name} {HOST}:{p}" for name, p in backends.items())
+    return f"""\
+global
+    nbthread {threads}
+    maxconn {MAXCONN}
+
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+    timeout http-request 10s
+    timeout http-keep-alive 30s
+    timeout queue 30s
+    maxconn {MAXCONN}
+
+frontend bench
+    bind {HOST}:{port}
+    default_backend pool
+
+backend pool
+    balance {balance}
+{servers}
+"""
+
+
+def start_proxy(kind, n, backends, method, workdir, admin_port=None):
+    """Starts one proxy (n workers or threads) on a free port; returns (Server, port)."""
+    port = free_port()
+    if kind == "leastload":
+        cmd = [sys.executable, "-m", "leastload", "proxy", "--listen", f"{HOST}:{port}", "--method", method,
+               "--workers", str(n), "--health-check", "none"]
+        if admin_port is not None:
+            cmd += ["--admin", f"{HOST}:{admin_port}"]
+        for name, p in backends.items():
+            cmd += ["--backend", f"{name}={HOST}:{p}"]
+        server = Server(f"leastload-{n}w", cmd, workdir)
+        try:
+            server.wait_listening()  # with workers: once every worker listens
+        except BaseException:
+            server.stop()
+            raise
+        return server, port
+    config = os.path.join(workdir, f"haproxy-{n}t.cfg")
+    with open(config, "w") as f:
+        f.write(haproxy_config(port, n, backends, HAPROXY_BALANCE.get(method, "leastconn")))
+    server = Server(f"haproxy-{n}t", ["haproxy", "-db", "-f", config], workdir)
+    try:
+        server.wait_port(port)
+    except BaseException:
+        server.stop()
+        raise
+    return server, port
+
+
+# ---- wrk ---------------------------------------------------------------------------------------
+
+_UNITS_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
+
+
+def to_ms(text):
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text.strip())
+    if not m:
+        raise ValueError(f"not a wrk duration: {text!r}")
+    return float(m[1]) * _UNITS_MS[m[2]]
+
+
+def parse_wrk(out):
+    """requests/sec, p50/p99 in ms, requests, non-2xx and socket errors from `wrk --latency` output."""
+    def number(pattern, default=None):
+        m = re.search(pattern, out)
+        if m is None:
+            if default is None:
+                raise ValueError(f"wrk output has no {pattern!r}:\n{out}")
+            return default
+        return m[1]
+
+    sockets = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    socket_errors = dict(zip(("connect", "read", "write", "timeout"),
+                             (int(x) for x in sockets.groups()) if sockets else (0, 0, 0, 0)))
+    return {
+        "requests_per_s": float(number(r"Requests/sec:\s+([\d.]+)")),
+        "requests": int(number(r"(\d+) requests in ")),
+        "p50_ms": to_ms(number(r"\n\s*50(?:\.0+)?%\s+(\S+)")),
+        "p99_ms": to_ms(number(r"\n\s*99(?:\.0+)?%\s+(\S+)")),
+        "non_2xx_3xx": int(number(r"Non-2xx or 3xx responses:\s+(\d+)", "0")),
+        "socket_errors": socket_errors,
+    }
+
+
+def run_wrk(port, connections, seconds):
+    cmd = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", f"http://{HOST}:{port}/"]
+    done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=seconds + 30)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
+    return parse_wrk(done.stdout)
+
+
+# ---- one measured run ----------------------------------------------------------------------------
+
+def measure(label, kind, n, connections, args, backends, workdir):
+    """Starts the proxy, warms up, measures, stops it; returns one result row."""
+    admin_port = free_port() if kind == "leastload" and n == 1 else None
+    proxy, port = start_proxy(kind, n, backends, args.method, workdir, admin_port)
+    window = None
+    try:
+        run_wrk(port, connections, args.warmup)
+        before = all_stats(backends)
+        cpu0, t0 = process_tree_cpu(proxy.pid), time.monotonic()
+        wrk = run_wrk(port, connections, args.duration)
+        cpu1, t1 = process_tree_cpu(proxy.pid), time.monotonic()
+        after = all_stats(backends)
+        if admin_port is not None:
+            window = engine_window(admin_port)
+        problem = None if proxy.alive() else f"the proxy exited during the run\n{proxy.diagnosis()}"
+    finally:
+        proxy.stop()
+    served, percent = split(before, after)
+    requests = sum(served.values()) or wrk["requests"]
+    cpu = cpu1 - cpu0
+    return {
+        "proxy": label, "kind": kind, "workers_or_threads": n, "connections": connections,
+        **wrk,
+        "backend_requests": served, "backend_percent": percent,
+        "proxy_cpu_s": cpu, "wall_s": t1 - t0, "proxy_cpu_cores": cpu / (t1 - t0),
+        "cpu_us_per_request": 1e6 * cpu / requests if requests else None,
+        "engine_window": window,
+        "problem": problem,
+    }
+
+
+def engine_window(admin_port):
+    """Per backend, what the proxy's engine holds: bytes and packets of its 14 s window, selections."""
+    conn = http.client.HTTPConnection(HOST, admin_port, timeout=HTTP_TIMEOUT)
+    try:
+        conn.request("GET", "/leastload/status")
+        status = json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+    return {name: {k: b["engine"][k] for k in ("bytes", "packets", "selected")}
+            for name, b in status["backends"].items() if "engine" in b}
+
+
+def failed_row(label, kind, n, connections, problem):
+    """A row for a run that could not be measured (the proxy did not start, wrk failed, ...)."""
+    return {"proxy": label, "kind": kind, "workers_or_threads": n, "connections": connections,
+            "requests_per_s": None, "requests": None, "p50_ms": None, "p99_ms": None, "non_2xx_3xx": None,
+            "socket_errors": None, "backend_requests": None, "backend_percent": None, "proxy_cpu_s": None,
+            "wall_s": None, "proxy_cpu_cores": None, "cpu_us_per_request": None, "engine_window": None,
+            "problem": problem}
+
+
+# ---- the engine's share ---------------------------------------------------------------------------
+
+def engine_ns_per_request(method, number, repeat, req_bytes, resp_bytes, packets):
+    """ns for the engine calls of one proxied request on a 3-service C VirtualServer (best of repeat)."""
+    from leastload import VirtualServer
+    vs = VirtualServer(method, outlier_failures=5)
+    for name in ("fast1", "fast2", "slow"):
+        vs.bind(name)
+    stmt = (f"t = vs.acquire(); t.record(bytes={req_bytes}); t.record(bytes={resp_bytes}); "
+            f"t.record(packets={packets}); t.finish(ttfb=0.002, status=200)")
+    timer = timeit.Timer(stmt, globals={"vs": vs})
+    timer.timeit(number // 10)  # warm up
+    best = min(timer.repeat(repeat=repeat, number=number)) / number
+    return best * 1e9, f"{type(vs).__module__}.{type(vs).__name__}", stmt
+
+
+# ---- output ----------------------------------------------------------------------------------------
+
+def fmt_ms(ms):
+    return f"{ms * 1000:.0f} us" if ms < 1 else f"{ms:.2f} ms" if ms < 100 else f"{ms:.0f} ms"
+
+
+def fmt_errors(row):
+    sock = sum(row["socket_errors"].values())
+    if not row["non_2xx_3xx"] and not sock:
+        text = "0"
+    else:
+        parts = [f"non-2xx {row['non_2xx_3xx']}"] if row["non_2xx_3xx"] else []
+        parts += [f"{k} {v}" for k, v in row["socket_errors"].items() if v]
+        text = ", ".join(parts)
+    return text + (" (proxy died)" if row["problem"] else "")
+
+
+def results_table(rows, names, pairs):
+    """One markdown row per run; leastload rows also give their req/s over HAProxy's at the same
+    connections and threads = workers."""
+    ratio = {(p["connections"], p["workers_or_threads"]): p["ratio"] for p in pairs}
+    head = ["conns", "proxy", "req/s", "vs HAProxy", "p50", "p99", *(f"{n} %" for n in names),
+            "CPU us/req", "errors"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in rows:
+        if r["requests_per_s"] is None:
+            cells = [str(r["connections"]), r["proxy"], *["-"] * (len(head) - 3), "failed (see above)"]
+            lines.append("| " + " | ".join(cells) + " |")
+            continue
+        key = (r["connections"], r["workers_or_threads"])
+        versus = f"{ratio[key]:.2f}" if r["kind"] == "leastload" and key in ratio else ""
+        cpu = "n/a" if r["cpu_us_per_request"] is None else f"{r['cpu_us_per_request']:.1f}"
+        cells = [str(r["connections"]), r["proxy"], f"{r['requests_per_s']:,.0f}", versus, fmt_ms(r["p50_ms"]),
+                 fmt_ms(r["p99_ms"]), *(f"{r['backend_percent'][n]:.1f}" for n in names), cpu, fmt_errors(r)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ratios(rows):
+    """leastload / HAProxy req/s for each (connections, workers = threads) measured on both sides."""
+    by = {(r["kind"], r["workers_or_threads"], r["connections"]): r for r in rows}
+    out = []
+    for (kind, n, c), r in sorted(by.items(), key=lambda kv: (kv[0][2], kv[0][1])):
+        h = by.get(("haproxy", n, c))
+        if kind == "leastload" and r["requests_per_s"] and h and h["requests_per_s"]:
+            out.append({"connections": c, "workers_or_threads": n, "leastload_rps": r["requests_per_s"],
+                        "haproxy_rps": h["requests_per_s"], "ratio": r["requests_per_s"] / h["requests_per_s"]})
+    return out
+
+
+def engine_share(rows, engine_ns):
+    """The engine's ns per request as a percentage of the 1-worker leastload proxy's CPU per request
+    (32 connections if measured, else the fewest connections measured)."""
+    ones = [r for r in rows if r["kind"] == "leastload" and r["workers_or_threads"] == 1
+            and r["cpu_us_per_request"]]
+    if not ones:
+        return None
+    base = min(ones, key=lambda r: (r["connections"] != 32, r["connections"]))
+    return {"connections": base["connections"], "proxy_cpu_us_per_request": base["cpu_us_per_request"],
+            "engine_ns_per_request": engine_ns,
+            "percent": 100.0 * engine_ns / (base["cpu_us_per_request"] * 1000.0)}
+
+
+# ---- the command line ----------------------------------------------------------------------------
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="The leastload proxy beside HAProxy on 127.0.0.1: req/s, latency, backend split, "
+                    "proxy CPU per request, and the engine's share of it.",
+        epilog="Run time: about 2-3 minutes with the defaults (8 runs of a 2 s warm-up and a 10 s measured "
+               "run, plus start-up); about 30 s with --quick. Needs wrk and haproxy (installed with apt-get "
+               "when running as root).")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds of each measured wrk run (default 10)")
+    p.add_argument("--warmup", type=float, default=2.0, help="seconds of the warm-up run before each (default 2)")
+    p.add_argument("--connections", default="32,256", help="wrk connection counts, comma-separated (default 32,256)")
+    p.add_argument("--method", default="LEASTCONNECTION", choices=METHODS,
+                   help="balancing method (default LEASTCONNECTION; HAProxy: leastconn, or roundrobin for "
+                        "ROUNDROBIN; it has no other of these and runs leastconn for them)")
+    p.add_argument("--proxies", default="leastload-1,leastload-2,haproxy-1,haproxy-2",
+                   help="which proxies, KIND-N (N workers or threads), comma-separated (default: all four)")
+    p.add_argument("--fast-delay", type=float, default=0.002, help="fast1 and fast2 answer after this many s (0.002)")
+    p.add_argument("--slow-delay", type=float, default=0.060, help="slow answers after this many s (0.060)")
+    p.add_argument("--size", type=int, default=1024, help="response body bytes (default 1024)")
+    p.add_argument("--quick", action="store_true", help="2 s runs, 1 s warm-up, 32 connections only")
+    p.add_argument("--json", metavar="PATH", help="also write every number to PATH as JSON")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.duration, args.warmup, args.connections = 2.0, 1.0, "32"
+    try:
+        args.connections = [int(c) for c in args.connections.split(",")]
+        args.proxies = [parse_proxy(text) for text in args.proxies.split(",")]
+    except ValueError as exc:
+        p.error(str(exc))
+    if min(args.connections) < 2:
+        p.error("--connections: wrk -t2 needs at least 2 connections")
+    if args.duration < 1 or args.warmup < 1:
+        p.error("--duration and --warmup must be at least 1 s (wrk counts whole seconds)")
+    if min(args.fast_delay, args.slow_delay) < 0 or args.size < 0:
+        p.error("delays and --size must not be negative")
+    args.duration, args.warmup = int(round(args.duration)), int(round(args.warmup))
+    return args
+
+
+def parse_proxy(text):
+    kind, _, n = text.strip().partition("-")
+    if kind not in PROXY_KINDS or not n.isdigit() or int(n) < 1:
+        raise ValueError(f"--proxies: each must be leastload-N or haproxy-N, got {text!r}")
+    return kind, int(n)
+
+
+def label(kind, n):
+    return f"{kind}-{n}{'w' if kind == 'leastload' else 't'}"
+
+
+def raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def measure_engine(args):
+    """The engine's calls for one request, timed before any server starts (an idle machine)."""
+    req_bytes, resp_bytes = 40, args.size + 80  # wrk's GET / with its Host; status line, headers and body
+    number, repeat = (50_000, 5) if args.quick else (200_000, 7)
+    ns, impl, stmt = engine_ns_per_request(args.method, number, repeat, req_bytes, resp_bytes, packets=4)
+    return {"implementation": impl, "statement": stmt, "ns_per_request": ns, "number": number, "repeat": repeat}
+
+
+def run_all(args, specs, runs):
+    """Starts the backends, measures every run; returns the rows. Stops every process it started."""
+    rows, servers = [], []
+    with tempfile.TemporaryDirectory(prefix="proxy-bench-") as workdir:
+        try:
+            backends = start_backends(specs, args.size, workdir, servers)
+            for i, (c, kind, n) in enumerate(runs, 1):
+                name = label(kind, n)
+                print(f"[{i}/{len(runs)}] {name}, {c} connections ...", end=" ", file=sys.stderr, flush=True)
+                try:
+                    row = measure(name, kind, n, c, args, backends, workdir)
+                except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
+                    row = failed_row(name, kind, n, c, f"{type(exc).__name__}: {exc}")
+                rows.append(row)
+                rps = "failed" if row["requests_per_s"] is None else f"{row['requests_per_s']:,.0f} req/s"
+                print(rps + (" (see below)" if row["problem"] else ""), file=sys.stderr, flush=True)
+                if row["problem"]:
+                    print(row["problem"], file=sys.stderr)
+                dead = [s for s in servers if not s.alive()]
+                if dead:
+                    raise RuntimeError("a backend exited:\n" + "\n".join(s.diagnosis() for s in dead))
+        finally:
+            for server in servers:
+                server.stop()
+    return rows
+
+
+def print_report(args, specs, rows, engine, pairs, share):
+    balance = HAPROXY_BALANCE.get(args.method, "leastconn")
+    print(f"\nleastload proxy vs HAProxy: method {args.method} (HAProxy balance {balance}), backends "
+          f"fast1/fast2 {args.fast_delay * 1000:g} ms, slow {args.slow_delay * 1000:g} ms, {args.size} B bodies; "
+          f"wrk -t2, {args.duration} s per run\n")
+    print(results_table(rows, [name for name, _ in specs], pairs))
+    print(f"\nengine calls per request ({engine['implementation']}, 3 services, outlier_failures=5): "
+          f"{engine['ns_per_request']:.0f} ns")
+    if share:
+        verdict = "met" if share["percent"] < SHARE_GOAL_PERCENT else "missed"
+        print(f"engine share of the leastload proxy's CPU per request (1 worker, {share['connections']} "
+              f"connections, {share['proxy_cpu_us_per_request']:.1f} us): {share['percent']:.2f} % "
+              f"(goal < {SHARE_GOAL_PERCENT:g} %: {verdict})")
+
+
+def print_packets(rows, window_s):
+    """TCP_INFO packets against bytes, as the 1-worker leastload proxy's engine counted them."""
+    for row in rows:
+        window = row.get("engine_window")
+        if not window:
+            continue
+        print(f"\nTCP_INFO packets vs bytes in the engine's 14 s window (leastload-1w, {row['connections']} "
+              f"connections{'' if window_s <= 13 else '; the run is longer than the window: per-request figures are low'}):")
+        for name, w in window.items():
+            per_req = (f"{w['packets'] / w['selected']:.2f} packets and {w['bytes'] / w['selected']:,.0f} bytes "
+                       f"per request, " if w["selected"] else "")
+            bpp = f"{w['bytes'] / w['packets']:,.0f} bytes per packet" if w["packets"] else "no packets"
+            print(f"  {name:<6} {w['packets']:>9,} packets {w['bytes']:>13,} bytes: {per_req}{bpp}")
+
+
+def write_json(path, args, specs, rows, engine, pairs, share):
+    settings = {"method": args.method, "haproxy_balance": HAPROXY_BALANCE.get(args.method, "leastconn"),
+                "duration_s": args.duration, "warmup_s": args.warmup, "connections": args.connections,
+                "backend_delays_s": dict(specs), "body_bytes": args.size, "wrk_threads": 2,
+                "cpu_count": os.cpu_count()}
+    with open(path, "w") as f:
+        json.dump({"settings": settings, "engine": engine, "results": rows, "ratios": pairs,
+                   "engine_share": share}, f, indent=2)
+    print(f"\nwrote {path}", file=sys.stderr)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not sys.platform.startswith("linux"):
+        sys.exit("this benchmark reads /proc: Linux only")
+    kinds = {kind for kind, _ in args.proxies}
+    ensure_tools(["wrk"] + (["haproxy"] if "haproxy" in kinds else []))
+    if "leastload" in kinds:
+        ensure_leastload_proxy()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    signal.signal(signal.SIGHUP, raise_interrupt)
+
+    specs = [("fast1", args.fast_delay), ("fast2", args.fast_delay), ("slow", args.slow_delay)]
+    runs = [(c, kind, n) for c in args.connections for kind, n in args.proxies]
+    estimate = len(runs) * (args.duration + args.warmup + 2) + 5
+    print(f"{len(runs)} runs of {args.warmup} s warm-up + {args.duration} s, method {args.method}: "
+          f"about {estimate} s", file=sys.stderr, flush=True)
+    try:
+        engine = measure_engine(args)
+        rows = run_all(args, specs, runs)
+    except KeyboardInterrupt:
+        print("\ninterrupted: every process started is stopped", file=sys.stderr)
+        return 130
+    pairs, share = ratios(rows), engine_share(rows, engine["ns_per_request"])
+    print_report(args, specs, rows, engine, pairs, share)
+    print_packets(rows, args.warmup + args.duration)
+    if args.json:
+        write_json(args.json, args, specs, rows, engine, pairs, share)
+    return 1 if any(r["problem"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
