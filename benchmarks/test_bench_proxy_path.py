@@ -1,0 +1,98 @@
+"""The proxy's own work per request, without sockets, and the engine's part of it.
+
+One request through `leastload.proxy`'s real protocol objects: the client
+connection parses a GET, the exchange picks a backend (C engine or the
+reference) and sends on a pooled connection, the backend connection parses a
+1 KB answer and passes it on, the transaction ends. The transports are stand-ins
+that drop the bytes, so what is measured is Python and the engine: the kernel's
+part (reads, writes, TCP_INFO) and the event loop's are not in it. The "engine
+calls" row is the same request's acquire, three records and finish alone.
+benchmarks/proxy_vs_haproxy.py measures the whole proxy on real sockets.
+"""
+
+import asyncio
+
+import pytest
+
+REQUEST = b"GET /item?id=7 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
+RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: text/plain\r\n\r\n" + b"x" * 1024)
+
+
+class DropTransport:
+    """Enough of an asyncio transport for the proxy's protocols; writes go nowhere."""
+
+    def __init__(self):
+        self.closing = False
+
+    def write(self, data):
+        pass
+
+    def is_closing(self):
+        return self.closing
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def close(self):
+        self.closing = True
+
+    abort = close
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+
+@pytest.fixture
+def proxied(impl):
+    """one_request(): a request through a started Proxy over three pooled stand-in connections."""
+    pytest.importorskip("httptools", reason="the proxy needs httptools (pip install leastload[proxy])")
+    from leastload.proxy import Proxy, _backend, _client
+
+    loop = asyncio.new_event_loop()
+    proxy = Proxy(["a=127.0.0.1:1", "b=127.0.0.1:2", "c=127.0.0.1:3"], listen=("127.0.0.1", 0),
+                  health_check="none", engine=impl.VirtualServer)
+    loop.run_until_complete(proxy.start())
+    for pool in proxy.pools.values():
+        conn = _backend.BackendConnection(pool)
+        conn.connection_made(DropTransport())
+        conn.keep_alive = True
+        pool.idle[conn] = None
+    client = _client.ClientConnection(proxy)
+    client.connection_made(DropTransport())
+
+    def one_request():
+        client.data_received(REQUEST)
+        client.backend.data_received(RESPONSE)
+
+    yield one_request, proxy
+    loop.run_until_complete(proxy.close(grace=0))
+    loop.close()
+
+
+@pytest.mark.benchmark(group="proxy path: one request, no sockets")
+def test_proxy_request_path(benchmark, proxied):
+    one_request, proxy = proxied
+    benchmark(one_request)
+    served = sum(c.by_class[2] for c in proxy.stats.backends.values())
+    assert served >= 1  # every round was a whole request answered 200
+    assert all(proxy.vserver.info(n)["active"] == 0 for n in proxy.vserver.services)
+
+
+@pytest.mark.benchmark(group="proxy path: one request, no sockets")
+def test_engine_calls_of_one_request(benchmark, impl):
+    vs = impl.VirtualServer("LEASTCONNECTION", outlier_failures=5)
+    for name in ("a", "b", "c"):
+        vs.bind(name)
+
+    def engine_calls():
+        t = vs.acquire()
+        t.record(bytes=len(REQUEST))
+        t.record(bytes=len(RESPONSE))
+        t.record(packets=2)
+        t.finish(ttfb=0.002, status=200)
+
+    benchmark(engine_calls)
+    assert all(vs.info(n)["active"] == 0 for n in vs.services)
