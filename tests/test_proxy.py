@@ -174,8 +174,9 @@ def test_least_packets_is_fed_from_tcp_info(backends, C):
 # ---- failures ----------------------------------------------------------------------
 
 
-def test_a_killed_backend_loses_no_get_and_gets_nothing_once_out(backends, C):
+def test_a_killed_backend_loses_no_get_and_gets_nothing_once_out(backends, C, caplog):
     procs = [backends(0.002), backends(0.002), backends(0.002)]
+    caplog.set_level("WARNING", logger="leastload.proxy")
 
     async def main():
         async with Proxy(specs(["a", "b", "c"], procs), "LEASTCONNECTION", listen=("127.0.0.1", 0),
@@ -202,6 +203,8 @@ def test_a_killed_backend_loses_no_get_and_gets_nothing_once_out(backends, C):
     assert outcome[200] == 3000, outcome  # GETs cut off by the kill are retried elsewhere
     assert c_stats["requests"] == out_at["requests"], (c_stats, out_at)  # nothing after it was out
     assert c_stats["failures"] >= 1, c_stats
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("backend c: ejected") or m.startswith("backend c is DOWN") for m in messages), messages
 
 
 def test_refused_connections_are_retried_for_any_method_reset_ones_only_for_idempotent(backends, C):
