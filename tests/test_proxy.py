@@ -25,7 +25,15 @@ RUN_TIMEOUT = 90.0  # no test's event loop runs longer than this
 
 
 def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, RUN_TIMEOUT))
+    """Runs the test's loop (bounded); any error the loop reports (a callback or task that raised) fails it."""
+    errors = []
+
+    async def guarded():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context))
+        return await asyncio.wait_for(coro, RUN_TIMEOUT)
+    result = asyncio.run(guarded())
+    assert not errors, errors
+    return result
 
 
 @pytest.fixture
@@ -286,6 +294,36 @@ def test_a_client_that_leaves_mid_response_ends_its_transaction(backends, C):
             return proxy.vserver.info("big")
     info = run(main())
     assert info["failures"] == 0  # the client left: not the backend's fault
+
+
+def test_a_client_that_leaves_while_the_backend_connection_opens(backends, C):
+    b = backends(0.0)
+
+    async def main():
+        async with Proxy([f"b=127.0.0.1:{b.port}"], listen=("127.0.0.1", 0), health_check="none",
+                         engine=C) as proxy:
+            pool = proxy.pools["b"]
+            real_connect = pool.connect
+
+            async def slow_connect(timeout):  # a backend that takes its time to accept
+                await asyncio.sleep(0.2)
+                return await real_connect(timeout)
+            pool.connect = slow_connect
+            host, port = proxy.address
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            await asyncio.sleep(0.05)
+            assert proxy.vserver.info("b")["active"] == 1
+            writer.transport.abort()
+            await asyncio.sleep(0.4)
+            pool.connect = real_connect
+            after = await load(url_of(proxy), 5, 1)  # the connection it made is reused, or closed
+            await settle(proxy)
+            assert_nothing_active(proxy)
+            return proxy.vserver.info("b"), after
+    info, after = run(main())
+    assert after == {200: 5}
+    assert info["failures"] == 0
 
 
 # ---- slow start and health monitors -------------------------------------------------------

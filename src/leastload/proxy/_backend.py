@@ -61,6 +61,7 @@ class BackendConnection(asyncio.Protocol):
         self.counter = None
         self.dup = None
         self.exchange = None
+        self.keep_alive = True  # a new connection may carry a request; each answer decides again
 
     # ---- asyncio.Protocol -------------------------------------------------
 

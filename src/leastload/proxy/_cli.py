@@ -155,8 +155,19 @@ def _run_workers(args, argv):
         port = holder.getsockname()[1]
     base = _without(argv, ("--workers", "--listen", "--admin"))
     children = []
+    stopping = []
+
+    def stop(signum, frame):  # set before the first worker starts: none is left behind
+        stopping.append(signum)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         for i in range(args.workers):
+            if stopping:
+                return 0
             cmd = [sys.executable, "-m", "leastload", "proxy", *base, "--listen", f"{host}:{port}", "--reuse-port"]
             if args.admin is not None:
                 cmd += ["--admin", f"{args.admin[0]}:{args.admin[1] + i if args.admin[1] else 0}"]
@@ -164,21 +175,14 @@ def _run_workers(args, argv):
         for child in children:
             line = _first_line(child, WORKER_START_TIMEOUT)
             if not line.startswith("listening on "):
+                if stopping:
+                    return 0
                 raise SystemExit(f"leastload proxy: a worker did not start ({line or 'no output'})")
         print(f"listening on {host}:{port}", flush=True)
         log.warning("%d workers on %s:%d", args.workers, host, port)
         if holder is not None:
             holder.close()
             holder = None
-        stopping = []
-
-        def stop(signum, frame):
-            stopping.append(signum)
-            for child in children:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
         codes = [child.wait() for child in children]
         return 0 if stopping or not any(codes) else 1
     finally:
