@@ -3,9 +3,9 @@ calls made one at a time, on the C engine and on the reference."""
 import numpy as np
 import pytest
 
-from leastload import workloads
+from leastload.sim import workloads
 from leastload._errors import METHODS
-from leastload.replay import ReplayResult, replay, replay_per_call
+from leastload.sim.replay import ReplayResult, replay, replay_per_call
 
 EVENTS = (
     *workloads.down_up(1, 0.05, 0.15),

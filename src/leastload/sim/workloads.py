@@ -3,7 +3,7 @@
 A Trace is plain numpy data in three parts: the services (names, weights, a
 TTFB model), the requests in arrival order (sizes, a TTFB factor, transfer
 time, status) and the service events (state changes, bind, unbind) in time
-order. `leastload.replay` drives a vserver with it; the benchmarks and the
+order. `leastload.sim.replay` drives a vserver with it; the benchmarks and the
 simulator build theirs here. Everything is vectorized numpy: 10**7 requests
 take seconds, and the same seed always gives the same trace.
 

@@ -1,4 +1,4 @@
-"""Replaying a request trace (leastload.workloads.Trace) through a vserver.
+"""Replaying a request trace (leastload.sim.workloads.Trace) through a vserver.
 
 Two drivers make the same calls in the same order with the same values:
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._errors import NoServiceAvailable
+from .._errors import NoServiceAvailable
 
 EVENT_DOWN, EVENT_UP, EVENT_OUT_OF_SERVICE, EVENT_BIND, EVENT_UNBIND = range(5)
 _STATE_OF_EVENT = {EVENT_DOWN: "DOWN", EVENT_UP: "UP", EVENT_OUT_OF_SERVICE: "OUT_OF_SERVICE"}
