@@ -11,5 +11,5 @@ try:
     import numpy  # noqa: F401
 except ImportError as exc:
     raise ImportError(
-        f"leastload.sim needs numpy, which is not installed ({exc}): pip install leastload[sim]"
+        f"leastload.sim needs numpy ({exc}): pip install leastload[sim]"
     ) from exc
