@@ -129,6 +129,54 @@ def test_empty_trace(c_impl):
     assert isinstance(res, ReplayResult) and len(res.chosen) == 0 and res.selected.sum() == 0
 
 
+def test_replays_on_one_vserver_follow_every_change_of_its_services(c_impl, ref_impl):
+    """The C engine keeps replay()'s name -> slot mapping between replays: every change
+    of the bound services (unbind, bind again elsewhere, slots renumbered by compaction,
+    a refused stranger, re-init) must reach the next replay, as the per-call driver sees it."""
+    tr = workloads.make_trace(n_services=80, n_requests=3000, rate=20000.0, seed=12, weights="random")
+    same_names = workloads.make_trace(n_services=80, n_requests=3000, rate=20000.0, seed=13, weights="random")
+    assert same_names.services == tr.services and same_names.services is not tr.services
+    names = tr.services
+
+    def unbind_most(vs):
+        for name in names[10:70]:  # 60 holes > max(20, 32): the C engine compacts its slots
+            vs.unbind(name)
+
+    def stranger(vs):
+        vs.bind("stranger")
+        with pytest.raises(ValueError, match="not in the trace"):
+            replay(vs, vs_clock[vs], tr)
+        vs.unbind("stranger")
+
+    steps = [
+        ("again", None, tr),
+        ("unbind one", lambda vs: vs.unbind("S2"), tr),
+        ("bind one again", lambda vs: (vs.unbind("S0"), vs.bind("S0", weight=7)), tr),
+        ("compaction", unbind_most, tr),
+        ("equal names", None, same_names),
+        ("stranger refused", stranger, tr),
+        ("re-init", lambda vs: vs.__init__("LEASTBANDWIDTH", clock=vs_clock[vs]), same_names),
+    ]
+    vs_clock = {}
+    runs = []
+    for impl, driver in ((c_impl, replay), (ref_impl, replay_per_call)):
+        clock = impl.ManualClock(0.0)
+        vs = impl.VirtualServer("LEASTCONNECTION", clock=clock)
+        vs_clock[vs] = clock
+        seen = [driver(vs, clock, tr)]
+        for _, change, t in steps:
+            if change:
+                change(vs)
+            clock.set(0.0)
+            seen.append((driver(vs, clock, t), vs.snapshot()))
+        runs.append(seen)
+    fast, per_call = runs
+    assert fast[0].equals(per_call[0])
+    for (label, _, _), (f, f_state), (p, p_state) in zip(steps, fast[1:], per_call[1:]):
+        assert f.equals(p) and f_state == p_state, label
+        assert len(f_state["services"]) == 80, label  # the initially bound services are bound again
+
+
 def test_other_threads_wait_while_a_replay_runs(c_impl):
     """replay() runs C with the GIL released but holds the vserver for its whole
     run: another thread's select() meanwhile waits, so the replay decides exactly
