@@ -10,6 +10,4 @@ The engine itself (`import leastload`) needs none of this and never imports nump
 try:
     import numpy  # noqa: F401
 except ImportError as exc:
-    raise ImportError(
-        f"leastload.sim needs numpy ({exc}): pip install leastload[sim]"
-    ) from exc
+    raise ImportError("leastload.sim needs numpy: pip install leastload[sim]") from exc
