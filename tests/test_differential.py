@@ -377,6 +377,14 @@ class EnginesAgree(RuleBasedStateMachine):
         assert c_clock.queued == ref_clock.queued
 
     @invariant()
+    def services_is_a_cached_tuple_in_bind_order(self):
+        """`services` is O(1): a tuple kept until a bind or unbind, never stale."""
+        for vs in self.vservers:
+            names = vs.services
+            assert type(names) is tuple and vs.services is names
+            assert names == tuple(s["name"] for s in vs.snapshot()["services"])
+
+    @invariant()
     def same_slow_start(self):
         c_vs, ref_vs = self.vservers
         assert c_vs.slow_start_exits == ref_vs.slow_start_exits
@@ -414,3 +422,24 @@ def test_many_unbinds_agree(c_impl, ref_impl):
     assert results[0] == results[1]
     kept = 10 - (int(last[1:]) % 10 == 0)  # S0, S10, ... S90, less the one selected last
     assert len(results[0][1]) == kept + 5
+
+
+def test_services_is_one_tuple_until_a_bind_or_unbind(impl):
+    clock = impl.ManualClock(0.0)
+    vs = impl.VirtualServer("LEASTCONNECTION", clock=clock)
+    assert vs.services == ()
+    vs.bind("S1")
+    vs.bind("S2")
+    names = vs.services
+    assert names == ("S1", "S2")
+    vs.finish(vs.select())
+    vs.set_state("S1", "DOWN")
+    vs.set_weight("S2", 3)
+    clock.advance(20)
+    assert vs.services is names  # nothing bound or unbound: the same tuple, no copy
+    vs.unbind("S1")
+    assert vs.services == ("S2",)
+    vs.bind("S1")
+    assert vs.services == ("S2", "S1") and names == ("S1", "S2")  # a tuple handed out never changes
+    vs.__init__("ROUNDROBIN", clock=clock)
+    assert vs.services == ()

@@ -622,7 +622,7 @@ def test_drain_stops_new_picks_and_unbinds_at_the_last_end(impl):
     t2.finish()
     assert "S2" not in vs.services
     assert t2.done
-    assert vs.services == ["S1", "S3"]
+    assert vs.services == ("S1", "S3")
 
 
 @pytest.mark.parametrize("end", ["finish by name", "fail by name", "handle finish", "handle fail",
@@ -649,19 +649,19 @@ def test_drain_completes_with_any_end(impl, end):
         with pytest.raises(Boom):
             with t:
                 raise Boom()
-    assert vs.services == ["S2", "S3"]
+    assert vs.services == ("S2", "S3")
     assert vs.active("S3") == 1  # the others untouched
     if end.startswith("handle") or end.startswith("context"):
         assert t.done
     else:
         t.finish()  # its service is gone: ends without error, changes nothing
-        assert vs.services == ["S2", "S3"]
+        assert vs.services == ("S2", "S3")
 
 
 def test_drain_of_an_idle_service_unbinds_at_once(impl):
     vs, _ = make(impl, "ROUNDROBIN")
     vs.drain("S2")
-    assert vs.services == ["S1", "S3"]
+    assert vs.services == ("S1", "S3")
     with pytest.raises(UnknownService):
         vs.info("S2")
 
@@ -701,7 +701,7 @@ def test_drained_service_with_nobody_else(impl):
         vs.acquire()
     assert vs.active("S1") == 1
     t.fail()
-    assert vs.services == []
+    assert vs.services == ()
 
 
 def test_drain_shows_in_show(impl):
@@ -728,7 +728,7 @@ def test_drain_ends_through_the_normal_unbind(impl):
     vs.drain("S1")
     assert "S1" in vs.services  # one transaction still open
     t.finish()
-    assert vs.services == ["S2"]
+    assert vs.services == ("S2",)
     assert vs.slow_start("S2") is None
     assert vs.slow_start_exits == [(4.5, "S2", NOBODY_LEFT)]
     assert picks(vs, 15) == ["S2"] * 15  # no cap of 10 any more
@@ -959,7 +959,7 @@ def test_a_draining_service_failing_completes_its_drain(impl):
     vs.begin("S1")
     vs.drain("S1")
     vs.fail("S1")
-    assert vs.services == ["S2", "S3", "S4"]
+    assert vs.services == ("S2", "S3", "S4")
     fail(vs, "S2")  # the others are judged as usual: 1 of 3 bound, 100 <= 150
     assert vs.ejection("S2") == {"until": 1030.0, "ejections": 1, "since": 1000.0}
 

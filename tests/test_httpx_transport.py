@@ -193,7 +193,7 @@ def test_bad_backend_spec_is_named(impl):
         t.add_backend("b=no-port")
     with pytest.raises(ValueError, match="already bound"):
         t.add_backend("a=127.0.0.1:9000")
-    assert t.vserver.services == ["a"] and t.backends["a"].port == 8080
+    assert t.vserver.services == ("a",) and t.backends["a"].port == 8080
 
 
 def test_import_without_httpx_names_the_extra():
@@ -348,7 +348,7 @@ def test_drain_backend_finishes_in_flight_then_unbinds(impl, backends):
     assert during == ["b1"] * 10
     assert "b0" not in vs and list(t.backends) == ["b1"]
     t.add_backend(f"b0={a.address}")  # back, at the end of bind order
-    assert vs.services == ["b1", "b0"] and t.backends["b0"].port == a.port
+    assert vs.services == ("b1", "b0") and t.backends["b0"].port == a.port
     assert_idle(t)
 
 

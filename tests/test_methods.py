@@ -119,7 +119,7 @@ def test_unbind_and_rebind_move_to_the_end(impl):
     vs.begin("S1")
     vs.unbind("S1")
     vs.bind("S1", 2)
-    assert vs.services == ["S2", "S3", "S1"]
+    assert vs.services == ("S2", "S3", "S1")
     assert vs.active("S1") == 0 and vs.weight("S1") == 2  # unbinding dropped the counters
     assert picks(vs, 4) == ["S2", "S3", "S1", "S1"]
 

@@ -77,7 +77,7 @@ def test_c_replay_with_a_foreign_clock_binds_nothing(c_impl):
     vs = c_impl.VirtualServer("LEASTCONNECTION", clock=c_impl.ManualClock(0.0))
     with pytest.raises(ValueError, match="ManualClock"):
         replay(vs, c_impl.ManualClock(0.0), tr)
-    assert vs.services == []
+    assert vs.services == ()
 
 
 def scribbling_class(impl, original):

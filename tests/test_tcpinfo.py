@@ -119,7 +119,7 @@ def test_backend_lists_must_be_non_empty_unique_lists():
 def test_make_vserver_binds_before_slow_start(impl):
     vs = upstream.make_vserver(upstream.parse_backends(["a=h:1", "b=h:2:3"]), "ROUNDROBIN",
                                engine=impl.VirtualServer, new_service_request=5)
-    assert vs.services == ["a", "b"] and vs.weight("b") == 3
+    assert vs.services == ("a", "b") and vs.weight("b") == 3
     assert vs.new_service_request == 5
     assert vs.slow_start("a") is None and vs.slow_start("b") is None  # present at start: full share
     vs.bind("c")

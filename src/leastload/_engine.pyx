@@ -205,6 +205,7 @@ cdef class Engine:
     cdef uint64_t _next_serial
     cdef uint64_t _gen       # moves whenever a slot could change meaning
     cdef uint64_t _bind_gen  # moves whenever the bound services change: bind, unbind, re-init
+    cdef tuple _services     # the services property's tuple; None: rebuild it
     # the replay's mapping (_replay_mapping), kept while _bind_gen and the trace's services stay
     cdef uint64_t _map_gen
     cdef object _map_services, _map_slot_of, _map_service_of
@@ -276,6 +277,7 @@ cdef class Engine:
         self._slots = {}
         self._gen += 1
         self._bind_gen += 1
+        self._services = None
         self._deadline = INFINITY
         self._startup_factor = factor
         self._rtsp_nat = rtsp_nat
@@ -393,6 +395,7 @@ cdef class Engine:
             self._serials.append(self._next_serial)
             self._slots[name] = slot
             self._bind_gen += 1
+            self._services = None
         finally:
             self._leave()
 
@@ -411,6 +414,7 @@ cdef class Engine:
         del self._slots[name]
         self._gen += 1
         self._bind_gen += 1
+        self._services = None
         cdef uint32_t bound = ll_bound_count(self._vs)
         if ll_slot_count(self._vs) - bound > max(bound, 32):  # close holes, O(n), rarely
             ll_compact(self._vs)
@@ -479,10 +483,12 @@ cdef class Engine:
 
     @property
     def services(self):
-        """Bound services in bind order (a new list)."""
+        """Bound services in bind order, as a tuple: O(1), the same tuple until a bind or unbind."""
         self._enter()
         try:
-            return [n for n in self._names if n is not None]
+            if self._services is None:
+                self._services = tuple([n for n in self._names if n is not None])
+            return self._services
         finally:
             self._leave()
 

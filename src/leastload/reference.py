@@ -159,6 +159,7 @@ class Engine:
         self._startup_rr_left = factor
         self._rtsp_nat = rtsp_nat
         self._services = {}  # name -> _Service; dict order is bind order
+        self._names = ()  # the services property's tuple; None: rebuild it
         self._next_seq = 0
         self._cursor = -1  # seq of the service selected last; -1: before the first
         self._rr_round = 1
@@ -218,11 +219,13 @@ class Engine:
         weight = _errors.check_weight(weight)
         self._services[name] = _Service(name, self._next_seq, weight)
         self._next_seq += 1
+        self._names = None
 
     @_atomic
     def unbind(self, name):
         self._get(name)
         del self._services[name]  # the cursor keeps its seq, i.e. its place in bind order
+        self._names = None
 
     @_atomic
     def set_weight(self, name, weight):
@@ -257,7 +260,10 @@ class Engine:
     @property
     @_atomic
     def services(self):
-        return list(self._services)
+        """Bound services in bind order, as a tuple: O(1), the same tuple until a bind or unbind."""
+        if self._names is None:
+            self._names = tuple(self._services)
+        return self._names
 
     @property
     @_atomic
