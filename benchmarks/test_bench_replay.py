@@ -2,8 +2,8 @@
 import pytest
 
 from leastload import _bench_cases as cases
-from leastload.replay import replay
-from leastload.workloads import make_trace
+from leastload.sim.replay import replay
+from leastload.sim.workloads import make_trace
 
 
 def requests_for(n, quick):

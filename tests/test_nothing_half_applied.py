@@ -9,8 +9,8 @@
 import numpy as np
 import pytest
 
-from leastload import workloads
-from leastload.replay import replay, replay_per_call
+from leastload.sim import workloads
+from leastload.sim.replay import replay, replay_per_call
 
 
 def trace(seed, n_services=6, n_requests=3000, rate=3000.0, error_rate=0.3, events=()):

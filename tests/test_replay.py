@@ -1,11 +1,14 @@
 """The batch path: a trace replayed inside C must decide exactly as the same
 calls made one at a time, on the C engine and on the reference."""
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 
-from leastload import workloads
+from leastload.sim import workloads
 from leastload._errors import METHODS
-from leastload.replay import ReplayResult, replay, replay_per_call
+from leastload.sim.replay import ReplayResult, replay, replay_per_call
 
 EVENTS = (
     *workloads.down_up(1, 0.05, 0.15),
@@ -40,6 +43,42 @@ def test_replay_equals_per_call_and_the_reference(c_impl, ref_impl, method, seed
     served = fast[0].chosen >= 0
     assert served.sum() > 1000  # the trace really exercised the engine
     assert set(np.unique(fast[0].chosen[served])) == set(range(6))  # S5 too, after its bind
+
+
+def test_c_replay_ttfb_is_ttfb_of_bit_for_bit(c_impl):
+    """The C replay's TTFB (csrc/ll_replay.c) is workloads.ttfb_of's double, to the last bit.
+
+    The equality tests above compare decisions, which a last-bit difference
+    changes only at a tie in completion order or a microsecond boundary of the
+    TTFB average, so they do not imply this. Here each replay is one request
+    with transfer 0: the clock ends at its completion, arrival + TTFB, computed
+    in C. The arrival is a small dyadic number, and only draws where this sum
+    moves with a one-ulp change of the TTFB either way are kept (rounding is
+    monotonic, so then any other TTFB would show), so an equal clock means an
+    equal TTFB.
+    """
+    rng = np.random.default_rng(20240611)
+    one = workloads.make_trace(n_services=1, n_requests=1, seed=0)
+    clock = c_impl.ManualClock(0.0)
+    vs = c_impl.VirtualServer("LEASTRESPONSETIME", clock=clock)
+    checked = 0
+    while checked < 2000:
+        t = float(rng.integers(1, 1 << 10)) * 2.0 ** -float(rng.integers(20, 41))
+        base = float(rng.uniform(0.001, 0.25))
+        slope = float(rng.uniform(-0.9, 9.0)) / t * float(rng.uniform(0.0, 1.0))  # 1 + slope * t in (0.1, 10)
+        factor = float(rng.uniform(0.05, 4.0))
+        want = workloads.ttfb_of(base, slope, t, factor)
+        done = t + want
+        if t + math.nextafter(want, 0.0) == done or t + math.nextafter(want, math.inf) == done:
+            continue  # this arrival would hide a one-ulp difference
+        tr = dataclasses.replace(one, ttfb_base=np.array([base]), ttfb_slope=np.array([slope]),
+                                 arrival=np.array([t]), ttfb_factor=np.array([factor]), transfer=np.zeros(1))
+        assert tr.ttfb(0)[0] == want  # the vectorized form, the same bits
+        clock.set(0.0)  # the run moves the clock forward only
+        res = replay(vs, clock, tr)
+        assert res.completed[0] == 1
+        assert clock.now() == done, (base, slope, t, factor)
+        checked += 1
 
 
 @pytest.mark.parametrize("method", ["LEASTCONNECTION", "LEASTBANDWIDTH", "ROUNDROBIN"])

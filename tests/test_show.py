@@ -4,7 +4,7 @@ import dataclasses
 import pytest
 
 from leastload._show import ServiceView, VServerView
-from leastload.simulate import simulate
+from leastload.sim.simulate import simulate
 
 VENDOR_LINE = "New Service Startup Request Rate: 5 PER_SECOND, Increment Interval: 10"
 

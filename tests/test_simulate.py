@@ -1,10 +1,10 @@
-"""leastload.simulate: the Simulation it returns, events, open transactions, bad arguments."""
+"""leastload.sim.simulate: the Simulation it returns, events, open transactions, bad arguments."""
 import dataclasses
 
 import numpy as np
 import pytest
 
-from leastload.simulate import Simulation, simulate
+from leastload.sim.simulate import Simulation, simulate
 
 
 def vserver(impl, method="ROUNDROBIN", names=("S1", "S2"), t0=0.0):
@@ -227,7 +227,7 @@ def test_back_to_back_runs_do_not_move_the_clock_back(impl):
 
 @pytest.mark.parametrize("implementation", ["c", "python"])
 def test_command_line_prints_the_automated_table(capsys, implementation):
-    from leastload.simulate import main
+    from leastload.sim.simulate import main
 
     assert main(["--new", "0", "--slow-start", "4", "PER_SECOND", "10", "--duration", "51", "--every", "10",
                  "--implementation", implementation]) == 0

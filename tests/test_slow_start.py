@@ -12,7 +12,7 @@ in a comment from the rules of docs/slow-start.md and docs/semantics.md.
 import pytest
 
 from leastload._errors import UnknownService
-from leastload.simulate import simulate
+from leastload.sim.simulate import simulate
 
 # The reasons logged in vs.slow_start_exits.
 QUIET = "no traffic for three intervals"

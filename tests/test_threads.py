@@ -28,9 +28,9 @@ from collections import Counter
 
 import pytest
 
-from leastload import workloads
+from leastload.sim import workloads
 from leastload._errors import DuplicateService, NoServiceAvailable, UnknownService
-from leastload.replay import replay
+from leastload.sim.replay import replay
 
 HANG_TIMEOUT = 240  # seconds: a test of this module taking longer is a deadlock
 

@@ -1,10 +1,10 @@
-"""leastload.workloads: seeded traces, their invariants, save/load and validation."""
+"""leastload.sim.workloads: seeded traces, their invariants, save/load and validation."""
 import dataclasses
 
 import numpy as np
 import pytest
 
-from leastload import workloads as W
+from leastload.sim import workloads as W
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ COMMANDS = {
     "bench": ("leastload.bench", "measure the C engine beside the reference, check the performance targets"),
     "demo": ("leastload.demo", "a short walk through the engine"),
     "proxy": ("leastload.proxy", "an asyncio HTTP/1.1 reverse proxy balancing with the engine"),
-    "simulate": ("leastload.simulate", "traffic on a virtual clock: requests per service per second"),
+    "simulate": ("leastload.sim.simulate", "traffic on a virtual clock: requests per service per second"),
 }
 
 

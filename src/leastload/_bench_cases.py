@@ -4,9 +4,9 @@ Each builder returns a vserver in a known state for an implementation module
 (`leastload._native` or `leastload.reference`, which export the same names).
 Each loop runs k operations with the bound methods held in locals and returns
 the elapsed nanoseconds, so the per-call figures carry one `for` step and the
-calls themselves, nothing else.
+calls themselves, nothing else. numpy (leastload[sim]) is imported only by
+the builder that draws random loads.
 """
-import numpy as np
 from time import perf_counter_ns
 
 # The operation each method is measured with, one call at a time: traffic
@@ -53,6 +53,8 @@ def loaded(impl, method, n, *, seed=0, clock=None, monotonic=False):
     Traffic methods get random window totals; the others 1..8 active
     transactions each (LEASTRESPONSETIME also a random TTFB per service).
     """
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     vs, clock = bound(impl, method, n, clock=clock, weights=rng.integers(1, 101, n), monotonic=monotonic)
     all_names = names(n)

@@ -899,7 +899,7 @@ cdef class Engine:
     # ---- the batch path ------------------------------------------------
 
     def _replay(self, trace, result, events):
-        """C path of leastload.replay.replay(): same calls, GIL released between
+        """C path of leastload.sim.replay.replay(): same calls, GIL released between
         service events, slow-start deadlines and flagged finishes (which run
         here, in Python). Holds the vserver for the whole run: other threads'
         calls wait. `trace` must be the replay's own copy (nobody else writes it)."""
@@ -910,7 +910,7 @@ cdef class Engine:
             self._leave()
 
     def _check_replay(self, clock, trace):
-        """What the C replay refuses: leastload.replay calls it before it binds
+        """What the C replay refuses: leastload.sim.replay calls it before it binds
         anything, and _replay_locked again before C reads the arrays."""
         if self._clock_kind != CLOCK_KIND_MANUAL or clock is not self._clock:
             raise ValueError("replay needs the vserver's own ManualClock as clock")

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, replace
 
 from . import _bench_cases as cases
 from . import _bench_report as report
+from .sim.replay import replay  # needs numpy: without it, the command says what to install
+from .sim.workloads import make_trace
 
 RATE = 50_000.0  # requests per second in the replayed trace
 
@@ -169,7 +171,6 @@ def roll(n, plan):
 
 def replay_ns(impl, method, trace, repeats, budget):
     """ns per request of replay(), binding left out of the timing; min over repeats."""
-    from .replay import replay
     runs, spent = [], 0
     for _ in range(repeats):
         vs, clock = cases.bound(impl, method, 0)
@@ -186,8 +187,6 @@ def replay_ns(impl, method, trace, repeats, budget):
 
 def run(plan, progress=None):
     """Every measurement of `plan`; returns the results as plain data."""
-    from .workloads import make_trace
-
     c, ref = _native(), _reference()
     step = progress or (lambda label: None)
     step("floor")

@@ -7,7 +7,7 @@ its N or Nw before, after). Then the two slow-start tables, simulated.
 
 import argparse
 
-from leastload.simulate import simulate
+from leastload.sim.simulate import simulate
 
 SERVICES = ("Service-HTTP-1", "Service-HTTP-2", "Service-HTTP-3")
 

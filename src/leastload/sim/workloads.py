@@ -3,30 +3,45 @@
 A Trace is plain numpy data in three parts: the services (names, weights, a
 TTFB model), the requests in arrival order (sizes, a TTFB factor, transfer
 time, status) and the service events (state changes, bind, unbind) in time
-order. `leastload.replay` drives a vserver with it; the benchmarks and the
+order. `leastload.sim.replay` drives a vserver with it; the benchmarks and the
 simulator build theirs here. Everything is vectorized numpy: 10**7 requests
 take seconds, and the same seed always gives the same trace.
 
-The TTFB of request r on service s is
+The TTFB of request r on service s is `ttfb_of(ttfb_base[s], ttfb_slope[s],
+arrival[r], ttfb_factor[r])`, that is
 
-    ttfb_base[s] * (1 + ttfb_slope[s] * arrival[r]) * ttfb_factor[r]
+    ttfb_base[s] * (1.0 + ttfb_slope[s] * arrival[r]) * ttfb_factor[r]
 
 and the request completes `transfer[r]` seconds after its first byte.
 Every trace guarantees that this TTFB stays in (0, 3600] s for every request
 on every service (the engine's limit); generated traces keep it under 60 s.
+
+One definition each, here, of what the replay must agree on:
+
+- `ttfb_of` is the only Python spelling of the TTFB formula: Trace.ttfb, the
+  trace checks and the per-call replay (leastload.sim.replay) call it. The C
+  replay (csrc/ll_replay.c, ttfb_of) writes the same expression in the same
+  order, built without FMA contraction, so it computes the same double;
+  tests/test_replay.py holds the two to equal bits on random inputs.
+- The event kinds (DOWN ... UNBIND, EVENT_KINDS) are defined here and
+  nowhere else: leastload.sim.replay imports them. C has no copy to keep in
+  step: the C replay never reads an event kind, it stops at the next event's
+  time and Python applies the event (replay._Events), so a C enum would be a
+  second definition with no reader.
 """
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 __all__ = [
-    "Trace", "make_trace", "PATTERNS", "EVENT_KINDS",
+    "Trace", "make_trace", "ttfb_of", "PATTERNS", "EVENT_KINDS",
     "DOWN", "UP", "OUT_OF_SERVICE", "BIND", "UNBIND",
     "poisson_arrivals", "bursty_arrivals", "diurnal_arrivals",
     "down_up", "out_of_service", "bind_at", "unbind_at", "flap", "rolling_restart",
 ]
 
-# Event kinds (the values of Trace.event_kind).
+# Event kinds (the values of Trace.event_kind), defined only here (see above).
+# The first three are also the names of the states they set.
 DOWN, UP, OUT_OF_SERVICE, BIND, UNBIND = range(5)
 EVENT_KINDS = ("DOWN", "UP", "OUT_OF_SERVICE", "BIND", "UNBIND")
 
@@ -34,6 +49,16 @@ MAX_TTFB = 3600.0       # seconds: what finish() accepts; every Trace stays unde
 GENERATED_MAX_TTFB = 60.0  # make_trace stays under this, far from the engine's limit
 MAX_BYTES = 10**9       # cap on one request's or response's size: keeps 64-bit totals far away
 FORMAT_VERSION = 1      # of the .npz written by Trace.save
+
+def ttfb_of(base, slope, arrival, factor):
+    """TTFB in seconds of a request arriving at `arrival` with TTFB factor `factor`, on a
+    service with `base` and `slope`: floats, or numpy arrays (elementwise, the same bits).
+
+    The one Python definition; csrc/ll_replay.c evaluates the same expression in
+    the same order, so the C replay and the per-call replay finish with equal TTFBs.
+    """
+    return base * (1.0 + slope * arrival) * factor
+
 
 _SERVICE_FIELDS = {
     "weights": np.uint8, "initially_bound": np.bool_,
@@ -108,7 +133,7 @@ class Trace:
 
     def ttfb(self, service):
         """The TTFB (seconds) each request would have on `service` (index)."""
-        return self.ttfb_base[service] * (1.0 + self.ttfb_slope[service] * self.arrival) * self.ttfb_factor
+        return ttfb_of(self.ttfb_base[service], self.ttfb_slope[service], self.arrival, self.ttfb_factor)
 
     def head(self, n_requests):
         """The first `n_requests` requests, with the events up to the last of them."""
@@ -235,8 +260,8 @@ def _ttfb_bound(t):
     if not len(t.arrival):
         return 0.0
     x0, x1 = float(t.arrival[0]), float(t.arrival[-1])
-    h0 = float((t.ttfb_base * (1 + t.ttfb_slope * x0)).max())
-    h1 = float((t.ttfb_base * (1 + t.ttfb_slope * x1)).max())
+    h0 = float(ttfb_of(t.ttfb_base, t.ttfb_slope, x0, 1.0).max())
+    h1 = float(ttfb_of(t.ttfb_base, t.ttfb_slope, x1, 1.0).max())
     if x1 > x0:
         return float((t.ttfb_factor * (h0 + (h1 - h0) * ((t.arrival - x0) / (x1 - x0)))).max())
     return float(t.ttfb_factor.max()) * max(h0, h1)
@@ -247,7 +272,7 @@ def _check_ttfb_bound(t):
     if not len(t.arrival):
         return
     for x in (float(t.arrival[0]), float(t.arrival[-1])):  # a line positive at both ends is positive between
-        if (t.ttfb_base * (1 + t.ttfb_slope * x) <= 0).any():
+        if (ttfb_of(t.ttfb_base, t.ttfb_slope, x, 1.0) <= 0).any():
             _fail("ttfb_slope", f"makes some service's TTFB reach 0 or below by t = {x}")
     worst = _ttfb_bound(t)
     if worst > MAX_TTFB:

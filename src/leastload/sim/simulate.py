@@ -2,7 +2,7 @@
 requests per service per second out.
 
     from leastload import VirtualServer, ManualClock
-    from leastload.simulate import simulate
+    from leastload.sim.simulate import simulate
     clock = ManualClock(0.0)
     vs = VirtualServer("ROUNDROBIN", clock=clock)
     for name in ("S1", "S2"):
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._errors import NoServiceAvailable
+from .._errors import NoServiceAvailable
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def main(argv=None):
     """`python -m leastload simulate`: a steady rate through a fresh vserver, printed per second."""
     import argparse
 
-    from ._errors import METHODS
+    from .._errors import METHODS
 
     p = argparse.ArgumentParser(prog="python -m leastload simulate", description=main.__doc__)
     p.add_argument("--method", choices=METHODS, default="ROUNDROBIN")
@@ -160,9 +160,9 @@ def main(argv=None):
     p.add_argument("--implementation", choices=("c", "python"), default="c")
     args = p.parse_args(argv)
     if args.implementation == "python":
-        from . import reference as impl
+        from .. import reference as impl
     else:
-        from . import _native as impl
+        from .. import _native as impl
     clock = impl.ManualClock(0.0)
     vs = impl.VirtualServer(args.method, clock=clock)
     for i in range(1, args.services + 1):

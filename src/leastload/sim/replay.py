@@ -1,4 +1,4 @@
-"""Replaying a request trace (leastload.workloads.Trace) through a vserver.
+"""Replaying a request trace (leastload.sim.workloads.Trace) through a vserver.
 
 Two drivers make the same calls in the same order with the same values:
 
@@ -17,7 +17,7 @@ Two drivers make the same calls in the same order with the same values:
    (by request index), then the arrival.
 3. An arrival at t: clock set to t; `select()` (a NoServiceAvailable drops
    the request: chosen -1); `record(chosen, bytes=req_bytes, packets=req_packets)`.
-   Its TTFB is `ttfb_base[s] * (1.0 + ttfb_slope[s] * t) * ttfb_factor[k]`
+   Its TTFB is `workloads.ttfb_of(ttfb_base[s], ttfb_slope[s], t, ttfb_factor[k])`
    and it completes at `t + ttfb + transfer[k]`.
 4. A completion at t: clock set to t; `record(s, bytes=resp_bytes,
    packets=resp_packets)`, then `finish(s, ttfb=ttfb, status=status[k])`.
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._errors import NoServiceAvailable
+from .._errors import NoServiceAvailable
+from .workloads import BIND, DOWN, EVENT_KINDS, OUT_OF_SERVICE, UNBIND, UP, ttfb_of
 
-EVENT_DOWN, EVENT_UP, EVENT_OUT_OF_SERVICE, EVENT_BIND, EVENT_UNBIND = range(5)
-_STATE_OF_EVENT = {EVENT_DOWN: "DOWN", EVENT_UP: "UP", EVENT_OUT_OF_SERVICE: "OUT_OF_SERVICE"}
+_STATE_OF_EVENT = {kind: EVENT_KINDS[kind] for kind in (DOWN, UP, OUT_OF_SERVICE)}  # the state it sets
 
 
 @dataclass
@@ -84,16 +84,16 @@ class _Events:
         if kind in _STATE_OF_EVENT:
             if name in vs:
                 vs.set_state(name, _STATE_OF_EVENT[kind])
-        elif kind == EVENT_BIND:
+        elif kind == BIND:
             if name not in vs:
                 vs.bind(name, weight=int(tr.weights[s]))
                 self.gen[s] += 1
-        elif kind == EVENT_UNBIND:
+        elif kind == UNBIND:
             if name in vs:
                 vs.unbind(name)
                 self.gen[s] += 1
         else:
-            raise ValueError(f"event_kind[{i}] must be 0..4, got {kind}")
+            raise ValueError(f"event_kind[{i}] must be 0..{len(EVENT_KINDS) - 1}, got {kind}")
 
 
 def _own_copy(trace):
@@ -162,7 +162,7 @@ def replay_per_call(vs, clock, trace):
         vs.record(name, bytes=int(trace.req_bytes[k]), packets=int(trace.req_packets[k]))
         res.bytes[s] += trace.req_bytes[k]
         res.packets[s] += trace.req_packets[k]
-        ttfb = float(base[s]) * (1.0 + float(slope[s]) * t) * float(trace.ttfb_factor[k])
+        ttfb = ttfb_of(float(base[s]), float(slope[s]), t, float(trace.ttfb_factor[k]))
         heapq.heappush(pending, (t + ttfb + float(trace.transfer[k]), k, s, events.gen[s], ttfb))
     complete_until(math.inf)
     return res

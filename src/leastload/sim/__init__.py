@@ -1,0 +1,15 @@
+"""leastload.sim: the simulation harness, built on numpy (`pip install leastload[sim]`).
+
+- `leastload.sim.workloads`: seeded appliance-like request traces (`Trace`, `make_trace`).
+- `leastload.sim.replay`: a trace replayed through a vserver, inside C for the C engine.
+- `leastload.sim.simulate`: a steady request rate on a virtual clock, requests per service per second.
+
+The engine itself (`import leastload`) needs none of this and never imports numpy.
+"""
+
+try:
+    import numpy  # noqa: F401
+except ImportError as exc:
+    raise ImportError(
+        f"leastload.sim needs numpy ({exc}): pip install leastload[sim]"
+    ) from exc
