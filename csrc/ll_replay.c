@@ -1,6 +1,6 @@
 /*
  * ll_replay.c - the batch path: a trace replayed call for call as the
- * per-call driver (src/leastload/replay.py) would make the calls.
+ * per-call driver (src/leastload/sim/replay.py) would make the calls.
  *
  * Each request is two calls (select, record) and each completion two
  * (record, finish). select and record "tick" like the public calls: the
