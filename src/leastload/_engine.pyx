@@ -204,6 +204,10 @@ cdef class Engine:
     cdef dict _slots         # name -> slot
     cdef uint64_t _next_serial
     cdef uint64_t _gen       # moves whenever a slot could change meaning
+    cdef uint64_t _bind_gen  # moves whenever the bound services change: bind, unbind, re-init
+    # the replay's mapping (_replay_mapping), kept while _bind_gen and the trace's services stay
+    cdef uint64_t _map_gen
+    cdef object _map_services, _map_slot_of, _map_service_of
     cdef object _clock
     cdef ManualClock _manual
     cdef int _clock_kind
@@ -271,6 +275,7 @@ cdef class Engine:
         self._serials = []
         self._slots = {}
         self._gen += 1
+        self._bind_gen += 1
         self._deadline = INFINITY
         self._startup_factor = factor
         self._rtsp_nat = rtsp_nat
@@ -387,6 +392,7 @@ cdef class Engine:
             self._names.append(name)
             self._serials.append(self._next_serial)
             self._slots[name] = slot
+            self._bind_gen += 1
         finally:
             self._leave()
 
@@ -404,6 +410,7 @@ cdef class Engine:
         self._serials[slot] = 0
         del self._slots[name]
         self._gen += 1
+        self._bind_gen += 1
         cdef uint32_t bound = ll_bound_count(self._vs)
         if ll_slot_count(self._vs) - bound > max(bound, 32):  # close holes, O(n), rarely
             ll_compact(self._vs)
@@ -930,8 +937,8 @@ cdef class Engine:
         cdef int32_t[::1] chosen = result.chosen
         cdef uint64_t[::1] selected = result.selected, nbytes = result.bytes
         cdef uint64_t[::1] npackets = result.packets, completed = result.completed
-        cdef int64_t[::1] slot_of
-        cdef int32_t[::1] service_of
+        cdef const int64_t[::1] slot_of
+        cdef const int32_t[::1] service_of
         cdef ll_replay r
         memset(&r, 0, sizeof(r))
         r.n = arrival.shape[0]
@@ -980,14 +987,34 @@ cdef class Engine:
             ll_replay_free(&r)
 
     def _replay_mapping(self, trace):
-        """trace service -> slot (-1: unbound) and slot -> trace service."""
+        """trace service -> slot (-1: unbound) and slot -> trace service, as read-only arrays.
+
+        Built in O(services) and kept until a bind or unbind (_bind_gen) or a trace
+        with other services: a replay on a vserver whose services did not change
+        since the last one finds it in O(1), and so does each resume of a run.
+        Raises ValueError if a bound service is not a service of the trace.
+        """
+        services = trace.services
+        if self._map_services is not None and self._map_gen == self._bind_gen:
+            if services is self._map_services:
+                return self._map_slot_of, self._map_service_of
+            if services == self._map_services:  # equal names, another tuple: no slot lookups
+                self._map_services = services
+                return self._map_slot_of, self._map_service_of
         import numpy as np
-        slot_of = np.array([self._slots.get(n, -1) for n in trace.services], dtype=np.int64)
+        slots = self._slots
+        slot_of = np.array([slots.get(n, -1) for n in services], dtype=np.int64)
         service_of = np.full(max(1, len(self._names)), -1, dtype=np.int32)
         bound = slot_of >= 0
         service_of[slot_of[bound]] = np.flatnonzero(bound)
-        if int(bound.sum()) != len(self._slots):
-            raise ValueError("every bound service must be a service of the trace")
+        if int(bound.sum()) != len(slots):
+            known = set(services)
+            strangers = [n for n in self._names if n is not None and n not in known]
+            raise ValueError(f"services bound but not in the trace: {strangers[:5]!r}")
+        slot_of.flags.writeable = False
+        service_of.flags.writeable = False
+        self._map_gen, self._map_services = self._bind_gen, services
+        self._map_slot_of, self._map_service_of = slot_of, service_of
         return slot_of, service_of
 
     cdef int _raise_replay(self, int rc, ll_replay *r, trace) except -1:

@@ -213,14 +213,25 @@ def _check_sorted(field, a):
             _fail(field, f"must be non-decreasing, but index {i} ({a[i]!r}) < index {i - 1} ({a[i - 1]!r})")
 
 
-def _validate(t):
-    if not isinstance(t.services, tuple) or not t.services:
+_valid_services = ()  # the services tuple validated last: a tuple of str cannot change
+
+
+def _validate_services(services):
+    global _valid_services
+    if services is _valid_services:
+        return  # a copy of the last trace (Trace.head, a replay's own copy): O(1), not O(services)
+    if not isinstance(services, tuple) or not services:
         _fail("services", "must be a non-empty tuple of names")
-    for s in t.services:
+    for s in services:
         if type(s) is not str or not s:
             _fail("services", f"every name must be a non-empty str, got {s!r}")
-    if len(set(t.services)) != len(t.services):
+    if len(set(services)) != len(services):
         _fail("services", "names must be unique")
+    _valid_services = services
+
+
+def _validate(t):
+    _validate_services(t.services)
     n_svc, n_req = len(t.services), len(t.arrival) if isinstance(t.arrival, np.ndarray) else -1
     n_ev = len(t.event_time) if isinstance(t.event_time, np.ndarray) else -1
     for group, length, what in ((_SERVICE_FIELDS, n_svc, "service"),
