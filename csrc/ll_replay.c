@@ -42,7 +42,7 @@ static double ttfb_of(const ll_replay *r, uint32_t s, size_t k)
 
 static int before(const ll_pending *a, const ll_pending *b)
 {
-#if defined(__SIZEOF_INT128__)
+#if defined(__SIZEOF_INT128__) && !defined(LL_NO_INT128)
     /* (order, req) as one 128-bit number: a compare and a borrow, no branch */
     __extension__ typedef unsigned __int128 u128;
     return ((u128)a->order << 64 | a->req) < ((u128)b->order << 64 | b->req);
