@@ -176,7 +176,7 @@ size_t ll_memory_bytes(const ll_vserver *vs);
 /* ---- replay: a whole request trace inside C (the batch path) ----------
  *
  * The replay makes exactly the calls the per-call driver of
- * src/leastload/replay.py makes, in the same order, with the same values:
+ * src/leastload/sim/replay.py makes, in the same order, with the same values:
  * for each request, in arrival order, first every completion due at or
  * before its arrival (record the response traffic, then finish), then
  * select + record the request traffic. So its decisions equal driving the

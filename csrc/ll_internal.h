@@ -23,6 +23,7 @@ typedef struct {
     uint8_t ttfb_known;  /* the first status-200 sample sets the average   */
     uint8_t draining;    /* no new picks; the caller unbinds it when idle   */
     uint8_t ejected;     /* passive outlier ejection: no picks until return */
+    uint16_t window_mask; /* bit b: bucket b holds traffic (bytes or packets) */
 } ll_svc;
 
 struct ll_vserver {
@@ -38,6 +39,8 @@ struct ll_vserver {
     uint32_t full_slot;      /* the slot behind the last -EOVERFLOW of a select */
     uint32_t outlier_k;      /* consecutive failures that flag an outlier; 0 off */
     ll_totals totals;        /* aggregates kept by count_svc(), O(1) to read */
+    uint64_t this_up;        /* what totals.last_up will be after the next second: */
+    uint64_t this_open;      /* sel_this summed like last_up / last_open          */
     uint32_t capacity;       /* slots allocated; tree.P >= capacity        */
     ll_tree tree;            /* keys and arg-min nodes over the slots      */
     ll_svc *svc;             /* [capacity]                                 */
@@ -47,6 +50,12 @@ struct ll_vserver {
      * second walks one contiguous array, not one cache line per service. */
     uint64_t *bytes_bkt;     /* [LL_WINDOW_SECONDS * capacity] */
     uint64_t *packets_bkt;   /* [LL_WINDOW_SECONDS * capacity] */
+    /* The live set: the slots a second boundary can change (traffic in a
+     * bucket, or selections this second or last). A roll visits only these,
+     * so no single call pays O(n) when the clock enters a new second. */
+    uint32_t n_live;
+    uint32_t *live;          /* [capacity] the live slots, in no order      */
+    uint32_t *live_pos;      /* [capacity] index in live[] + 1; 0: not live */
 };
 
 /* Recomputes key[slot] from the service and fixes the tree. */

@@ -1,6 +1,6 @@
 /*
  * ll_replay.c - the batch path: a trace replayed call for call as the
- * per-call driver (src/leastload/replay.py) would make the calls.
+ * per-call driver (src/leastload/sim/replay.py) would make the calls.
  *
  * Each request is two calls (select, record) and each completion two
  * (record, finish). select and record "tick" like the public calls: the
@@ -42,7 +42,7 @@ static double ttfb_of(const ll_replay *r, uint32_t s, size_t k)
 
 static int before(const ll_pending *a, const ll_pending *b)
 {
-#if defined(__SIZEOF_INT128__)
+#if defined(__SIZEOF_INT128__) && !defined(LL_NO_INT128)
     /* (order, req) as one 128-bit number: a compare and a borrow, no branch */
     __extension__ typedef unsigned __int128 u128;
     return ((u128)a->order << 64 | a->req) < ((u128)b->order << 64 | b->req);
@@ -151,6 +151,31 @@ static int record(ll_vserver *vs, ll_replay *r, uint32_t svc, int64_t sec, uint6
     return 0;
 }
 
+/* The completion's finish (phase 1): 0 to go on, or what ll_replay_run returns. */
+static int finish(ll_vserver *vs, ll_replay *r)
+{
+    uint64_t k = r->cur.req;
+    double ttfb = r->cur_ttfb;
+    if (!(ttfb >= 0.0 && ttfb <= LL_MAX_TTFB_US / 1e6)) {
+        r->err_call = 3;
+        return -EINVAL;
+    }
+    uint32_t us = (uint32_t)floor(ttfb * 1e6 + 0.5);
+    int rc = ll_finish(vs, (uint32_t)r->slot_of[r->cur.svc], r->status[k] == 200, us, r->status[k] >= 500);
+    if (rc < 0) {
+        r->err_call = 3;
+        return rc;
+    }
+    r->completed[r->cur.svc]++;
+    r->op = LL_OP_NONE;
+    if (rc > 0) {  /* a drain to complete or an outlier to judge: the caller's */
+        r->end_flags = rc;
+        r->end_svc = r->cur.svc;
+        return LL_REPLAY_ENDED;
+    }
+    return 0;
+}
+
 int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
 {
     for (;;) {
@@ -194,6 +219,14 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
             ll_pending p = { time_order(done), (uint32_t)k, s };
             heap_push(r, p);
             r->phase = 1;
+            if (t >= deadline)
+                continue;  /* the record's own tick stops for the hook: take the long way */
+            /* The record at the same time: its tick cannot move the window
+             * (same second) nor stop (t < deadline), so it follows at once. */
+            if ((rc = record(vs, r, s, sec, r->req_bytes[k], r->req_packets[k])) < 0)
+                return rc;
+            r->next++;
+            r->op = LL_OP_NONE;
         } else if (r->op == LL_OP_ARRIVAL) {
             size_t k = r->next;
             uint32_t s = (uint32_t)r->chosen[k];
@@ -206,27 +239,10 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
             if ((rc = record(vs, r, r->cur.svc, sec, r->resp_bytes[k], r->resp_packets[k])) < 0)
                 return rc;
             r->phase = 1;
-        } else {
-            uint64_t k = r->cur.req;
-            double ttfb = r->cur_ttfb;
-            if (!(ttfb >= 0.0 && ttfb <= LL_MAX_TTFB_US / 1e6)) {
-                r->err_call = 3;
-                return -EINVAL;
-            }
-            uint32_t us = (uint32_t)floor(ttfb * 1e6 + 0.5);
-            rc = ll_finish(vs, (uint32_t)r->slot_of[r->cur.svc], r->status[k] == 200, us,
-                           r->status[k] >= 500);
-            if (rc < 0) {
-                r->err_call = 3;
+            if ((rc = finish(vs, r)) != 0)  /* finish does not tick: it follows at once */
                 return rc;
-            }
-            r->completed[r->cur.svc]++;
-            r->op = LL_OP_NONE;
-            if (rc > 0) {  /* a drain to complete or an outlier to judge: the caller's */
-                r->end_flags = rc;
-                r->end_svc = r->cur.svc;
-                return LL_REPLAY_ENDED;
-            }
+        } else if ((rc = finish(vs, r)) != 0) {
+            return rc;
         }
     }
 }

@@ -9,11 +9,15 @@
  * Ineligible slots (holes, not UP, capped out for this second) hold
  * LL_KEY_INF, so eligibility costs nothing on the select path.
  *
- * The window is rolled eagerly: when the clock enters a new second, every
- * service's expiring bucket leaves its total (one pass over a contiguous
- * array per counter) and, for the methods whose N is windowed, the keys
- * are recomputed and the tree rebuilt in O(n). Once a second, that is
- * cheaper than keeping per-service lazy state on the select path.
+ * The window rolls without visiting every service: when the clock enters a
+ * new second, only the "live" slots can change (a bucket with traffic, or
+ * selections in this second or the last), so the roll walks the live set,
+ * takes each expiring bucket out of its slot's total, moves sel_this to
+ * sel_last, and refreshes just the keys that moved. A second boundary
+ * costs O(live) (O(live log n) in tree updates, or one O(n) rebuild when
+ * most of the slots are live), never O(n) for a vserver whose traffic
+ * touches few services; the aggregates of the last second are kept running
+ * (this_up, this_open) so they need no pass either.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,6 +36,32 @@ static uint32_t floor_mod_window(int64_t sec)
 {
     int64_t m = sec % LL_WINDOW_SECONDS;
     return (uint32_t)(m < 0 ? m + LL_WINDOW_SECONDS : m);
+}
+
+/* ---- the live set ------------------------------------------------------ */
+
+static void live_add(ll_vserver *vs, uint32_t slot)
+{
+    if (vs->live_pos[slot] == 0) {
+        vs->live[vs->n_live++] = slot;
+        vs->live_pos[slot] = vs->n_live;
+    }
+}
+
+static void live_remove(ll_vserver *vs, uint32_t slot)
+{
+    uint32_t pos = vs->live_pos[slot];
+    if (pos == 0)
+        return;
+    uint32_t last = vs->live[--vs->n_live];
+    vs->live[pos - 1] = last;
+    vs->live_pos[last] = pos;
+    vs->live_pos[slot] = 0;
+}
+
+static int slot_is_live(const ll_svc *s)
+{
+    return s->window_mask != 0 || s->sel_this != 0 || s->sel_last != 0;
 }
 
 static uint64_t load_of(const ll_vserver *vs, uint32_t slot)
@@ -86,17 +116,20 @@ static void count_svc(ll_vserver *vs, uint32_t slot, int sign)
         return;
     uint32_t one = sign > 0 ? 1u : (uint32_t)-1;      /* modular add of -1 */
     uint64_t last = sign > 0 ? s->sel_last : (uint64_t)0 - s->sel_last;
+    uint64_t now = sign > 0 ? s->sel_this : (uint64_t)0 - s->sel_this;
     t->ejected += s->ejected ? one : 0;
     if (s->state != LL_UP)
         return;
     t->up += one;
     t->last_up += last;
+    vs->this_up += now;
     if (s->draining || s->ejected)
         return;
     t->pickable += one;
     if (s->cap == LL_NO_CAP) {
         t->open += one;
         t->last_open += last;
+        vs->this_open += now;
     }
 }
 
@@ -117,6 +150,8 @@ static void free_arrays(ll_vserver *vs)
     free(vs->packets);
     free(vs->bytes_bkt);
     free(vs->packets_bkt);
+    free(vs->live);
+    free(vs->live_pos);
 }
 
 /* Moves everything into arrays for `capacity` slots. On -ENOMEM nothing
@@ -136,8 +171,10 @@ static int resize(ll_vserver *vs, uint32_t capacity)
     n.packets = calloc(capacity, sizeof *n.packets);
     n.bytes_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.bytes_bkt);
     n.packets_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.packets_bkt);
+    n.live = malloc((size_t)capacity * sizeof *n.live);
+    n.live_pos = calloc(capacity, sizeof *n.live_pos);
     if (!n.tree.node || !n.tree.key || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
-        || !n.packets_bkt) {
+        || !n.packets_bkt || !n.live || !n.live_pos) {
         free_arrays(&n);
         return -ENOMEM;
     }
@@ -147,6 +184,8 @@ static int resize(ll_vserver *vs, uint32_t capacity)
         memcpy(n.bytes, vs->bytes, used * sizeof *n.bytes);
         memcpy(n.packets, vs->packets, used * sizeof *n.packets);
         memcpy(n.tree.key, vs->tree.key, used * sizeof *n.tree.key);
+        memcpy(n.live, vs->live, vs->n_live * sizeof *n.live);
+        memcpy(n.live_pos, vs->live_pos, used * sizeof *n.live_pos);
         for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
             memcpy(n.bytes_bkt + (size_t)b * capacity, vs->bytes_bkt + (size_t)b * vs->capacity,
                    used * sizeof *n.bytes_bkt);
@@ -198,7 +237,7 @@ int ll_reserve(ll_vserver *vs, uint32_t slots)
 
 size_t ll_memory_bytes(const ll_vserver *vs)
 {
-    size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS);
+    size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS) + 2 * sizeof(uint32_t);
     size_t per_leaf = sizeof(ll_key) + 2 * sizeof(uint32_t);
     return sizeof *vs + (size_t)vs->capacity * per_slot + (size_t)vs->tree.P * per_leaf;
 }
@@ -233,6 +272,7 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
 /* Empties a slot's counters (its buckets included): unbind leaves a clean hole. */
 static void clear_slot(ll_vserver *vs, uint32_t slot)
 {
+    live_remove(vs, slot);
     memset(&vs->svc[slot], 0, sizeof vs->svc[slot]);
     vs->bytes[slot] = vs->packets[slot] = 0;
     for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
@@ -278,12 +318,20 @@ void ll_compact(ll_vserver *vs)
         }
         j++;
     }
+    for (uint32_t i = 0; i < vs->n_slots; i++)
+        vs->live_pos[i] = 0;  /* positions refer to the old slots: dropped, rebuilt below */
     for (uint32_t i = j; i < vs->n_slots; i++) {
         clear_slot(vs, i);
         vs->tree.key[i] = LL_KEY_INF;
     }
     vs->n_slots = j;
     vs->cursor = cursor;
+    vs->n_live = 0;  /* the slots moved: the live set is rebuilt, in O(n) like the rest */
+    for (uint32_t i = 0; i < j; i++) {
+        vs->live_pos[i] = 0;
+        if (slot_is_live(&vs->svc[i]))
+            live_add(vs, i);
+    }
     refresh_all(vs);
 }
 
@@ -369,47 +417,65 @@ uint32_t ll_full_slot(const ll_vserver *vs) { return vs->full_slot; }
 int64_t ll_cursor(const ll_vserver *vs) { return vs->cursor; }
 uint32_t ll_rr_round(const ll_vserver *vs) { return vs->rr_round; }
 
-/* The slow half of ll_advance(): the clock entered a later second. */
+/* One live slot at a second boundary: its expiring buckets (bits of
+ * `expiring`) leave its totals, and its selection counts move on. Returns
+ * nonzero when its key may have changed. */
+static int roll_slot(ll_vserver *vs, uint32_t slot, uint32_t expiring, int one_second)
+{
+    ll_svc *s = &vs->svc[slot];
+    size_t C = vs->capacity;
+    uint32_t gone = s->window_mask & expiring;
+    int changed = 0;
+    if (gone) {
+        uint64_t bytes = 0, packets = 0;
+        for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
+            if (!(gone >> b & 1u))
+                continue;
+            size_t at = (size_t)b * C + slot;
+            bytes += vs->bytes_bkt[at];
+            packets += vs->packets_bkt[at];
+            vs->bytes_bkt[at] = vs->packets_bkt[at] = 0;
+        }
+        vs->bytes[slot] -= bytes;
+        vs->packets[slot] -= packets;
+        s->window_mask = (uint16_t)(s->window_mask & ~gone);
+        changed = (vs->method == LL_LEASTBANDWIDTH && bytes) || (vs->method == LL_LEASTPACKETS && packets);
+    }
+    changed |= s->sel_this != 0 && s->cap != LL_NO_CAP;  /* a capped slot may be eligible again */
+    s->sel_last = one_second ? s->sel_this : 0;
+    s->sel_this = 0;
+    return changed;
+}
+
+/* The slow half of ll_advance(): the clock entered a later second. Walks
+ * the live set only; see the top of this file. */
 static int64_t roll(ll_vserver *vs, int64_t sec)
 {
     /* sec > cur_sec, so the difference fits in 64 unsigned bits */
     uint64_t moved = (uint64_t)sec - (uint64_t)vs->cur_sec;
-    size_t C = vs->capacity, n = vs->n_slots;
-    if (moved >= LL_WINDOW_SECONDS) {
-        memset(vs->bytes, 0, n * sizeof *vs->bytes);
-        memset(vs->packets, 0, n * sizeof *vs->packets);
-        for (size_t b = 0; b < LL_WINDOW_SECONDS; b++) {
-            memset(vs->bytes_bkt + b * C, 0, n * sizeof *vs->bytes_bkt);
-            memset(vs->packets_bkt + b * C, 0, n * sizeof *vs->packets_bkt);
+    int one_second = moved == 1;
+    uint32_t expiring = 0;  /* buckets head+1 .. head+moved, all of them after a long gap */
+    for (uint64_t k = 1; k <= moved && k <= LL_WINDOW_SECONDS; k++)
+        expiring |= 1u << ((vs->head + k) % LL_WINDOW_SECONDS);
+    /* the new sel_last of every UP slot is its sel_this: the running sums become last second's */
+    vs->totals.last_up = one_second ? vs->this_up : 0;
+    vs->totals.last_open = one_second ? vs->this_open : 0;
+    vs->this_up = vs->this_open = 0;
+    uint32_t n_changed = 0;
+    int rebuild = vs->n_live > vs->n_slots / 8;  /* many keys to fix: one O(n) build beats k log n */
+    for (uint32_t i = vs->n_live; i-- > 0;) {  /* downwards: a removal moves in an element already seen */
+        uint32_t slot = vs->live[i];
+        if (roll_slot(vs, slot, expiring, one_second)) {
+            n_changed++;
+            if (!rebuild)
+                ll_refresh(vs, slot);
         }
-    } else {
-        for (uint64_t k = 1; k <= moved; k++) {
-            size_t b = (vs->head + k) % LL_WINDOW_SECONDS;
-            uint64_t *bb = vs->bytes_bkt + b * C, *pb = vs->packets_bkt + b * C;
-            for (size_t i = 0; i < n; i++) {
-                vs->bytes[i] -= bb[i];
-                vs->packets[i] -= pb[i];
-            }
-            memset(bb, 0, n * sizeof *bb);
-            memset(pb, 0, n * sizeof *pb);
-        }
+        if (!slot_is_live(&vs->svc[slot]))
+            live_remove(vs, slot);
     }
-    uint64_t last_up = 0, last_open = 0;
-    for (size_t i = 0; i < n; i++) {
-        ll_svc *s = &vs->svc[i];
-        s->sel_last = moved == 1 ? s->sel_this : 0;
-        s->sel_this = 0;
-        if (s->bound && s->state == LL_UP) {  /* the aggregates of sel_last, anew */
-            last_up += s->sel_last;
-            int open = s->cap == LL_NO_CAP && !s->draining && !s->ejected;
-            last_open += open ? s->sel_last : 0;
-        }
-    }
-    vs->totals.last_up = last_up;
-    vs->totals.last_open = last_open;
     vs->cur_sec = sec;
     vs->head = floor_mod_window(sec);
-    if (vs->method == LL_LEASTBANDWIDTH || vs->method == LL_LEASTPACKETS || vs->n_capped)
+    if (rebuild && n_changed)
         refresh_all(vs);
     return moved > INT64_MAX ? INT64_MAX : (int64_t)moved;
 }
@@ -480,8 +546,13 @@ static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round)
         vs->startup_left--;
     s->active++;
     s->selected++;
-    if (s->sel_this < UINT32_MAX - 1)  /* saturates below LL_NO_CAP */
+    if (s->sel_this < UINT32_MAX - 1) {  /* saturates below LL_NO_CAP */
         s->sel_this++;
+        /* a pick is UP, bound, not draining, not ejected: counted in this_up */
+        vs->this_up++;
+        vs->this_open += s->cap == LL_NO_CAP;
+        live_add(vs, (uint32_t)slot);
+    }
     if (method_uses_active(vs->method) || s->cap != LL_NO_CAP)
         ll_refresh(vs, (uint32_t)slot);
     return slot;
@@ -525,6 +596,10 @@ int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64
     size_t at = (size_t)vs->head * vs->capacity + slot;
     vs->bytes_bkt[at] += bytes;
     vs->packets_bkt[at] += packets;
+    if ((bytes | packets) && !(vs->svc[slot].window_mask & (1u << vs->head))) {
+        vs->svc[slot].window_mask = (uint16_t)(vs->svc[slot].window_mask | (1u << vs->head));
+        live_add(vs, slot);
+    }
     vs->bytes[slot] += bytes;
     vs->packets[slot] += packets;
     if ((vs->method == LL_LEASTBANDWIDTH && bytes) || (vs->method == LL_LEASTPACKETS && packets))
