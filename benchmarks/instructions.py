@@ -62,6 +62,8 @@ CASES = {
     "select_finish_LB_n64": ("finish(select()), LEASTBANDWIDTH, n=64, random weights and traffic", 20_000),
     "select_finish_LB_n16384": ("finish(select()), LEASTBANDWIDTH, n=16384, random weights and traffic", 20_000),
     "acquire_finish_LC_n64": ("acquire().finish(), LEASTCONNECTION, n=64, random weights and loads", 20_000),
+    "select_record_LB_n64": ("record(select(), 1500 B) + finish, LEASTBANDWIDTH, n=64: the window's path", 20_000),
+    "second_LB_n16384": ("a second boundary, LEASTBANDWIDTH, n=16384, 20 requests a second: per second", 200),
     "replay_LC_n64": ("replay() of a 64-service trace (C batch path), LEASTCONNECTION: per request", 1),
 }
 REPLAY_REQUESTS = 20_000  # requests in the replay case's trace (one repetition)
@@ -110,6 +112,29 @@ def _driver(case, k):
             acquire = vs.acquire
             for _ in range(k):
                 acquire().finish()
+        return 1
+    if case == "select_record_LB_n64":
+        vs = _loaded(impl, "LEASTBANDWIDTH", 64)
+        select, record, finish = vs.select, vs.record, vs.finish
+        for _ in range(k):
+            name = select()
+            record(name, 1500, 2)
+            finish(name)
+        return 1
+    if case == "second_LB_n16384":
+        # each repetition: one clock second with 20 requests; the first select pays the boundary,
+        # which must cost what the live services cost, not what all 16,384 cost
+        clock = impl.ManualClock(0.0)
+        vs = impl.VirtualServer(method="LEASTBANDWIDTH", clock=clock)
+        for i in range(16384):
+            vs.bind(f"S{i}")
+        select, record, finish, advance = vs.select, vs.record, vs.finish, clock.advance
+        for _ in range(k):
+            advance(1.0)
+            for _ in range(20):
+                name = select()
+                record(name, 1500, 2)
+                finish(name)
         return 1
     if case == "replay_LC_n64":
         from leastload.sim.replay import replay
