@@ -7,6 +7,9 @@
 #include "leastload.h"
 #include "ll_tree.h"
 
+#define LL_LIVE 0x8000u          /* window_mask: the slot has an entry in live[] */
+#define LL_BUCKET_BITS 0x3FFFu   /* window_mask: one bit per window bucket       */
+
 /* Per-service scalars: 48 bytes. */
 typedef struct {
     uint64_t selected;   /* selections since bind                          */
@@ -23,7 +26,7 @@ typedef struct {
     uint8_t ttfb_known;  /* the first status-200 sample sets the average   */
     uint8_t draining;    /* no new picks; the caller unbinds it when idle   */
     uint8_t ejected;     /* passive outlier ejection: no picks until return */
-    uint16_t window_mask; /* bit b: bucket b holds traffic (bytes or packets) */
+    uint16_t window_mask; /* bit b < 14: bucket b holds traffic; LL_LIVE: in live[] */
 } ll_svc;
 
 struct ll_vserver {
@@ -52,10 +55,11 @@ struct ll_vserver {
     uint64_t *packets_bkt;   /* [LL_WINDOW_SECONDS * capacity] */
     /* The live set: the slots a second boundary can change (traffic in a
      * bucket, or selections this second or last). A roll visits only these,
-     * so no single call pays O(n) when the clock enters a new second. */
+     * so no single call pays O(n) when the clock enters a new second. A slot
+     * has at most one entry (its LL_LIVE bit); an unbound slot's entry stays
+     * until the next roll drops it. */
     uint32_t n_live;
     uint32_t *live;          /* [capacity] the live slots, in no order      */
-    uint32_t *live_pos;      /* [capacity] index in live[] + 1; 0: not live */
 };
 
 /* Recomputes key[slot] from the service and fixes the tree. */

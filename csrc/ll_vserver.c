@@ -42,26 +42,24 @@ static uint32_t floor_mod_window(int64_t sec)
 
 static void live_add(ll_vserver *vs, uint32_t slot)
 {
-    if (vs->live_pos[slot] == 0) {
+    ll_svc *s = &vs->svc[slot];
+    if (!(s->window_mask & LL_LIVE)) {
         vs->live[vs->n_live++] = slot;
-        vs->live_pos[slot] = vs->n_live;
+        s->window_mask = (uint16_t)(s->window_mask | LL_LIVE);
     }
 }
 
-static void live_remove(ll_vserver *vs, uint32_t slot)
+/* Drops entry i of live[] (the last entry takes its place). */
+static void live_drop(ll_vserver *vs, uint32_t i)
 {
-    uint32_t pos = vs->live_pos[slot];
-    if (pos == 0)
-        return;
-    uint32_t last = vs->live[--vs->n_live];
-    vs->live[pos - 1] = last;
-    vs->live_pos[last] = pos;
-    vs->live_pos[slot] = 0;
+    uint32_t slot = vs->live[i];
+    vs->svc[slot].window_mask = (uint16_t)(vs->svc[slot].window_mask & ~LL_LIVE);
+    vs->live[i] = vs->live[--vs->n_live];
 }
 
 static int slot_is_live(const ll_svc *s)
 {
-    return s->window_mask != 0 || s->sel_this != 0 || s->sel_last != 0;
+    return (s->window_mask & LL_BUCKET_BITS) != 0 || s->sel_this != 0 || s->sel_last != 0;
 }
 
 static uint64_t load_of(const ll_vserver *vs, uint32_t slot)
@@ -151,7 +149,6 @@ static void free_arrays(ll_vserver *vs)
     free(vs->bytes_bkt);
     free(vs->packets_bkt);
     free(vs->live);
-    free(vs->live_pos);
 }
 
 /* Moves everything into arrays for `capacity` slots. On -ENOMEM nothing
@@ -172,9 +169,8 @@ static int resize(ll_vserver *vs, uint32_t capacity)
     n.bytes_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.bytes_bkt);
     n.packets_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.packets_bkt);
     n.live = malloc((size_t)capacity * sizeof *n.live);
-    n.live_pos = calloc(capacity, sizeof *n.live_pos);
     if (!n.tree.node || !n.tree.key || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
-        || !n.packets_bkt || !n.live || !n.live_pos) {
+        || !n.packets_bkt || !n.live) {
         free_arrays(&n);
         return -ENOMEM;
     }
@@ -185,7 +181,6 @@ static int resize(ll_vserver *vs, uint32_t capacity)
         memcpy(n.packets, vs->packets, used * sizeof *n.packets);
         memcpy(n.tree.key, vs->tree.key, used * sizeof *n.tree.key);
         memcpy(n.live, vs->live, vs->n_live * sizeof *n.live);
-        memcpy(n.live_pos, vs->live_pos, used * sizeof *n.live_pos);
         for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
             memcpy(n.bytes_bkt + (size_t)b * capacity, vs->bytes_bkt + (size_t)b * vs->capacity,
                    used * sizeof *n.bytes_bkt);
@@ -237,7 +232,7 @@ int ll_reserve(ll_vserver *vs, uint32_t slots)
 
 size_t ll_memory_bytes(const ll_vserver *vs)
 {
-    size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS) + 2 * sizeof(uint32_t);
+    size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS) + sizeof(uint32_t);
     size_t per_leaf = sizeof(ll_key) + 2 * sizeof(uint32_t);
     return sizeof *vs + (size_t)vs->capacity * per_slot + (size_t)vs->tree.P * per_leaf;
 }
@@ -272,8 +267,10 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
 /* Empties a slot's counters (its buckets included): unbind leaves a clean hole. */
 static void clear_slot(ll_vserver *vs, uint32_t slot)
 {
-    live_remove(vs, slot);
+    int had_entry = (vs->svc[slot].window_mask & LL_LIVE) != 0;
     memset(&vs->svc[slot], 0, sizeof vs->svc[slot]);
+    /* its entry in live[] stays until the next roll drops it: keep the bit that says so */
+    vs->svc[slot].window_mask = had_entry ? (uint16_t)LL_LIVE : 0;
     vs->bytes[slot] = vs->packets[slot] = 0;
     for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
         vs->bytes_bkt[(size_t)b * vs->capacity + slot] = 0;
@@ -318,20 +315,19 @@ void ll_compact(ll_vserver *vs)
         }
         j++;
     }
-    for (uint32_t i = 0; i < vs->n_slots; i++)
-        vs->live_pos[i] = 0;  /* positions refer to the old slots: dropped, rebuilt below */
     for (uint32_t i = j; i < vs->n_slots; i++) {
         clear_slot(vs, i);
         vs->tree.key[i] = LL_KEY_INF;
     }
+    /* the slots moved: the live set is rebuilt, in O(n) like the rest */
+    for (uint32_t i = 0; i < vs->n_slots; i++)
+        vs->svc[i].window_mask = (uint16_t)(vs->svc[i].window_mask & ~LL_LIVE);
     vs->n_slots = j;
     vs->cursor = cursor;
-    vs->n_live = 0;  /* the slots moved: the live set is rebuilt, in O(n) like the rest */
-    for (uint32_t i = 0; i < j; i++) {
-        vs->live_pos[i] = 0;
+    vs->n_live = 0;
+    for (uint32_t i = 0; i < j; i++)
         if (slot_is_live(&vs->svc[i]))
             live_add(vs, i);
-    }
     refresh_all(vs);
 }
 
@@ -471,7 +467,7 @@ static int64_t roll(ll_vserver *vs, int64_t sec)
                 ll_refresh(vs, slot);
         }
         if (!slot_is_live(&vs->svc[slot]))
-            live_remove(vs, slot);
+            live_drop(vs, i);
     }
     vs->cur_sec = sec;
     vs->head = floor_mod_window(sec);

@@ -169,3 +169,27 @@ def prebind(vs, trace):
     for s, name in enumerate(trace.services):
         if trace.initially_bound[s]:
             vs.bind(name, int(trace.weights[s]))
+
+
+def worst_select(impl, n, method, seconds=30, per_second=200):
+    """(worst, mean) select() in seconds when every second rolls: n services bound, then for
+    `seconds` virtual seconds `per_second` requests (select, record 1,500 bytes, finish); the
+    clock moves one second between bursts, so each burst's first select() pays the boundary."""
+    clock = impl.ManualClock(0.0)
+    vs = impl.VirtualServer(method, clock=clock)
+    if hasattr(vs, "reserve"):
+        vs.reserve(n)
+    for name in names(n):
+        vs.bind(name)
+    select, record, finish = vs.select, vs.record, vs.finish
+    worst = total = 0
+    for sec in range(seconds):
+        for i in range(per_second):
+            t0 = perf_counter_ns()
+            name = select()
+            dt = perf_counter_ns() - t0
+            worst, total = max(worst, dt), total + dt
+            record(name, bytes=1500, packets=2)
+            finish(name, ttfb=0.001 + 0.001 * ((sec + i) % 2))
+        clock.advance(1.0)
+    return worst / 1e9, total / 1e9 / (seconds * per_second)

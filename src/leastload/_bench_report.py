@@ -65,6 +65,11 @@ def text(results):
            "(select() / _noop(1) compares with the two measured beside select() at each n)",
            f"{meta['statistic']}; {meta['machine']}, Python {meta['python']}",
            f"trace: {meta['trace']}", ""]
+    for w in results.get("worst_select", ()):
+        out.append(f"worst single select() at n={w['n']:,}, {w['method']}, every second rolling: "
+                   f"{w['worst_ms']:.3f} ms (mean {w['mean_us']:.2f} us)")
+    if results.get("worst_select"):
+        out.append("")
     trows = []
     for t in results["targets"]:
         verdict = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
