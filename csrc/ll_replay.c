@@ -1,6 +1,6 @@
 /*
- * ll_replay.c - the batch path: a trace replayed call for call as the
- * per-call driver (src/leastload/sim/replay.py) would make the calls.
+ * ll_replay.c - the batch path (ll_replay.h): a trace replayed call for
+ * call as the per-call driver (src/leastload/sim/replay.py) would make them.
  *
  * Each request is two calls (select, record) and each completion two
  * (record, finish). select and record "tick" like the public calls: the
@@ -14,6 +14,94 @@
 #include <string.h>
 
 #include "ll_internal.h"
+#include "ll_replay.h"
+
+typedef struct {
+    uint64_t order;  /* completion time, as bits that sort as integers */
+    uint32_t req;    /* request index: breaks ties in time             */
+    uint32_t svc;    /* trace service                                  */
+} ll_pending;        /* 16 bytes: the heap moves these, so keep them small */
+
+enum { LL_OP_NONE = 0, LL_OP_ARRIVAL = 1, LL_OP_COMPLETION = 2 };
+
+struct ll_replay {
+    /* the trace and the results, borrowed (flattened: read on every request) */
+    size_t n;
+    const double *arrival, *ttfb_factor, *transfer;
+    const uint16_t *status;
+    const uint64_t *req_bytes, *resp_bytes, *req_packets, *resp_packets;
+    const double *ttfb_base, *ttfb_slope;
+    int32_t *chosen;
+    uint64_t *selected, *bytes, *packets, *completed;
+    /* the mapping, borrowed, valid between runs */
+    const int64_t *slot_of;
+    const int32_t *service_of;
+    /* progress: the next request, the pending heap, the operation under way */
+    size_t next;
+    ll_pending *heap;
+    size_t heap_len, heap_cap;
+    int op;              /* LL_OP_*: an operation stopped half way     */
+    int phase;           /* its next call: 0 or 1                      */
+    int hook_done;       /* the caller ran the hook for this call       */
+    ll_pending cur;      /* the completion under way                   */
+    double cur_ttfb;     /* its TTFB, seconds                          */
+    double now;          /* time of the last call (or of the stop)     */
+    uint64_t err_value;
+    int err_call;
+    int end_flags;
+    uint32_t end_svc;
+};
+
+ll_replay *ll_replay_create(const ll_trace *t, const ll_replay_out *out)
+{
+    ll_replay *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->n = t->n;
+    r->arrival = t->arrival;
+    r->ttfb_factor = t->ttfb_factor;
+    r->transfer = t->transfer;
+    r->status = t->status;
+    r->req_bytes = t->req_bytes;
+    r->resp_bytes = t->resp_bytes;
+    r->req_packets = t->req_packets;
+    r->resp_packets = t->resp_packets;
+    r->ttfb_base = t->ttfb_base;
+    r->ttfb_slope = t->ttfb_slope;
+    r->chosen = out->chosen;
+    r->selected = out->selected;
+    r->bytes = out->bytes;
+    r->packets = out->packets;
+    r->completed = out->completed;
+    return r;
+}
+
+void ll_replay_destroy(ll_replay *r)
+{
+    if (!r)
+        return;
+    free(r->heap);
+    free(r);
+}
+
+void ll_replay_set_mapping(ll_replay *r, const int64_t *slot_of, const int32_t *service_of)
+{
+    r->slot_of = slot_of;
+    r->service_of = service_of;
+}
+
+double ll_replay_now(const ll_replay *r) { return r->now; }
+void ll_replay_hook_done(ll_replay *r) { r->hook_done = 1; }
+
+void ll_replay_state(const ll_replay *r, ll_replay_state_t *out)
+{
+    out->err_call = r->err_call;
+    out->err_value = r->err_value;
+    out->ttfb = r->cur_ttfb;
+    out->svc = r->cur.svc;
+    out->end_flags = r->end_flags;
+    out->end_svc = r->end_svc;
+}
 
 /* A double's bits, mapped so that integer order is numeric order (no NaN
  * here: traces are validated). Comparing two integers instead of two
@@ -261,9 +349,3 @@ void ll_replay_forget(ll_replay *r, uint32_t svc)
         heap_push(r, h[i]);
 }
 
-void ll_replay_free(ll_replay *r)
-{
-    free(r->heap);
-    r->heap = NULL;
-    r->heap_len = r->heap_cap = 0;
-}

@@ -89,18 +89,10 @@ cdef extern from "leastload.h" nogil:
     int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     size_t ll_memory_bytes(const ll_vserver *vs)
 
-    ctypedef struct ll_pending:
-        uint64_t order
-        uint32_t req
-        uint32_t svc
 
-    enum:
-        LL_REPLAY_DONE
-        LL_REPLAY_EVENT
-        LL_REPLAY_DEADLINE
-        LL_REPLAY_ENDED
-
-    ctypedef struct ll_replay:
+cdef extern from "ll_replay.h" nogil:
+    # the batch path, apart from the engine: a trace replayed inside C
+    ctypedef struct ll_trace:
         size_t n
         const double *arrival
         const double *ttfb_factor
@@ -112,23 +104,36 @@ cdef extern from "leastload.h" nogil:
         const uint64_t *resp_packets
         const double *ttfb_base
         const double *ttfb_slope
-        const int64_t *slot_of
-        const int32_t *service_of
+
+    ctypedef struct ll_replay_out:
         int32_t *chosen
         uint64_t *selected
         uint64_t *bytes
         uint64_t *packets
         uint64_t *completed
-        size_t next
-        ll_pending cur
-        double cur_ttfb
-        int hook_done
-        double now
-        uint64_t err_value
+
+    ctypedef struct ll_replay:
+        pass
+
+    enum:
+        LL_REPLAY_DONE
+        LL_REPLAY_EVENT
+        LL_REPLAY_DEADLINE
+        LL_REPLAY_ENDED
+
+    ctypedef struct ll_replay_state_t:
         int err_call
+        uint64_t err_value
+        double ttfb
+        uint32_t svc
         int end_flags
         uint32_t end_svc
 
+    ll_replay *ll_replay_create(const ll_trace *trace, const ll_replay_out *out)
+    void ll_replay_destroy(ll_replay *r)
+    void ll_replay_set_mapping(ll_replay *r, const int64_t *slot_of, const int32_t *service_of)
     int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
+    double ll_replay_now(const ll_replay *r)
+    void ll_replay_hook_done(ll_replay *r)
     void ll_replay_forget(ll_replay *r, uint32_t svc)
-    void ll_replay_free(ll_replay *r)
+    void ll_replay_state(const ll_replay *r, ll_replay_state_t *out)

@@ -9,7 +9,6 @@ the C core is called; every C return code goes through _raise_for().
 from libc.errno cimport EINVAL, ENOENT, ENOMEM, EOVERFLOW, ERANGE
 from libc.math cimport INFINITY, floor
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memset
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pythread cimport PyThread_get_thread_ident
 cimport cython
@@ -945,52 +944,58 @@ cdef class Engine:
         cdef uint64_t[::1] npackets = result.packets, completed = result.completed
         cdef const int64_t[::1] slot_of
         cdef const int32_t[::1] service_of
-        cdef ll_replay r
-        memset(&r, 0, sizeof(r))
-        r.n = arrival.shape[0]
-        if r.n == 0:
+        cdef ll_trace t
+        cdef ll_replay_out out
+        cdef ll_replay_state_t state
+        t.n = arrival.shape[0]
+        if t.n == 0:
             while events.next < len(trace.event_time):
                 events.apply_next()
             return 0
-        r.arrival, r.ttfb_factor, r.transfer = &arrival[0], &factor[0], &transfer[0]
-        r.status = &status[0]
-        r.req_bytes, r.resp_bytes, r.req_packets, r.resp_packets = &req_b[0], &resp_b[0], &req_p[0], &resp_p[0]
-        r.ttfb_base, r.ttfb_slope = &base[0], &slope[0]
-        r.chosen, r.selected, r.bytes = &chosen[0], &selected[0], &nbytes[0]
-        r.packets, r.completed = &npackets[0], &completed[0]
+        t.arrival, t.ttfb_factor, t.transfer = &arrival[0], &factor[0], &transfer[0]
+        t.status = &status[0]
+        t.req_bytes, t.resp_bytes, t.req_packets, t.resp_packets = &req_b[0], &resp_b[0], &req_p[0], &resp_p[0]
+        t.ttfb_base, t.ttfb_slope = &base[0], &slope[0]
+        out.chosen, out.selected, out.bytes = &chosen[0], &selected[0], &nbytes[0]
+        out.packets, out.completed = &npackets[0], &completed[0]
+        cdef ll_replay *r = ll_replay_create(&t, &out)
+        if r == NULL:
+            raise MemoryError("replay: out of memory")
         cdef int rc
         cdef double stop
         try:
             while True:
                 slot_of, service_of = self._replay_mapping(trace)
-                r.slot_of, r.service_of = &slot_of[0], &service_of[0]
+                ll_replay_set_mapping(r, &slot_of[0], &service_of[0])
                 stop = events.time_of_next()
                 with nogil:
-                    rc = ll_replay_run(self._vs, &r, stop, self._deadline)
+                    rc = ll_replay_run(self._vs, r, stop, self._deadline)
                 if rc == LL_REPLAY_EVENT:
                     svc = int(trace.event_service[events.next])
                     generation = int(events.gen[svc])
                     events.apply_next()
                     if events.gen[svc] != generation:  # bound or unbound: its open transactions are gone
-                        ll_replay_forget(&r, svc)
+                        ll_replay_forget(r, svc)
                 elif rc == LL_REPLAY_DEADLINE:
-                    self._manual._t = r.now
-                    self._on_deadline(r.now)
-                    r.hook_done = 1
+                    self._manual._t = ll_replay_now(r)
+                    self._on_deadline(ll_replay_now(r))
+                    ll_replay_hook_done(r)
                 elif rc == LL_REPLAY_ENDED:
-                    self._manual._t = r.now
-                    self._after_end(trace.services[r.end_svc], r.end_flags)
+                    self._manual._t = ll_replay_now(r)
+                    ll_replay_state(r, &state)
+                    self._after_end(trace.services[state.end_svc], state.end_flags)
                 elif rc == LL_REPLAY_DONE:
-                    if r.now > self._manual._t:
-                        self._manual._t = r.now
+                    if ll_replay_now(r) > self._manual._t:
+                        self._manual._t = ll_replay_now(r)
                     while events.next < len(trace.event_time):
                         events.apply_next()
                     return 0
                 else:
-                    self._manual._t = r.now
-                    self._raise_replay(rc, &r, trace)
+                    self._manual._t = ll_replay_now(r)
+                    ll_replay_state(r, &state)
+                    self._raise_replay(rc, &state, trace)
         finally:
-            ll_replay_free(&r)
+            ll_replay_destroy(r)
 
     def _replay_mapping(self, trace):
         """trace service -> slot (-1: unbound) and slot -> trace service, as read-only arrays.
@@ -1023,13 +1028,13 @@ cdef class Engine:
         self._map_slot_of, self._map_service_of = slot_of, service_of
         return slot_of, service_of
 
-    cdef int _raise_replay(self, int rc, ll_replay *r, trace) except -1:
-        if r.err_call == 1 or r.err_call == 2:
-            raise _errors.window_overflow("bytes" if r.err_call == 1 else "packets", r.err_value)
-        if r.err_call == 3:
+    cdef int _raise_replay(self, int rc, ll_replay_state_t *state, trace) except -1:
+        if state.err_call == 1 or state.err_call == 2:
+            raise _errors.window_overflow("bytes" if state.err_call == 1 else "packets", state.err_value)
+        if state.err_call == 3:
             if rc == -EINVAL:
-                _errors.check_ttfb(r.cur_ttfb)
-            return _raise_for(rc, "replay", trace.services[r.cur.svc])
+                _errors.check_ttfb(state.ttfb)
+            return _raise_for(rc, "replay", trace.services[state.svc])
         if rc == -EOVERFLOW:
             raise _errors.active_overflow(self._names[ll_full_slot(self._vs)])
         return _raise_for(rc, "replay")
