@@ -8,6 +8,7 @@ served, read over HTTP), `.kill()` (SIGKILL: its connections are reset) and
 
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -17,6 +18,15 @@ import urllib.request
 START_TIMEOUT = 20.0
 
 
+def first_line(stream, timeout):
+    """The first line a child process writes to `stream` (stripped), waiting at most `timeout` s."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(stream, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            return f"<no output within {timeout:.0f} s>"
+        return stream.readline().strip()
+
+
 class BackendProcess:
     def __init__(self, delay=0.0, size=1024, port=0):
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -24,19 +34,11 @@ class BackendProcess:
             [sys.executable, "-m", "leastload.backends", "--listen", f"127.0.0.1:{port}",
              "--delay", str(delay), "--size", str(size)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        line = self._first_line()
+        line = first_line(self.proc.stdout, START_TIMEOUT)
         if not line.startswith("listening on 127.0.0.1:"):
             self.stop()
             raise RuntimeError(f"backend did not start: {line!r} {self.proc.stderr.read()!r}")
         self.port = int(line.rsplit(":", 1)[1])
-
-    def _first_line(self):
-        import selectors
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        if not sel.select(START_TIMEOUT):
-            return "<no output within %.0f s>" % START_TIMEOUT
-        return self.proc.stdout.readline().strip()
 
     @property
     def address(self):

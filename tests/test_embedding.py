@@ -436,6 +436,23 @@ def test_context_manager_ended_inside_is_not_ended_again(impl):
     assert (info["active"], info["failures"]) == (1, 1)
 
 
+def end_handle(t, how, **finish):
+    """Ends handle t one way: "finish", "fail", "exit" (a with block left normally) or
+    "exit with exception" (a with block left by Boom, which goes on)."""
+    if how == "finish":
+        t.finish(**finish)
+    elif how == "fail":
+        t.fail()
+    elif how == "exit":
+        with t:
+            pass
+    else:
+        assert how == "exit with exception", how
+        with pytest.raises(Boom):
+            with t:
+                raise Boom()
+
+
 @pytest.mark.parametrize("end", ["finish", "fail", "record", "exit", "exit with exception"])
 def test_handle_of_an_unbound_service_changes_nothing(impl, end):
     vs, _ = make(impl, "LEASTCONNECTION")
@@ -443,19 +460,10 @@ def test_handle_of_an_unbound_service_changes_nothing(impl, end):
     assert t.service == "S1"
     vs.unbind("S1")
     before = vs.snapshot()
-    if end == "finish":
-        t.finish(ttfb=0.5, status=503)
-    elif end == "fail":
-        t.fail()
-    elif end == "record":
+    if end == "record":
         t.record(bytes=100, packets=1)
-    elif end == "exit":
-        with t:
-            pass
     else:
-        with pytest.raises(Boom):
-            with t:
-                raise Boom()
+        end_handle(t, end, ttfb=0.5, status=503)
     assert vs.snapshot() == before
     assert t.done is (end != "record")
     if end != "record":
@@ -625,8 +633,8 @@ def test_drain_stops_new_picks_and_unbinds_at_the_last_end(impl):
     assert vs.services == ("S1", "S3")
 
 
-@pytest.mark.parametrize("end", ["finish by name", "fail by name", "handle finish", "handle fail",
-                                 "context exit", "context exception"])
+@pytest.mark.parametrize("end", ["finish by name", "fail by name", "finish", "fail", "exit",
+                                 "exit with exception"])
 def test_drain_completes_with_any_end(impl, end):
     vs, _ = make(impl, "LEASTCONNECTION")
     vs.begin("S3")
@@ -638,20 +646,11 @@ def test_drain_completes_with_any_end(impl, end):
         vs.finish("S1", status=200)
     elif end == "fail by name":
         vs.fail("S1")
-    elif end == "handle finish":
-        t.finish(ttfb=0.1)
-    elif end == "handle fail":
-        t.fail()
-    elif end == "context exit":
-        with t:
-            pass
     else:
-        with pytest.raises(Boom):
-            with t:
-                raise Boom()
+        end_handle(t, end, ttfb=0.1)
     assert vs.services == ("S2", "S3")
     assert vs.active("S3") == 1  # the others untouched
-    if end.startswith("handle") or end.startswith("context"):
+    if not end.endswith("by name"):
         assert t.done
     else:
         t.finish()  # its service is gone: ends without error, changes nothing

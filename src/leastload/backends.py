@@ -24,6 +24,8 @@ try:
 except ImportError as exc:
     raise ImportError("leastload backends needs httptools: pip install leastload[proxy]") from exc
 
+from .upstream import parse_host_port
+
 CHUNK = 65536  # large bodies go out in pieces, paced by the transport's flow control
 
 
@@ -141,10 +143,10 @@ async def serve(host, port, delay=0.0, size=1024):
 
 
 def _host_port(text):
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"--listen must be HOST:PORT, got {text!r}")
-    return host, int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser():

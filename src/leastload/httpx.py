@@ -59,10 +59,7 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                  outlier_ejection_time=30, outlier_max_ejection_percent=50, new_service_request=0,
                  new_service_request_unit="PER_SECOND", new_service_request_increment_interval=0,
                  engine=None, **transport_kwargs):
-        if isinstance(retries, bool) or not isinstance(retries, int):
-            raise TypeError(f"retries must be an int, got {type(retries).__name__} {retries!r}")
-        if retries < 0:
-            raise ValueError(f"retries must be >= 0, got {retries!r}")
+        upstream.check_int("retries", retries, 0, upstream.MAX_RETRIES)
         parsed = upstream.parse_backends(backends)
         self.retries = retries
         self.vserver = upstream.make_vserver(
@@ -149,7 +146,7 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         self._reap()
         exchange = _Exchange(self, request)
         inner = self._sync_transport()
-        attempts = max(self.retries, 0) + 1
+        attempts = self.retries + 1
         for attempt in range(1, attempts + 1):
             t, backend = exchange.acquire()
             sent_at = time.perf_counter()
@@ -165,7 +162,7 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         self._reap()
         exchange = _Exchange(self, request)
         inner = self._async_transport()
-        attempts = max(self.retries, 0) + 1
+        attempts = self.retries + 1
         for attempt in range(1, attempts + 1):
             t, backend = exchange.acquire()
             sent_at = time.perf_counter()

@@ -9,7 +9,7 @@ backend that joins later or comes back UP after DOWN.
 import re
 from dataclasses import dataclass
 
-from . import VirtualServer
+from . import VirtualServer, _errors
 
 # Methods that may be sent again on another backend when the first one
 # refused or reset the connection before any response byte (RFC 9110 9.2.2).
@@ -43,6 +43,26 @@ def parse_backend(text):
     if not 1 <= weight <= 100:
         raise ValueError(f"backend weight must be in 1..100, got {weight} in {text!r}")
     return Backend(m["name"], m["host"].strip("[]"), port, weight)
+
+
+def parse_host_port(text):
+    """`HOST:PORT` (IPv6 in brackets) -> (host, port); ValueError naming the text otherwise."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def check_int(arg, value, low, high):
+    """An int in low..high (not a bool), else TypeError / ValueError naming the argument and value."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _errors.bad_type(arg, value, f"an int in {low}..{high}")
+    if not low <= value <= high:
+        raise _errors.bad_value(arg, value, f"an int in {low}..{high}")
+    return value
+
+
+MAX_RETRIES = 100
 
 
 def parse_backends(backends):

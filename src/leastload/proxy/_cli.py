@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 from .._errors import METHODS
+from ..upstream import parse_host_port
 from . import _health
 from ._proxy import Proxy
 
@@ -26,10 +27,10 @@ WORKER_START_TIMEOUT = 60.0
 
 
 def _host_port(text):
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(kind):

@@ -4,7 +4,10 @@ import asyncio
 import collections
 import logging
 
-from .. import upstream
+from dataclasses import asdict
+
+from .. import _errors, upstream
+from ..upstream import check_int
 from . import _admin, _backend, _client, _health
 
 log = logging.getLogger("leastload.proxy")
@@ -42,10 +45,6 @@ class Stats:
             counters = self.backends[name] = BackendCounters()
         return counters
 
-    def as_dict(self):
-        return {"backends": {n: c.as_dict() for n, c in self.backends.items()},
-                "answered_by_proxy": {str(k): v for k, v in self.answered_by_proxy.items()}}
-
 
 class Proxy:
     """An asyncio HTTP/1.1 reverse proxy whose every pick is the engine's.
@@ -70,15 +69,15 @@ class Proxy:
                  health_check="tcp", health_path="/", health_interval=5.0, health_timeout=2.0,
                  health_fall=3, health_rise=1, admin=None, reuse_port=False, engine=None, **vserver_settings):
         self.backends = {b.name: b for b in upstream.parse_backends(backends)}
-        _check_int("retries", retries, 0, 100)
+        check_int("retries", retries, 0, upstream.MAX_RETRIES)
         for arg, value in (("connect_timeout", connect_timeout), ("timeout", timeout),
                            ("client_timeout", client_timeout), ("health_interval", health_interval),
                            ("health_timeout", health_timeout)):
             _check_seconds(arg, value)
-        _check_int("max_body", max_body, 0, 1 << 40)
-        _check_int("pool_size", pool_size, 0, 1 << 20)
-        _check_int("health_fall", health_fall, 1, 1000)
-        _check_int("health_rise", health_rise, 1, 1000)
+        check_int("max_body", max_body, 0, 1 << 40)
+        check_int("pool_size", pool_size, 0, 1 << 20)
+        check_int("health_fall", health_fall, 1, 1000)
+        check_int("health_rise", health_rise, 1, 1000)
         if health_check not in _health.KINDS:
             raise ValueError(f"health_check must be one of {', '.join(_health.KINDS)}, got {health_check!r}")
         if not isinstance(health_path, str) or not health_path.startswith("/"):
@@ -189,7 +188,6 @@ class Proxy:
 
     def status(self):
         """What GET /leastload/status returns: the vserver's show(), the proxy's counters, the monitors."""
-        from dataclasses import asdict
         view = self.vserver.show()
         backends = {}
         for name, b in self.backends.items():
@@ -205,7 +203,7 @@ class Proxy:
             entry.update(self.stats.of(name).as_dict())
             backends[name] = entry
         return {"vserver": asdict(view), "show": str(view), "backends": backends,
-                "answered_by_proxy": self.stats.as_dict()["answered_by_proxy"]}
+                "answered_by_proxy": {str(k): v for k, v in self.stats.answered_by_proxy.items()}}
 
     def note_failure(self, name, why):
         log.debug("backend %s failed: %s", name, why)
@@ -244,11 +242,8 @@ class Proxy:
                 self._seen[attr] = events[-1]
 
 
-def _check_int(arg, value, low, high):
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{arg} must be an int in {low}..{high}, got {value!r}")
-
-
 def _check_seconds(arg, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
-        raise ValueError(f"{arg} must be a number of seconds in (0, 86400], got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _errors.bad_type(arg, value, "a number of seconds")
+    if not 0 < value <= 86400:  # also rejects NaN
+        raise _errors.bad_value(arg, value, "a number of seconds in (0, 86400]")
