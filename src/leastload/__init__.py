@@ -6,6 +6,7 @@ missing), `=python` forces the pure-Python reference; unset means the C engine.
 
 import os as _os
 
+from ._version import __version__
 from ._errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
 
 _choice = _os.environ.get("LEASTLOAD_IMPLEMENTATION", "c").strip().lower() or "c"
@@ -32,4 +33,5 @@ __all__ = [
     "DuplicateService",
     "TransactionEnded",
     "IMPLEMENTATION",
+    "__version__",
 ]
