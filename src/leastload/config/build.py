@@ -1,0 +1,55 @@
+"""Vservers of the engine built from the config model."""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Optional
+
+from .._errors import METHODS
+from .errors import ConfigError
+from .model import Config, VServer
+
+# The engine's state for a service the config disables: out of service (an
+# administrative stop; coming back from it does not start slow start).
+ENGINE_STATE = {"ENABLED": "UP", "DISABLED": "OUT_OF_SERVICE"}
+
+
+def check_supported(config: Config, vs: VServer) -> None:
+    """A ConfigError naming the line of -lbMethod when the engine lacks that method."""
+    if vs.lb_method not in METHODS:
+        line = vs.option_lines.get("lb_method", vs.line)
+        raise ConfigError(config.source, line, f"lbMethod {vs.lb_method} is not supported by this engine yet "
+                                               f"(it has {', '.join(METHODS)})")
+
+
+def build_vserver(config: Config, vs: VServer, clock: Any, impl: Optional[ModuleType] = None) -> Any:
+    """One engine VirtualServer for `vs`, its services bound in order, on `clock`.
+
+    `impl` is the engine module (leastload._native or leastload.reference);
+    None: the package's choice (`import leastload`)."""
+    if impl is None:
+        import leastload as chosen
+        impl = chosen
+    check_supported(config, vs)
+    engine_class: Any = impl.VirtualServer
+    try:
+        engine = engine_class(
+            vs.lb_method, clock=clock, name=vs.name,
+            new_service_request=vs.new_service_request,
+            new_service_request_unit=vs.new_service_request_unit,
+            new_service_request_increment_interval=vs.new_service_request_increment_interval)
+        for b in vs.bindings:
+            engine.bind(b.service, weight=config.weight_of(vs, b))
+            service = config.service(b.service)
+            if service is not None and service.state != "ENABLED":
+                engine.set_state(b.service, ENGINE_STATE[service.state])
+    except (ValueError, TypeError) as exc:  # the parsers check ranges first: this is a backstop
+        raise ConfigError(config.source, vs.line, f"lb vserver {vs.name!r}: {exc}") from None
+    return engine
+
+
+def build(config: Config, clock: Any, impl: Optional[ModuleType] = None) -> dict[str, Any]:
+    """Every vserver of the config, by name, in config order, sharing `clock`.
+    Checks every vserver before building any."""
+    for vs in config.vservers:
+        check_supported(config, vs)
+    return {vs.name: build_vserver(config, vs, clock, impl) for vs in config.vservers}

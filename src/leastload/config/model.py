@@ -1,0 +1,138 @@
+"""The plain data model of a config: what the NetScaler lines and the TOML form
+both parse into, what `leastload show` prints and what the engine is built from.
+
+It is the state after every line has been applied (not the list of commands),
+so parse -> print -> parse gives an equal model. Line numbers are kept for
+error messages only and take no part in equality.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+# The vendor's load-balancing methods. The engine implements some of them
+# (leastload._errors.METHODS); the others are kept in the model and printed
+# back, and building an engine from them is a clear error.
+LB_METHODS = (
+    "ROUNDROBIN", "LEASTCONNECTION", "LEASTRESPONSETIME", "URLHASH", "DOMAINHASH",
+    "DESTINATIONIPHASH", "SOURCEIPHASH", "SRCIPDESTIPHASH", "LEASTBANDWIDTH", "LEASTPACKETS",
+    "TOKEN", "SRCIPSRCPORTHASH", "LRTM", "CALLIDHASH", "CUSTOMLOAD", "LEASTREQUEST",
+    "AUDITLOGHASH", "STATICPROXIMITY", "USER_TOKEN",
+)
+
+SERVICE_TYPES = (
+    "HTTP", "FTP", "TCP", "UDP", "SSL", "SSL_BRIDGE", "SSL_TCP", "DTLS", "NNTP", "DNS", "DHCPRA",
+    "ANY", "SIP_UDP", "SIP_TCP", "SIP_SSL", "DNS_TCP", "RTSP", "PUSH", "SSL_PUSH", "RADIUS", "RDP",
+    "MYSQL", "MSSQL", "DIAMETER", "SSL_DIAMETER", "TFTP", "ORACLE", "SMPP", "SYSLOGTCP",
+    "SYSLOGUDP", "FIX", "SSL_FIX", "PROXY", "USER_TCP", "USER_SSL_TCP", "QUIC", "IPFIX",
+    "LOGSTREAM", "MONGO", "MONGO_TLS", "MQTT", "MQTT_TLS", "QUIC_BRIDGE", "HTTP_QUIC",
+)
+
+UNITS = ("PER_SECOND", "PERCENT")
+SERVICE_STATES = ("ENABLED", "DISABLED")
+
+# Ranges of the vendor's CLI (and the engine's, where they are narrower).
+MAX_WEIGHT = 100
+MAX_INCREMENT_INTERVAL = 3600
+MAX_HASH_LENGTH = 4096
+MAX_NEW_SERVICE_REQUEST = 0xFFFFFFFE
+MAX_TTFB = 3600.0
+MAX_BYTES = 10**9
+
+
+@dataclass
+class Server:
+    """`add server NAME ADDRESS`."""
+
+    name: str
+    address: str
+    line: int = field(default=0, compare=False)
+
+
+@dataclass
+class Service:
+    """`add service NAME HOST TYPE PORT`; HOST is an IP address or a server's name.
+
+    weight: `set service -weight`, the weight a binding without its own takes.
+    ttfb, request_bytes, response_bytes: leastload's simulation options (not
+    the vendor's): the service's time to first byte in seconds and the sizes
+    of one request and one response in bytes.
+    """
+
+    name: str
+    host: str
+    service_type: str
+    port: int
+    weight: Optional[int] = None
+    state: str = "ENABLED"
+    ttfb: Optional[float] = None
+    request_bytes: Optional[int] = None
+    response_bytes: Optional[int] = None
+    line: int = field(default=0, compare=False)
+
+
+@dataclass
+class Binding:
+    """`bind lb vserver VS SERVICE [-weight W]`: weight None takes the service's."""
+
+    service: str
+    weight: Optional[int] = None
+    line: int = field(default=0, compare=False)
+
+
+@dataclass
+class VServer:
+    """`add lb vserver NAME TYPE [IP PORT]` and its options; bindings in bind order."""
+
+    name: str
+    service_type: str
+    address: Optional[str] = None
+    port: Optional[int] = None
+    lb_method: str = "LEASTCONNECTION"
+    new_service_request: int = 0
+    new_service_request_unit: str = "PER_SECOND"
+    new_service_request_increment_interval: int = 0
+    hash_length: Optional[int] = None
+    netmask: Optional[str] = None
+    bindings: list[Binding] = field(default_factory=list)
+    line: int = field(default=0, compare=False)
+    # option name -> the line that set it last, for errors found later (building the engine)
+    option_lines: dict[str, int] = field(default_factory=dict, compare=False)
+
+
+@dataclass
+class Config:
+    """Everything a config file says, in the order it said it."""
+
+    servers: list[Server] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+    vservers: list[VServer] = field(default_factory=list)
+    source: str = field(default="<config>", compare=False)
+    warnings: list[str] = field(default_factory=list, compare=False)
+
+    def service(self, name: str) -> Optional[Service]:
+        for s in self.services:
+            if s.name == name:
+                return s
+        return None
+
+    def server(self, name: str) -> Optional[Server]:
+        for s in self.servers:
+            if s.name == name:
+                return s
+        return None
+
+    def vserver(self, name: str) -> Optional[VServer]:
+        for v in self.vservers:
+            if v.name == name:
+                return v
+        return None
+
+    def weight_of(self, vserver: VServer, binding: Binding) -> int:
+        """The binding's weight, else its service's, else 1."""
+        if binding.weight is not None:
+            return binding.weight
+        service = self.service(binding.service)
+        if service is not None and service.weight is not None:
+            return service.weight
+        return 1

@@ -1,0 +1,146 @@
+"""The config model -> NetScaler CLI lines, JSON-ready data, and the TOML form.
+
+Each printer writes only what differs from the defaults, in a fixed order
+(servers, services, vservers with their bindings), so its output parses back
+to an equal model.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from typing import Any, Optional
+
+from .model import Config, Service, VServer
+
+
+def _quote(text: str) -> str:
+    """A name as the CLI reads it back: quoted when it holds a blank."""
+    if any(c.isspace() for c in text) or not text:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+def _port(port: int) -> str:
+    return "*" if port == 65535 else str(port)
+
+
+def _number(x: float) -> str:
+    return repr(x)  # float(repr(x)) == x: the round trip is exact
+
+
+def _service_options(service: Service) -> str:
+    parts = []
+    if service.state != "ENABLED":
+        parts.append(f"-state {service.state}")
+    if service.ttfb is not None:
+        parts.append(f"-ttfb {_number(service.ttfb)}")
+    if service.request_bytes is not None:
+        parts.append(f"-requestBytes {service.request_bytes}")
+    if service.response_bytes is not None:
+        parts.append(f"-responseBytes {service.response_bytes}")
+    return "".join(" " + p for p in parts)
+
+
+def _vserver_options(vs: VServer) -> str:
+    parts = [f"-lbMethod {vs.lb_method}"]
+    if vs.hash_length is not None:
+        parts.append(f"-hashLength {vs.hash_length}")
+    if vs.netmask is not None:
+        parts.append(f"-netmask {vs.netmask}")
+    if vs.new_service_request or vs.new_service_request_unit != "PER_SECOND":
+        parts.append(f"-newServiceRequest {vs.new_service_request} {vs.new_service_request_unit}")
+    if vs.new_service_request_increment_interval:
+        parts.append(f"-newServiceRequestIncrementInterval {vs.new_service_request_increment_interval}")
+    return "".join(" " + p for p in parts)
+
+
+def to_netscaler(config: Config) -> str:
+    """NetScaler CLI lines, one command a line, ending with a newline."""
+    lines = []
+    for server in config.servers:
+        lines.append(f"add server {_quote(server.name)} {server.address}")
+    for service in config.services:
+        lines.append(f"add service {_quote(service.name)} {_quote(service.host)} {service.service_type} "
+                     f"{_port(service.port)}{_service_options(service)}")
+        if service.weight is not None:
+            lines.append(f"set service {_quote(service.name)} -weight {service.weight}")
+    for vs in config.vservers:
+        where = "" if vs.address is None or vs.port is None else f" {vs.address} {_port(vs.port)}"
+        lines.append(f"add lb vserver {_quote(vs.name)} {vs.service_type}{where}{_vserver_options(vs)}")
+        for b in vs.bindings:
+            weight = "" if b.weight is None else f" -weight {b.weight}"
+            lines.append(f"bind lb vserver {_quote(vs.name)} {_quote(b.service)}{weight}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _plain(obj: object) -> dict[str, Any]:
+    """A dataclass as a dict of its compared fields, None values left out."""
+    out: dict[str, Any] = {}
+    for f in fields(obj):  # type: ignore[arg-type]
+        if not f.compare:
+            continue
+        value = getattr(obj, f.name)
+        if value is None:
+            continue
+        out[f.name] = [_plain(v) for v in value] if isinstance(value, list) else value
+    return out
+
+
+def to_data(config: Config) -> dict[str, Any]:
+    """The model as plain dicts and lists (what `leastload show --json` prints)."""
+    return {"servers": [_plain(s) for s in config.servers],
+            "services": [_plain(s) for s in config.services],
+            "vservers": [_plain(v) for v in config.vservers]}
+
+
+def to_json(config: Config) -> str:
+    return json.dumps(to_data(config), indent=2) + "\n"
+
+
+# ---- the TOML form -------------------------------------------------------------
+
+def _toml_key(key: str) -> str:
+    bare = key and all(c.isalnum() and c.isascii() or c in "_-" for c in key)
+    return key if bare else json.dumps(key)
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    return json.dumps(value)  # a str: TOML's basic strings escape like JSON's
+
+
+def _toml_table(header: str, items: list[tuple[str, Optional[object]]]) -> list[str]:
+    lines = [f"[{header}]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in items if v is not None]
+    return lines + [""]
+
+
+def to_toml(config: Config) -> str:
+    """The TOML form (docs/cli.md), which leastload.config.parse_toml reads back."""
+    out: list[str] = []
+    for server in config.servers:
+        out += _toml_table(f"server.{_toml_key(server.name)}", [("address", server.address)])
+    for s in config.services:
+        out += _toml_table(f"service.{_toml_key(s.name)}", [
+            ("host", s.host), ("type", s.service_type), ("port", s.port), ("weight", s.weight),
+            ("state", None if s.state == "ENABLED" else s.state), ("ttfb", s.ttfb),
+            ("request_bytes", s.request_bytes), ("response_bytes", s.response_bytes)])
+    for vs in config.vservers:
+        out += _toml_table(f"vserver.{_toml_key(vs.name)}", [
+            ("type", vs.service_type), ("address", vs.address), ("port", vs.port),
+            ("method", vs.lb_method), ("new_service_request", vs.new_service_request or None),
+            ("new_service_request_unit",
+             None if vs.new_service_request_unit == "PER_SECOND" else vs.new_service_request_unit),
+            ("new_service_request_increment_interval", vs.new_service_request_increment_interval or None),
+            ("hash_length", vs.hash_length), ("netmask", vs.netmask)])
+        binds = []
+        for b in vs.bindings:
+            binds.append(_toml_value(b.service) if b.weight is None
+                         else "{ service = " + _toml_value(b.service) + f", weight = {b.weight} }}")
+        out.insert(len(out) - 1, "services = [" + ", ".join(binds) + "]")
+    return "\n".join(out).rstrip("\n") + "\n" if out else ""

@@ -1,0 +1,245 @@
+"""The TOML form of the config model, for people who do not come from NetScaler.
+
+    [server.web1]
+    address = "10.0.0.1"
+
+    [service.S1]
+    host = "web1"          # a server's name or an IP address
+    type = "HTTP"
+    port = 80
+    weight = 2             # optional; also state, ttfb, request_bytes, response_bytes
+
+    [vserver.vs1]
+    type = "HTTP"
+    address = "10.0.0.100" # optional, with port
+    port = 80
+    method = "ROUNDROBIN"
+    new_service_request = 4
+    new_service_request_unit = "PER_SECOND"
+    new_service_request_increment_interval = 10
+    services = ["S1", { service = "S2", weight = 3 }]
+
+Tables keep their order (TOML readers keep it), so services bind in the
+order written. Errors name the line of the key (or table) at fault.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any, Callable, Optional
+
+from . import values
+from .errors import ConfigError
+from .model import (LB_METHODS, MAX_BYTES, MAX_HASH_LENGTH, MAX_INCREMENT_INTERVAL,
+                    MAX_NEW_SERVICE_REQUEST, MAX_TTFB, MAX_WEIGHT, SERVICE_STATES, SERVICE_TYPES,
+                    UNITS, Binding, Config, Server, Service, VServer)
+
+TOML_EXTRA_HINT = "reading TOML on Python < 3.11 needs tomli: pip install 'leastload[toml]'"
+
+
+def _loads(text: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on old Pythons only
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise ImportError(TOML_EXTRA_HINT) from None
+    result: dict[str, Any] = tomllib.loads(text)
+    return result
+
+
+class _Locator:
+    """Finds the line of a table or of a key in it, for messages (the TOML reader gives none)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+    def _header_matches(self, line: str, kind: str, name: str) -> bool:
+        m = re.match(r"\s*\[\s*([^\]]+?)\s*\]\s*(#.*)?$", line)
+        if not m:
+            return False
+        header = re.sub(r"\s*\.\s*", ".", m.group(1), count=1)
+        return header in (f"{kind}.{name}", f'{kind}."{name}"', f"{kind}.'{name}'")
+
+    def line(self, kind: str, name: Optional[str] = None, key: Optional[str] = None) -> Optional[int]:
+        start = None
+        for i, text in enumerate(self.lines):
+            if name is None:
+                if re.match(rf"\s*\[\s*{re.escape(kind)}\s*[.\]]", text):
+                    return i + 1
+                if key is None and re.match(rf"\s*{re.escape(kind)}\s*[=.]", text):
+                    return i + 1
+            elif self._header_matches(text, kind, name):
+                start = i
+                break
+        if start is None:
+            return None
+        if key is not None:
+            for i in range(start + 1, len(self.lines)):
+                if re.match(r"\s*\[", self.lines[i]):
+                    break
+                if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", self.lines[i]):
+                    return i + 1
+        return start + 1
+
+
+_SERVICE_KEYS = ("host", "type", "port", "weight", "state", "ttfb", "request_bytes", "response_bytes")
+_VSERVER_KEYS = ("type", "address", "port", "method", "new_service_request", "new_service_request_unit",
+                 "new_service_request_increment_interval", "hash_length", "netmask", "services")
+
+
+class _TomlParser:
+    def __init__(self, text: str, source: str, strict: bool) -> None:
+        self.source, self.strict = source, strict
+        self.where = _Locator(text)
+        self.config = Config(source=source)
+
+    def error(self, message: str, kind: str, name: Optional[str] = None, key: Optional[str] = None) -> ConfigError:
+        return ConfigError(self.source, self.where.line(kind, name, key), message)
+
+    def warn(self, message: str, kind: str, name: Optional[str] = None, key: Optional[str] = None) -> None:
+        line = self.where.line(kind, name, key)
+        if self.strict:
+            raise ConfigError(self.source, line, message + " (--strict)")
+        where = self.source if line is None else f"{self.source}:{line}"
+        self.config.warnings.append(f"{where}: warning: {message}")
+
+    def value(self, kind: str, name: str, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(key, *args)
+        except ValueError as exc:
+            raise self.error(f"{kind} {name!r}: {exc}", kind, name, key) from None
+
+    def tables(self, data: dict[str, Any], kind: str) -> list[tuple[str, dict[str, Any]]]:
+        section = data.get(kind, {})
+        if not isinstance(section, dict):
+            raise self.error(f"{kind}: must be a table of [{kind}.NAME] tables", kind)
+        out = []
+        for name, table in section.items():
+            if not isinstance(table, dict):
+                raise self.error(f"{kind}.{name}: must be a table", kind, name)
+            self.value(kind, name, "name", lambda _k, n: values.name(f"{kind} name", n), name)
+            out.append((name, table))
+        return out
+
+    def unknown_keys(self, kind: str, name: str, table: dict[str, Any], known: tuple[str, ...]) -> None:
+        for key in table:
+            if key not in known:
+                self.warn(f"{kind} {name!r}: key {key!r} is not modelled by leastload, ignored", kind, name, key)
+
+    def required(self, kind: str, name: str, table: dict[str, Any], key: str) -> Any:
+        if key not in table:
+            raise self.error(f"{kind} {name!r}: needs {key} =", kind, name)
+        return table[key]
+
+    def parse(self, data: dict[str, Any]) -> Config:
+        for key in data:
+            if key not in ("server", "service", "vserver"):
+                self.warn(f"{key!r} is not modelled by leastload, ignored (tables: server, service, vserver)", key)
+        for name, t in self.tables(data, "server"):
+            self.unknown_keys("server", name, t, ("address",))
+            address = self.required("server", name, t, "address")
+            if not isinstance(address, str):
+                raise self.error(f"server {name!r}: address: must be a string, got {address!r}", "server", name,
+                                 "address")
+            self.config.servers.append(Server(name=name, address=address, line=self.where.line("server", name) or 0))
+        for name, t in self.tables(data, "service"):
+            self.config.services.append(self.service(name, t))
+        for name, t in self.tables(data, "vserver"):
+            self.config.vservers.append(self.vserver(name, t))
+        return self.config
+
+    def service(self, name: str, t: dict[str, Any]) -> Service:
+        kind = "service"
+        self.unknown_keys(kind, name, t, _SERVICE_KEYS)
+        host = self.required(kind, name, t, "host")
+        try:
+            host = values.address("host", host)
+        except ValueError:
+            if not isinstance(host, str) or self.config.server(host) is None:
+                raise self.error(f"service {name!r}: host: must be an IP address or a server's name, got {host!r}",
+                                 kind, name, "host") from None
+        s = Service(
+            name=name, host=host,
+            service_type=self.value(kind, name, "type", values.choice, self.required(kind, name, t, "type"),
+                                    SERVICE_TYPES),
+            port=self.value(kind, name, "port", values.port, self.required(kind, name, t, "port")),
+            line=self.where.line(kind, name) or 0)
+        if "weight" in t:
+            s.weight = self.value(kind, name, "weight", values.integer, t["weight"], 1, MAX_WEIGHT)
+        if "state" in t:
+            s.state = self.value(kind, name, "state", values.choice, t["state"], SERVICE_STATES)
+        if "ttfb" in t:
+            s.ttfb = self.value(kind, name, "ttfb", values.number, t["ttfb"], 0.0, MAX_TTFB)
+        for key in ("request_bytes", "response_bytes"):
+            if key in t:
+                setattr(s, key, self.value(kind, name, key, values.integer, t[key], 0, MAX_BYTES))
+        return s
+
+    def vserver(self, name: str, t: dict[str, Any]) -> VServer:
+        kind = "vserver"
+        self.unknown_keys(kind, name, t, _VSERVER_KEYS)
+        line = self.where.line(kind, name) or 0
+        vs = VServer(name=name, service_type=self.value(kind, name, "type", values.choice,
+                                                        self.required(kind, name, t, "type"), SERVICE_TYPES),
+                     line=line)
+        vs.option_lines[""] = line
+        if ("address" in t) != ("port" in t):
+            raise self.error(f"vserver {name!r}: address and port go together", kind, name)
+        if "address" in t:
+            vs.address = self.value(kind, name, "address", values.address, t["address"])
+            vs.port = self.value(kind, name, "port", values.port, t["port"])
+        settings: tuple[tuple[str, str, Callable[..., Any], tuple[Any, ...]], ...] = (
+            ("method", "lb_method", values.choice, (LB_METHODS,)),
+            ("new_service_request", "new_service_request", values.integer, (0, MAX_NEW_SERVICE_REQUEST)),
+            ("new_service_request_unit", "new_service_request_unit", values.choice, (UNITS,)),
+            ("new_service_request_increment_interval", "new_service_request_increment_interval",
+             values.integer, (0, MAX_INCREMENT_INTERVAL)),
+            ("hash_length", "hash_length", values.integer, (1, MAX_HASH_LENGTH)),
+            ("netmask", "netmask", values.netmask, ()),
+        )
+        for key, attr, fn, args in settings:
+            if key in t:
+                setattr(vs, attr, self.value(kind, name, key, fn, t[key], *args))
+                vs.option_lines[attr] = self.where.line(kind, name, key) or line
+        if vs.new_service_request_unit == "PERCENT" and vs.new_service_request > 100:
+            raise self.error(f"vserver {name!r}: new_service_request: must be an integer in 0..100 with PERCENT, "
+                             f"got {vs.new_service_request}", kind, name, "new_service_request")
+        binds = t.get("services", [])
+        if not isinstance(binds, list):
+            raise self.error(f"vserver {name!r}: services: must be a list of names or "
+                             "{ service = NAME, weight = W } tables", kind, name, "services")
+        for item in binds:
+            vs.bindings.append(self.binding(vs, item))
+        return vs
+
+    def binding(self, vs: VServer, item: Any) -> Binding:
+        kind, name, key = "vserver", vs.name, "services"
+        weight = None
+        if isinstance(item, dict):
+            extra = set(item) - {"service", "weight"}
+            if extra or "service" not in item:
+                raise self.error(f"vserver {name!r}: services: a table entry takes service = and an optional "
+                                 f"weight =, got {sorted(item)}", kind, name, key)
+            if "weight" in item:
+                weight = self.value(kind, name, "weight", values.integer, item["weight"], 1, MAX_WEIGHT)
+            item = item["service"]
+        if not isinstance(item, str) or self.config.service(item) is None:
+            raise self.error(f"vserver {name!r}: services: no service named {item!r}", kind, name, key)
+        if any(b.service == item for b in vs.bindings):
+            raise self.error(f"vserver {name!r}: services: {item!r} is listed twice", kind, name, key)
+        return Binding(service=item, weight=weight, line=self.where.line(kind, name, key) or vs.line)
+
+
+def parse_toml(text: str, source: str = "<config>", *, strict: bool = False) -> Config:
+    """The model of the TOML form `text`; `source` names it in messages."""
+    try:
+        data = _loads(text)
+    except ValueError as exc:  # tomllib.TOMLDecodeError: "... (at line L, column C)"
+        message = str(exc)
+        m = re.search(r"\(at line (\d+), column \d+\)", message)
+        line = int(m.group(1)) if m else None
+        raise ConfigError(source, line, "bad TOML: " + re.sub(r"\s*\(at line \d+, column \d+\)", "", message)) \
+            from None
+    return _TomlParser(text, source, strict).parse(data)
