@@ -1,53 +1,76 @@
-"""`python -m leastload COMMAND [ARGS]` (also the `leastload` script).
+"""`leastload COMMAND [ARGS]` (also `python -m leastload`).
 
 Each command is a module with a `main(argv)`, imported only when its command
 runs, so a command whose optional dependencies are missing cannot break the
-others.
+others. User errors of every command are one line on stderr and exit 2:
+`leastload COMMAND: message`, or `file:line: message` for a config.
 """
-import argparse
+from __future__ import annotations
+
 import importlib
 import signal
 import sys
+from typing import Optional, Sequence
+
+from ._cli_args import EXIT_USAGE, FileError, MissingExtra, OneLineParser, UserError, die, one_line_errors
+from ._version import __version__
 
 COMMANDS = {
     "backends": ("leastload.backends", "toy HTTP backends to try the proxy on (delay, body size)"),
     "bench": ("leastload.bench", "measure the C engine beside the reference, check the performance targets"),
-    "demo": ("leastload.demo", "a short walk through the engine"),
+    "demo": ("leastload.demo", "the vendor's worked tables and slow start, replayed by the engine"),
     "proxy": ("leastload.proxy", "an asyncio HTTP/1.1 reverse proxy balancing with the engine"),
-    "simulate": ("leastload.sim.simulate", "traffic on a virtual clock: requests per service per second"),
+    "show": ("leastload.showconfig", "a config (NetScaler lines or TOML) printed back as NetScaler lines or JSON"),
+    "simulate": ("leastload.sim.simulate", "a config's vservers under a workload on a virtual clock"),
 }
 
 
-def _parser():
-    p = argparse.ArgumentParser(
-        prog="python -m leastload",
+def _parser() -> OneLineParser:
+    import argparse
+
+    p = OneLineParser(
+        prog="leastload",
         description="leastload: NetScaler-style load-balancing selection.",
         epilog="commands:\n" + "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
-        + "\n\n'python -m leastload COMMAND --help' shows a command's options.",
+        + "\n\n'leastload COMMAND --help' shows a command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"leastload {__version__}")
     p.add_argument("command", choices=COMMANDS, metavar="COMMAND", help="one of: " + ", ".join(COMMANDS))
     return p
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv is None and hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends quietly
-    argv = list(sys.argv[1:] if argv is None else argv)
+    args = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
-    if not argv or argv[0] not in COMMANDS:
-        parser.parse_args(argv[:1])  # prints usage or help and exits
-    module_name = COMMANDS[argv[0]][0]
+    if not args or args[0] not in COMMANDS:
+        parser.parse_args(args[:1])  # prints help, the version or a one-line error, and exits
+    name = args[0]
+    prog = f"leastload {name}"
+    module_name = COMMANDS[name][0]
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         if getattr(exc, "name", None) == module_name:
-            parser.exit(2, f"python -m leastload {argv[0]}: {module_name} is not part of this installation\n")
-        # an optional dependency of the command is missing: say which, without a traceback
-        parser.exit(2, f"python -m leastload {argv[0]}: {exc}\n")
+            die(prog, f"{module_name} is not part of this installation")
+        die(prog, str(exc))  # an optional dependency is missing: the message says which extra
     command = getattr(module, "main", None)
     if command is None:
-        parser.exit(2, f"python -m leastload {argv[0]}: {module_name} has no command line (no main(argv))\n")
-    return command(argv[1:]) or 0
+        die(prog, f"{module_name} has no command line (no main(argv))")
+    from .config.errors import ConfigError
+
+    with one_line_errors(prog):
+        try:
+            return int(command(args[1:]) or 0)
+        except (ConfigError, FileError) as exc:
+            die(None, str(exc))
+        except (UserError, MissingExtra) as exc:
+            die(prog, str(exc))
+        except KeyboardInterrupt:
+            sys.stderr.write(f"{prog}: interrupted\n")
+            return 130
+    return EXIT_USAGE  # not reached
 
 
 if __name__ == "__main__":

@@ -31,17 +31,25 @@ def build_vserver(config: Config, vs: VServer, clock: Any, impl: Optional[Module
         impl = chosen
     check_supported(config, vs)
     engine_class: Any = impl.VirtualServer
+    settings = dict(new_service_request=vs.new_service_request,
+                    new_service_request_unit=vs.new_service_request_unit,
+                    new_service_request_increment_interval=vs.new_service_request_increment_interval)
     try:
-        engine = engine_class(
-            vs.lb_method, clock=clock, name=vs.name,
-            new_service_request=vs.new_service_request,
-            new_service_request_unit=vs.new_service_request_unit,
-            new_service_request_increment_interval=vs.new_service_request_increment_interval)
+        # Bindings are made in order, with slow start on for the services bound
+        # while it was on (they start in slow start) and off for the others.
+        on = not vs.bindings or vs.bindings[0].slow_start
+        engine = engine_class(vs.lb_method, clock=clock, name=vs.name,
+                              **{**settings, "new_service_request": vs.new_service_request if on else 0})
         for b in vs.bindings:
+            if b.slow_start != on:
+                on = b.slow_start
+                engine.set(**{**settings, "new_service_request": vs.new_service_request if on else 0})
             engine.bind(b.service, weight=config.weight_of(vs, b))
             service = config.service(b.service)
             if service is not None and service.state != "ENABLED":
                 engine.set_state(b.service, ENGINE_STATE[service.state])
+        if not on:
+            engine.set(**settings)
     except (ValueError, TypeError) as exc:  # the parsers check ranges first: this is a backstop
         raise ConfigError(config.source, vs.line, f"lb vserver {vs.name!r}: {exc}") from None
     return engine

@@ -73,10 +73,16 @@ class Service:
 
 @dataclass
 class Binding:
-    """`bind lb vserver VS SERVICE [-weight W]`: weight None takes the service's."""
+    """`bind lb vserver VS SERVICE [-weight W]`: weight None takes the service's.
+
+    slow_start: the vserver had slow start on (newServiceRequest > 0) when the
+    line bound the service, so the service starts in slow start, as on a
+    live appliance; services bound before slow start was set are established.
+    """
 
     service: str
     weight: Optional[int] = None
+    slow_start: bool = False
     line: int = field(default=0, compare=False)
 
 
@@ -109,6 +115,14 @@ class Config:
     vservers: list[VServer] = field(default_factory=list)
     source: str = field(default="<config>", compare=False)
     warnings: list[str] = field(default_factory=list, compare=False)
+
+    def settle(self) -> "Config":
+        """After parsing: with slow start off at the end, no binding is in slow start."""
+        for vs in self.vservers:
+            if vs.new_service_request == 0:
+                for b in vs.bindings:
+                    b.slow_start = False
+        return self
 
     def service(self, name: str) -> Optional[Service]:
         for s in self.services:

@@ -149,7 +149,7 @@ class _Parser:
             except ValueError as exc:
                 raise ConfigError(self.source, number, str(exc)) from None
             self.command(_Line(self, number, tokens))
-        return self.config
+        return self.config.settle()
 
     def command(self, line: _Line) -> None:
         words = [t.text.lower() if not t.quoted else "" for t in line.tokens[:3]]
@@ -250,7 +250,8 @@ class _Parser:
         if "weight" in options:
             weight = int(str(line.check(values.integer, "-weight", line.one("weight", options["weight"]),
                                         1, MAX_WEIGHT)))
-        vs.bindings.append(Binding(service=service.name, weight=weight, line=line.number))
+        vs.bindings.append(Binding(service=service.name, weight=weight, slow_start=vs.new_service_request > 0,
+                                   line=line.number))
 
     def unbind(self, line: _Line) -> None:
         positional, _ = line.split(3, ())

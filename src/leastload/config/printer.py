@@ -41,17 +41,41 @@ def _service_options(service: Service) -> str:
     return "".join(" " + p for p in parts)
 
 
-def _vserver_options(vs: VServer) -> str:
-    parts = [f"-lbMethod {vs.lb_method}"]
-    if vs.hash_length is not None:
-        parts.append(f"-hashLength {vs.hash_length}")
-    if vs.netmask is not None:
-        parts.append(f"-netmask {vs.netmask}")
+def _slow_start(vs: VServer) -> str:
+    """The vserver's slow-start options, those that differ from the defaults."""
+    parts = []
     if vs.new_service_request or vs.new_service_request_unit != "PER_SECOND":
         parts.append(f"-newServiceRequest {vs.new_service_request} {vs.new_service_request_unit}")
     if vs.new_service_request_increment_interval:
         parts.append(f"-newServiceRequestIncrementInterval {vs.new_service_request_increment_interval}")
     return "".join(" " + p for p in parts)
+
+
+def _vserver_lines(vs: VServer) -> list[str]:
+    """`add lb vserver` and its binds. Slow start is set on the add line unless a
+    service is bound before it was on (an established service); then a `set lb
+    vserver` line switches it on before the first service bound in slow start."""
+    name = _quote(vs.name)
+    where = "" if vs.address is None or vs.port is None else f" {vs.address} {_port(vs.port)}"
+    head = f"add lb vserver {name} {vs.service_type}{where} -lbMethod {vs.lb_method}"
+    if vs.hash_length is not None:
+        head += f" -hashLength {vs.hash_length}"
+    if vs.netmask is not None:
+        head += f" -netmask {vs.netmask}"
+    on = not vs.bindings or vs.bindings[0].slow_start
+    lines = [head + (_slow_start(vs) if on else "")]
+    settings_printed = on
+    for b in vs.bindings:
+        if b.slow_start != on:
+            on = b.slow_start
+            lines.append(f"set lb vserver {name}" + (_slow_start(vs) if on else " -newServiceRequest 0"))
+            settings_printed = settings_printed or on
+        weight = "" if b.weight is None else f" -weight {b.weight}"
+        lines.append(f"bind lb vserver {name} {_quote(b.service)}{weight}")
+    final = _slow_start(vs)
+    if final and (not on or not settings_printed):  # the vserver's own settings, last
+        lines.append(f"set lb vserver {name}{final}")
+    return lines
 
 
 def to_netscaler(config: Config) -> str:
@@ -65,11 +89,7 @@ def to_netscaler(config: Config) -> str:
         if service.weight is not None:
             lines.append(f"set service {_quote(service.name)} -weight {service.weight}")
     for vs in config.vservers:
-        where = "" if vs.address is None or vs.port is None else f" {vs.address} {_port(vs.port)}"
-        lines.append(f"add lb vserver {_quote(vs.name)} {vs.service_type}{where}{_vserver_options(vs)}")
-        for b in vs.bindings:
-            weight = "" if b.weight is None else f" -weight {b.weight}"
-            lines.append(f"bind lb vserver {_quote(vs.name)} {_quote(b.service)}{weight}")
+        lines += _vserver_lines(vs)
     return "".join(line + "\n" for line in lines)
 
 
@@ -140,7 +160,7 @@ def to_toml(config: Config) -> str:
             ("hash_length", vs.hash_length), ("netmask", vs.netmask)])
         binds = []
         for b in vs.bindings:
-            binds.append(_toml_value(b.service) if b.weight is None
-                         else "{ service = " + _toml_value(b.service) + f", weight = {b.weight} }}")
+            extra = ("" if b.weight is None else f", weight = {b.weight}") + (", slow_start = true" if b.slow_start else "")
+            binds.append("{ service = " + _toml_value(b.service) + extra + " }" if extra else _toml_value(b.service))
         out.insert(len(out) - 1, "services = [" + ", ".join(binds) + "]")
     return "\n".join(out).rstrip("\n") + "\n" if out else ""

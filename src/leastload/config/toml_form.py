@@ -17,7 +17,10 @@
     new_service_request = 4
     new_service_request_unit = "PER_SECOND"
     new_service_request_increment_interval = 10
-    services = ["S1", { service = "S2", weight = 3 }]
+    services = ["S1", { service = "S2", weight = 3 }, { service = "S3", slow_start = true }]
+
+A service listed with slow_start = true starts in slow start (it joins the
+others, as if bound after slow start was set); the others are established.
 
 Tables keep their order (TOML readers keep it), so services bind in the
 order written. Errors name the line of the key (or table) at fault.
@@ -148,7 +151,7 @@ class _TomlParser:
             self.config.services.append(self.service(name, t))
         for name, t in self.tables(data, "vserver"):
             self.config.vservers.append(self.vserver(name, t))
-        return self.config
+        return self.config.settle()
 
     def service(self, name: str, t: dict[str, Any]) -> Service:
         kind = "service"
@@ -217,11 +220,17 @@ class _TomlParser:
     def binding(self, vs: VServer, item: Any) -> Binding:
         kind, name, key = "vserver", vs.name, "services"
         weight = None
+        slow_start = False
         if isinstance(item, dict):
-            extra = set(item) - {"service", "weight"}
+            extra = set(item) - {"service", "weight", "slow_start"}
             if extra or "service" not in item:
-                raise self.error(f"vserver {name!r}: services: a table entry takes service = and an optional "
-                                 f"weight =, got {sorted(item)}", kind, name, key)
+                raise self.error(f"vserver {name!r}: services: a table entry takes service = and optional "
+                                 f"weight = and slow_start =, got {sorted(item)}", kind, name, key)
+            if "slow_start" in item:
+                if not isinstance(item["slow_start"], bool):
+                    raise self.error(f"vserver {name!r}: slow_start: must be true or false, got "
+                                     f"{item['slow_start']!r}", kind, name, key)
+                slow_start = item["slow_start"]
             if "weight" in item:
                 weight = self.value(kind, name, "weight", values.integer, item["weight"], 1, MAX_WEIGHT)
             item = item["service"]
@@ -229,7 +238,7 @@ class _TomlParser:
             raise self.error(f"vserver {name!r}: services: no service named {item!r}", kind, name, key)
         if any(b.service == item for b in vs.bindings):
             raise self.error(f"vserver {name!r}: services: {item!r} is listed twice", kind, name, key)
-        return Binding(service=item, weight=weight, line=self.where.line(kind, name, key) or vs.line)
+        return Binding(service=item, weight=weight, slow_start=slow_start, line=self.where.line(kind, name, key) or vs.line)
 
 
 def parse_toml(text: str, source: str = "<config>", *, strict: bool = False) -> Config:

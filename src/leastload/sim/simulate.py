@@ -22,7 +22,9 @@ before the next request) with the service's TTFB and status 200.
 import heapq
 import itertools
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
 
@@ -58,30 +60,85 @@ class Simulation:
         return "\n".join([head, *rows])
 
 
-def _apply(vs, event):
+def _apply(vs, event, weights):
     action = event[1]
     if callable(action):
         return action(vs)
     args = list(event[2:])
     kwargs = args.pop() if args and isinstance(args[-1], dict) else {}
+    if action == "bind" and "weight" not in kwargs and len(args) == 1 and args[0] in weights:
+        kwargs = {**kwargs, "weight": weights[args[0]]}
     return getattr(vs, action)(*args, **kwargs)
 
 
-def simulate(vs, clock, rate, duration, events=(), *, start=None, request_duration=0.0,
-             bytes_per_request=1500, packets_per_request=2, ttfb=0.01):
+def _per_service(arg, value, check):
+    """A number, or a dict name -> number; every value checked now, before the run changes anything."""
+    if isinstance(value, Mapping):
+        for name, v in value.items():
+            check(f"{arg}[{name!r}]", v)
+        return dict(value)
+    check(arg, value)
+    return value
+
+
+def _check_seconds(arg, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+        raise ValueError(f"{arg} must be a finite number of seconds >= 0, got {v!r}")
+
+
+def _check_ttfb(arg, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 3600:
+        raise ValueError(f"{arg} must be a number of seconds in 0..3600, got {v!r}")
+
+
+def _check_count(arg, v):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"{arg} must be an int >= 0, got {v!r}")
+
+
+def _check_weight(arg, v):
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100:
+        raise ValueError(f"{arg} must be an int in 1..100, got {v!r}")
+
+
+def _of(value, name, default=None):
+    if isinstance(value, dict):
+        return value.get(name, default)
+    return value
+
+
+def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tuple[Any, ...]] = (), *,
+             start: Optional[int] = None, request_duration: Any = 0.0, bytes_per_request: Any = 1500,
+             packets_per_request: Any = 2, ttfb: Any = 0.01, weights: Optional[Mapping[str, int]] = None,
+             on_second: Optional[Callable[[int], None]] = None) -> Simulation:
     """Runs `duration` whole seconds of `rate` requests per second through `vs`.
 
     `clock` must be vs's ManualClock. `events` are `(time, callable)` or
     `(time, method_name, *args[, kwargs_dict])` applied to vs at that time,
-    before a request due at the same time. `ttfb` is seconds, or a dict
-    name -> seconds.
+    before a request due at the same time; as many as needed.
+
+    Per service, as one value for all or a dict name -> value (a name
+    missing from the dict takes the default): `ttfb` (seconds, default
+    0.01), `request_duration` (seconds a request stays open, default 0: it
+    finishes before the next one), `bytes_per_request` and
+    `packets_per_request` (recorded when the request is dispatched; default
+    1500 and 2). `weights` (a dict name -> weight) re-weights the services
+    bound now and weighs those a "bind" event binds without a weight of its
+    own. `on_second(i)` is called after each second (a progress bar).
+    Everything is checked before anything changes.
     """
     if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
         raise ValueError(f"rate must be a positive int (requests per second), got {rate!r}")
     if isinstance(duration, bool) or not isinstance(duration, int) or duration <= 0:
         raise ValueError(f"duration must be a positive int (seconds), got {duration!r}")
-    if not (isinstance(request_duration, (int, float)) and 0 <= request_duration < math.inf):
-        raise ValueError(f"request_duration must be a finite number of seconds >= 0, got {request_duration!r}")
+    request_duration = _per_service("request_duration", request_duration, _check_seconds)
+    ttfb = _per_service("ttfb", ttfb, _check_ttfb)
+    bytes_per_request = _per_service("bytes_per_request", bytes_per_request, _check_count)
+    packets_per_request = _per_service("packets_per_request", packets_per_request, _check_count)
+    weights = _per_service("weights", dict(weights or {}), _check_weight)
+    for name, weight in weights.items():
+        if name in vs and vs.weight(name) != weight:
+            vs.set_weight(name, weight)
     # the first whole second not before the clock: the clock never goes back
     first = math.ceil(clock.now()) if start is None else int(start)
     events = sorted(events, key=lambda e: e[0])
@@ -99,7 +156,7 @@ def simulate(vs, clock, rate, duration, events=(), *, start=None, request_durati
             tf = pending[0][0] if pending else math.inf
             if te <= limit and te <= tf:
                 clock.set(max(float(te), clock.now()))
-                _apply(vs, events[next_event])
+                _apply(vs, events[next_event], weights)
                 next_event += 1
                 seen.update((n, None) for n in vs.services)
             elif tf <= limit:
@@ -121,13 +178,17 @@ def simulate(vs, clock, rate, duration, events=(), *, start=None, request_durati
                 dropped[i] += 1
                 continue
             count[name] = count.get(name, 0) + 1
-            if bytes_per_request or packets_per_request:
-                vs.record(name, bytes=bytes_per_request, packets=packets_per_request)
-            if request_duration > 0:
-                heapq.heappush(pending, (t + request_duration, next(sequence), name))
+            nbytes, npackets = _of(bytes_per_request, name, 1500), _of(packets_per_request, name, 2)
+            if nbytes or npackets:
+                vs.record(name, bytes=nbytes, packets=npackets)
+            open_for = _of(request_duration, name, 0.0)
+            if open_for > 0:
+                heapq.heappush(pending, (t + open_for, next(sequence), name))
             else:
                 _finish(vs, clock, t, name, ttfb)
         rows.append(count)
+        if on_second is not None:
+            on_second(i + 1)
     run_due(math.nextafter(first + duration, -math.inf))  # what falls inside the run's last second
     services = tuple(seen)
     counts = np.array([[row.get(n, 0) for n in services] for row in rows], dtype=np.int64)
@@ -138,44 +199,214 @@ def _finish(vs, clock, t, name, ttfb):
     if name not in vs:
         return  # unbound meanwhile: the transaction is gone
     clock.set(t)
-    vs.finish(name, ttfb=ttfb.get(name, 0.01) if isinstance(ttfb, dict) else ttfb, status=200)
+    vs.finish(name, ttfb=_of(ttfb, name, 0.01), status=200)
 
 
-def main(argv=None):
-    """`python -m leastload simulate`: a steady rate through a fresh vserver, printed per second."""
-    import argparse
+USAGE_NOTE = """CONFIG is NetScaler CLI lines (or TOML when it ends in .toml); without one, a
+vserver "vserver" with services S1..Sn (--services, --method, --slow-start,
+--new). Events: --event T:ACTION:SERVICE, ACTION one of bind, unbind, down,
+up, out_of_service (as many as needed). docs/cli.md has the details."""
 
+
+def _number(flag: str, text: Optional[str], default: float, **check: Any) -> float:
+    from .._cli_args import parse_number
+
+    return default if text is None else parse_number(flag, text, **check)
+
+
+def _default_config(args: Any, duration: int, events: list[Any]) -> Any:
+    """The vserver of the flags when there is no CONFIG: S1..Sn, --method, --slow-start, --new."""
+    from .._cli_args import UserError
     from .._errors import METHODS
+    from ..config import Binding, Config, Service, VServer
+    from ..config.model import MAX_INCREMENT_INTERVAL, UNITS
+    from .workload_file import Event
 
-    p = argparse.ArgumentParser(prog="python -m leastload simulate", description=main.__doc__)
-    p.add_argument("--method", choices=METHODS, default="ROUNDROBIN")
-    p.add_argument("--services", type=int, default=4, help="services S1..Sn bound at t = 0 (default 4)")
-    p.add_argument("--rate", type=int, default=100, help="requests per second (default 100)")
-    p.add_argument("--duration", type=int, default=60, help="seconds (default 60)")
-    p.add_argument("--new", metavar="T", type=float, default=None,
-                   help="bind one more service, 'new', at time T (it starts slow if slow start is on)")
-    p.add_argument("--slow-start", nargs=3, metavar=("RATE", "UNIT", "INTERVAL"), default=None,
-                   help="new_service_request, its unit (PER_SECOND or PERCENT) and the increment interval")
-    p.add_argument("--every", type=int, default=1, help="print every Nth second (default 1)")
-    p.add_argument("--implementation", choices=("c", "python"), default="c")
+    n = int(_number("--services", args.services, 4, integer=True, low=1, high=10_000, low_inclusive=True))
+    method = (args.method or "ROUNDROBIN").upper()
+    if method not in METHODS:
+        raise UserError(f"--method: must be one of {', '.join(METHODS)}, got {args.method}")
+    config = Config(source="<flags>")
+    vs = VServer(name="vserver", service_type="HTTP", lb_method=method)
+    for i in range(1, n + 1):
+        config.services.append(Service(name=f"S{i}", host=f"10.0.{i // 250}.{i % 250 + 1}",
+                                       service_type="HTTP", port=80))
+        vs.bindings.append(Binding(service=f"S{i}"))
+    if args.slow_start:
+        rate_text, unit_text, interval_text = args.slow_start
+        unit = unit_text.upper()
+        if unit not in UNITS:
+            raise UserError(f"--slow-start: UNIT must be one of {', '.join(UNITS)}, got {unit_text}")
+        vs.new_service_request = int(_number("--slow-start", rate_text, 0, integer=True, low=0,
+                                             high=100 if unit == "PERCENT" else 0xFFFFFFFE, low_inclusive=True))
+        vs.new_service_request_unit = unit
+        vs.new_service_request_increment_interval = int(_number(
+            "--slow-start", interval_text, 0, integer=True, low=0, high=MAX_INCREMENT_INTERVAL, low_inclusive=True))
+    if args.new is not None:
+        at = _number("--new", args.new, 0.0, integer=False, low=0, low_inclusive=True)
+        if not at < duration:
+            raise UserError(f"--new: must be before the end of the run (--duration {duration}), got {args.new}")
+        config.services.append(Service(name="new", host="10.0.255.1", service_type="HTTP", port=80))
+        events.append(Event(at, "bind", "new", f"--event {args.new}:bind:new"))
+    config.vservers.append(vs)
+    return config
+
+
+def _parse_event(text: str) -> Any:
+    from .._cli_args import UserError
+    from .workload_file import ACTIONS, parse_event
+
+    when, sep, rest = text.partition(":")
+    try:
+        at = float(when)
+        if not (math.isfinite(at) and at >= 0):
+            raise ValueError
+    except ValueError:
+        raise UserError(f"--event: must be T:ACTION:SERVICE with T seconds >= 0, got {text}") from None
+    try:
+        return parse_event(rest, at, f"--event {text}")
+    except ValueError:
+        raise UserError(f"--event: must be T:ACTION:SERVICE with ACTION one of {', '.join(ACTIONS)}, "
+                        f"got {text}") from None
+
+
+def _check_output(flag: str, path: Optional[str]) -> None:
+    import os
+
+    from .._cli_args import UserError
+
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise UserError(f"{flag}: is a directory, got {path}")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UserError(f"{flag}: no such directory {os.path.dirname(path) or '.'}, got {path}")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`leastload simulate`: a config's vservers under a workload on a virtual clock."""
+    import argparse
+    import os
+    import sys
+
+    from .._cli_args import OneLineParser, UserError
+    from ..config import check_supported, load
+    from . import report, runs, workload_file
+    from .progress import Progress
+
+    p = OneLineParser(prog="leastload simulate", description=main.__doc__, epilog=USAGE_NOTE,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", nargs="?", metavar="CONFIG", help="NetScaler CLI lines, or TOML (.toml)")
+    p.add_argument("--workload", default=runs.STEADY, metavar="NAME|FILE",
+                   help=f"{', '.join(runs.WORKLOADS)} (default {runs.STEADY}), or a .csv/.json workload file")
+    p.add_argument("--duration", metavar="S", help="whole seconds to run (default 60; a file: up to its last row)")
+    p.add_argument("--rate", metavar="R", help="requests per second (default 100; not with a workload file)")
+    p.add_argument("--event", action="append", default=[], metavar="T:ACTION:SERVICE",
+                   help="bind, unbind, down, up or out_of_service a service at time T (repeatable)")
+    p.add_argument("--vserver", action="append", metavar="NAME", help="simulate only this vserver (repeatable)")
+    p.add_argument("--plot", metavar="OUT.png", help="requests per second per service, as a PNG (extra: plot)")
+    p.add_argument("--csv", metavar="OUT.csv", help="requests per service per second, as CSV")
+    p.add_argument("--json", metavar="OUT.json", help="everything, as JSON")
+    p.add_argument("--every", metavar="N", help="also print the per-second table, every Nth second")
+    p.add_argument("--seed", metavar="N", help="seed of a generated workload (default 0)")
+    p.add_argument("--strict", action="store_true", help="config lines leastload does not model are errors")
+    p.add_argument("--implementation", choices=("c", "python"), default="c",
+                   help="the C engine (default) or the pure-Python reference")
+    flags = p.add_argument_group("without a CONFIG")
+    flags.add_argument("--method", help="the vserver's method (default ROUNDROBIN)")
+    flags.add_argument("--services", metavar="N", help="services S1..SN bound at t = 0 (default 4)")
+    flags.add_argument("--slow-start", nargs=3, metavar=("RATE", "UNIT", "INTERVAL"),
+                       help="newServiceRequest, its unit (PER_SECOND or PERCENT), the increment interval")
+    flags.add_argument("--new", metavar="T", help="bind one more service, 'new', at time T")
     args = p.parse_args(argv)
+
+    if args.config is not None:
+        for flag in ("method", "services", "slow_start", "new"):
+            if getattr(args, flag) is not None:
+                name = "--" + flag.replace("_", "-")
+                raise UserError(f"{name}: not with a CONFIG (the config sets the vserver), got {args.config}")
+    every = int(_number("--every", args.every, 0, integer=True, low=1, low_inclusive=True))
+    seed = int(_number("--seed", args.seed, 0, integer=True, low=0, high=2**63 - 1, low_inclusive=True))
+    is_file = args.workload not in runs.WORKLOADS
+    if is_file and not args.workload.lower().endswith((".csv", ".json")):
+        raise UserError(f"--workload: must be one of {', '.join(runs.WORKLOADS)} or a .csv or .json file, "
+                        f"got {args.workload}")
+    if is_file and args.rate is not None:
+        raise UserError(f"--rate: not with a workload file (its rows are the requests), got {args.rate}")
+    rate = _number("--rate", args.rate, 100, integer=False, low=0, high=10**7)
+    if args.workload == runs.STEADY and rate != int(rate):
+        raise UserError(f"--rate: must be a whole number of requests per second for the steady workload, "
+                        f"got {args.rate}")
+    for flag in ("--plot", "--csv", "--json"):
+        _check_output(flag, getattr(args, flag[2:]))
+    if args.plot is not None:
+        from .plot import require_matplotlib
+
+        require_matplotlib()  # before any work: nothing half-done
+    events = [_parse_event(text) for text in args.event]
+    workload = workload_file.read(args.workload) if is_file else None
+    if workload is not None:
+        events += workload.events
+    if args.duration is not None:
+        duration = int(_number("--duration", args.duration, 60, integer=True, low=1, high=10**7,
+                               low_inclusive=True))
+    else:
+        duration = 60 if workload is None else max(1, math.floor(workload.end) + 1)
+    if workload is not None and workload.time and not workload.time[-1] < duration:
+        raise UserError(f"--duration: the workload file has requests until {workload.time[-1]:g} s, "
+                        f"past the end of the run, got {duration}")
+    if args.config is None:
+        config = _default_config(args, duration, events)
+    else:
+        config = load(args.config, strict=args.strict)
+    for warning in config.warnings:
+        print(warning, file=sys.stderr)
+    chosen = config.vservers
+    if args.vserver:
+        missing = [n for n in args.vserver if config.vserver(n) is None]
+        if missing:
+            raise UserError(f"--vserver: no lb vserver named {missing[0]!r} in {config.source}")
+        chosen = [v for v in config.vservers if v.name in args.vserver]
+    if not chosen:
+        raise UserError(f"CONFIG: {config.source} has no lb vserver to simulate")
+    for vs in chosen:  # every check before the first run
+        check_supported(config, vs)
+        runs.check_events(config, vs, events, duration)
+        if not vs.bindings and not any(e.action == "bind" for e in events):
+            raise UserError(f"CONFIG: lb vserver {vs.name!r} has no service bound and no --event binds one")
     if args.implementation == "python":
         from .. import reference as impl
     else:
         from .. import _native as impl
-    clock = impl.ManualClock(0.0)
-    vs = impl.VirtualServer(args.method, clock=clock)
-    for i in range(1, args.services + 1):
-        vs.bind(f"S{i}")
-    if args.slow_start:
-        rate, unit, interval = args.slow_start
-        vs.set(new_service_request=int(rate), new_service_request_unit=unit,
-               new_service_request_increment_interval=int(interval))
-    events = [] if args.new is None else [(args.new, "bind", "new")]
-    sim = simulate(vs, clock, rate=args.rate, duration=args.duration, events=events)
-    lines = sim.table().splitlines()
-    print("\n".join([lines[0], *lines[1::max(1, args.every)]]))
-    if getattr(vs, "slow_start_exits", None):
-        for t, name, why in vs.slow_start_exits:
-            print(f"t={t:g}: {name} left slow start: {why}")
+    progress = Progress(duration * len(chosen), "simulate")
+    results = []
+    for k, vs in enumerate(chosen):
+        if args.workload == runs.STEADY:
+            results.append(runs.run_steady(config, vs, impl, int(rate), duration, events,
+                                           on_second=lambda i, k=k: progress.update(k * duration + i)))
+        else:
+            results.append(runs.run_trace(config, vs, impl, duration, events,
+                                          None if is_file else args.workload, rate, seed, workload))
+            progress.update((k + 1) * duration)
+    progress.close()
+
+    what = (f"workload {args.workload}" if is_file
+            else f"{args.workload} workload, {rate:g} requests/s")
+    for run in results:
+        if every:
+            print(report.table(run, every))
+        print(report.summary(run, f"lb vserver {run.vserver} ({run.method}), {what}, {duration} s"))
+    settings = {"config": args.config, "workload": args.workload, "duration": duration,
+                "rate": None if is_file else rate, "seed": seed, "implementation": args.implementation}
+    if args.csv is not None:
+        report.write_atomically(args.csv, report.csv_text(results))
+    if args.json is not None:
+        report.write_atomically(args.json, report.json_text(results, settings))
+    if args.plot is not None:
+        from .plot import Panel, save
+
+        panels = [Panel(title=f"lb vserver {r.vserver} ({r.method})", start=r.start, series=r.series(),
+                        events=tuple((e.time, f"{e.action} {e.service}") for e in r.events)) for r in results]
+        save(panels, args.plot, title=f"{os.path.basename(args.config or 'leastload simulate')}: {what}")
     return 0

@@ -1,0 +1,94 @@
+"""Command-line plumbing shared by leastload's commands: user errors as one line.
+
+A user error (a bad flag value, a bad config line, a missing file) prints
+exactly one line on stderr, `leastload COMMAND: message` or
+`file:line: message`, and exits with status 2; no traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn, Optional, Sequence
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """Bad input from the user; its text is the whole message (printed after the command's name)."""
+
+
+class FileError(UserError):
+    """Bad content of an input file; its text starts with `file:line:` and is printed alone."""
+
+
+class MissingExtra(ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    def __init__(self, what: str, package: str, extra: str) -> None:
+        super().__init__(f"{what} needs {package}: pip install 'leastload[{extra}]'")
+        self.extra = extra
+
+
+def flag_error(flag: str, expected: str, value: object) -> UserError:
+    """`--rate: must be > 0, got -5`."""
+    return UserError(f"{flag}: must be {expected}, got {value}")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (`PROG: message`) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}\n")
+
+
+def one_line_errors(prog: str) -> "_PatchedErrors":
+    """While active, every argparse parser reports errors as one line prefixed by `prog`
+    (for the commands whose parsers are not OneLineParser)."""
+    return _PatchedErrors(prog)
+
+
+class _PatchedErrors:
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+        self.saved = argparse.ArgumentParser.error
+
+    def __enter__(self) -> None:
+        prog = self.prog
+
+        def error(self: argparse.ArgumentParser, message: str) -> NoReturn:
+            self.exit(EXIT_USAGE, f"{prog}: {message}\n")
+
+        argparse.ArgumentParser.error = error  # type: ignore[method-assign]
+
+    def __exit__(self, *exc: object) -> None:
+        argparse.ArgumentParser.error = self.saved  # type: ignore[method-assign]
+
+
+def die(prog: Optional[str], message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Prints `prog: message` (the message alone when prog is None: a `file:line:` one) and exits."""
+    sys.stderr.write((message if prog is None else f"{prog}: {message}") + "\n")
+    raise SystemExit(code)
+
+
+def parse_number(flag: str, text: str, *, integer: bool, low: Optional[float] = None,
+                 high: Optional[float] = None, low_inclusive: bool = False) -> float:
+    """A flag's number, with the range check's message in the house style."""
+    import math
+
+    kind = "an integer" if integer else "a number"
+    try:
+        value: float = int(text) if integer else float(text)
+    except ValueError:
+        raise flag_error(flag, kind, repr(text)) from None
+    if not math.isfinite(value):
+        raise flag_error(flag, "a finite number", text)
+    if low is not None and (value < low if low_inclusive else value <= low):
+        raise flag_error(flag, f"{'>=' if low_inclusive else '>'} {low:g}", text)
+    if high is not None and value > high:
+        raise flag_error(flag, f"<= {high:g}", text)
+    return value
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

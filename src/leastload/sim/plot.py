@@ -1,0 +1,80 @@
+"""Requests per second per service over time, as a PNG (matplotlib, Agg).
+
+`pip install 'leastload[plot]'`. One panel per vserver, one line per
+service, events marked with a dotted vertical line and a label. The series
+drawn are the simulation's counts exactly; they are also stored in the PNG
+as a text chunk (key `leastload-series`, JSON) so the figure's data can be
+checked against the simulation.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .._cli_args import MissingExtra
+
+SERIES_KEY = "leastload-series"
+
+
+@dataclass(frozen=True)
+class Panel:
+    """What one panel shows: a vserver's requests per second per service."""
+
+    title: str
+    start: int                     # the first second
+    series: dict[str, list[int]]   # service -> requests in each second
+    events: tuple[tuple[float, str], ...] = ()  # (time, label)
+
+
+def require_matplotlib() -> None:
+    """Raises MissingExtra when matplotlib is not installed (check before any work)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise MissingExtra("--plot", "matplotlib", "plot") from None
+
+
+def figure(panels: Sequence[Panel], title: str = "") -> Any:
+    """A matplotlib Figure of the panels (Agg backend, no display needed)."""
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.6 * max(1, len(panels))), dpi=100, layout="constrained")
+    axes = fig.subplots(max(1, len(panels)), 1, squeeze=False)[:, 0]
+    for ax, panel in zip(axes, panels):
+        for name, counts in panel.series.items():
+            xs = list(range(panel.start, panel.start + len(counts)))
+            ax.plot(xs, counts, label=name, drawstyle="steps-post", linewidth=1.6)
+        top = max([1, *(max(c, default=0) for c in panel.series.values())])
+        for t, label in panel.events:
+            ax.axvline(t, color="0.4", linestyle=":", linewidth=1)
+            ax.annotate(label, (t, top), xytext=(3, -2), textcoords="offset points",
+                        fontsize=8, color="0.3", va="top", rotation=90)
+        ax.set_title(panel.title, fontsize=10)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("requests per second")
+        ax.set_ylim(bottom=0, top=top * 1.15)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="center right", fontsize=8, ncol=1 + len(panel.series) // 8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def save(panels: Sequence[Panel], path: str, title: str = "") -> Any:
+    """Writes the PNG at `path` (all or nothing: a temporary file renamed) and returns the Figure."""
+    fig = figure(panels, title)
+    data = json.dumps([{"title": p.title, "start": p.start, "series": p.series} for p in panels])
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".leastload-", suffix=".png", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format="png", metadata={SERIES_KEY: data})
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return fig

@@ -1,0 +1,238 @@
+"""What `leastload simulate` runs: a config's vservers under one workload.
+
+A workload is `steady` (requests evenly spread, `rate` a second, through
+`simulate()` one call at a time, with per-service sizes and TTFB from the
+config), a generated trace (`poisson`, `bursty`, `diurnal`: make_trace) or
+a workload file (leastload.sim.workload_file); traces are replayed with
+`leastload.sim.replay.replay`, inside C for the C engine. Service events
+(bind, unbind, down, up, out_of_service) come from `--event` flags and the
+workload file, and are checked against the vserver before anything runs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .._cli_args import FileError, UserError
+from ..config import Config, VServer, build_vserver
+from . import workload_file
+from .workload_file import Event, Workload
+
+STEADY = "steady"
+GENERATED = ("poisson", "bursty", "diurnal")
+WORKLOADS = (STEADY, *GENERATED)
+DEFAULT_TTFB = 0.01
+STATE_OF_ACTION = {"down": "DOWN", "up": "UP", "out_of_service": "OUT_OF_SERVICE"}
+
+
+@dataclass
+class ServiceResult:
+    name: str
+    requests: int
+    share: float          # of the requests the vserver served
+    bytes: int
+    packets: int
+    load: Optional[float]   # N at the end; None when unbound at the end
+    score: Optional[float]  # Nw at the end
+    state: str
+    phase: str
+
+
+@dataclass
+class Run:
+    vserver: str
+    method: str
+    start: int
+    services: tuple[str, ...]
+    counts: np.ndarray      # int64 [seconds, services]
+    dropped: np.ndarray     # int64 [seconds]
+    results: list[ServiceResult]
+    events: list[Event]
+    slow_start_exits: list[tuple[float, str, str]] = field(default_factory=list)
+
+    def series(self) -> dict[str, list[int]]:
+        return {name: [int(c) for c in self.counts[:, i]] for i, name in enumerate(self.services)}
+
+
+def _fail(event: Event, message: str) -> Exception:
+    if event.where.startswith("--event"):
+        return UserError(f"--event: {message}, got {event.where[len('--event '):]}")
+    return FileError(f"{event.where}: {message}")
+
+
+def check_events(config: Config, vs: VServer, events: list[Event], duration: float) -> list[str]:
+    """Services bound at some point, in order (bound first, then as events bind them).
+    Raises for an event past the end, of an unknown service, or one the service cannot take."""
+    bound = [b.service for b in vs.bindings]
+    order = list(bound)
+    for e in sorted(events, key=lambda e: e.time):
+        if not e.time < duration:
+            raise _fail(e, f"time must be before the end of the run ({duration:g} s)")
+        if e.action == "bind":
+            if config.service(e.service) is None:
+                raise _fail(e, f"no service named {e.service!r} in the config")
+            if e.service in bound:
+                raise _fail(e, f"{e.service!r} is already bound to {vs.name!r} then")
+            bound.append(e.service)
+            if e.service not in order:
+                order.append(e.service)
+        elif e.service not in bound:
+            raise _fail(e, f"{e.service!r} is not bound to {vs.name!r} then")
+        elif e.action == "unbind":
+            bound.remove(e.service)
+    return order
+
+
+def _weight(config: Config, vs: VServer, name: str) -> int:
+    for b in vs.bindings:
+        if b.service == name:
+            return config.weight_of(vs, b)
+    service = config.service(name)
+    return service.weight if service is not None and service.weight is not None else 1
+
+
+def _ttfb(config: Config, name: str) -> Optional[float]:
+    service = config.service(name)
+    return None if service is None else service.ttfb
+
+
+def _sizes(config: Config, name: str) -> tuple[int, int]:
+    service = config.service(name)
+    req = service.request_bytes if service is not None and service.request_bytes is not None \
+        else workload_file.DEFAULT_REQUEST_BYTES
+    resp = service.response_bytes if service is not None and service.response_bytes is not None \
+        else workload_file.DEFAULT_RESPONSE_BYTES
+    return req, resp
+
+
+def _results(vs: Any, services: tuple[str, ...], requests: list[int], nbytes: list[int],
+             npackets: list[int]) -> list[ServiceResult]:
+    total = sum(requests)
+    view = {s.name: s for s in vs.show().services}
+    out = []
+    for i, name in enumerate(services):
+        s = view.get(name)
+        out.append(ServiceResult(
+            name=name, requests=requests[i], share=requests[i] / total if total else 0.0,
+            bytes=nbytes[i], packets=npackets[i],
+            load=None if s is None else s.load, score=None if s is None else s.score,
+            state="unbound" if s is None else s.state, phase="unbound" if s is None else s.phase))
+    return out
+
+
+def run_steady(config: Config, vs_model: VServer, impl: ModuleType, rate: int, duration: int,
+               events: list[Event], on_second: Optional[Callable[[int], None]] = None) -> Run:
+    from .simulate import simulate
+
+    names = check_events(config, vs_model, events, duration)
+    clock = impl.ManualClock(0.0)
+    vs = build_vserver(config, vs_model, clock, impl)
+    ttfb = {n: _ttfb(config, n) or DEFAULT_TTFB for n in names}
+    sizes = {n: _sizes(config, n) for n in names}
+    nbytes = {n: req + resp for n, (req, resp) in sizes.items()}
+    npackets = {n: workload_file.packets(req) + workload_file.packets(resp) for n, (req, resp) in sizes.items()}
+    sim_events: list[tuple[Any, ...]] = []
+    for e in events:
+        if e.action == "bind":
+            sim_events.append((e.time, "bind", e.service, {"weight": _weight(config, vs_model, e.service)}))
+        elif e.action == "unbind":
+            sim_events.append((e.time, "unbind", e.service))
+        else:
+            sim_events.append((e.time, "set_state", e.service, STATE_OF_ACTION[e.action]))
+    # a request stays open for its service's TTFB, then finishes with it
+    sim = simulate(vs, clock, rate=rate, duration=duration, events=sim_events, start=0, request_duration=ttfb,
+                   ttfb=ttfb, bytes_per_request=nbytes, packets_per_request=npackets, on_second=on_second)
+    requests = [int(x) for x in sim.counts.sum(axis=0)]
+    results = _results(vs, sim.services, requests, [r * nbytes.get(n, 0) for r, n in zip(requests, sim.services)],
+                       [r * npackets.get(n, 0) for r, n in zip(requests, sim.services)])
+    return Run(vs_model.name, vs.method, sim.start, sim.services, sim.counts, sim.dropped, results,
+               sorted(events, key=lambda e: e.time), list(getattr(vs, "slow_start_exits", [])))
+
+
+def _trace_events(events: list[Event]) -> list[tuple[float, str, str]]:
+    return [(e.time, e.action.upper(), e.service) for e in sorted(events, key=lambda e: e.time)]
+
+
+def generated_trace(config: Config, vs_model: VServer, names: list[str], pattern: str, rate: float,
+                    duration: int, events: list[Event], seed: int) -> Any:
+    from . import workloads
+
+    make_trace: Any = workloads.make_trace  # not annotated (yet): called through Any
+    n = int(math.ceil(rate * duration * 1.2)) + 64  # enough arrivals to pass the end; cut there
+    trace = make_trace(n_services=len(names), n_requests=n, rate=rate, pattern=pattern, seed=seed,
+                       weights=[_weight(config, vs_model, s) for s in names], events=_trace_events(events),
+                       names=names)
+    trace = trace.head(int(np.searchsorted(trace.arrival, float(duration), side="left")))
+    base = trace.ttfb_base.copy()
+    for i, name in enumerate(names):
+        ttfb = _ttfb(config, name)
+        if ttfb is not None:
+            base[i] = ttfb
+    import dataclasses
+
+    return dataclasses.replace(trace, ttfb_base=base)
+
+
+def file_trace(config: Config, vs_model: VServer, names: list[str], workload: Workload,
+               events: list[Event]) -> Any:
+    from .workloads import EVENT_KINDS, Trace
+
+    trace_events = _trace_events(events)
+    first: dict[str, str] = {}
+    for _, kind, name in trace_events:
+        first.setdefault(name, kind)
+    index = {name: i for i, name in enumerate(names)}
+    req = np.array(workload.request_bytes, dtype=np.uint64)
+    resp = np.array(workload.response_bytes, dtype=np.uint64)
+    mss = np.uint64(workload_file.MSS)
+    per_request_ttfb = workload.ttfb is not None
+    return Trace(
+        services=tuple(names),
+        weights=np.array([_weight(config, vs_model, s) for s in names], dtype=np.uint8),
+        initially_bound=np.array([first.get(s) != "BIND" for s in names], dtype=np.bool_),
+        ttfb_base=np.array([1.0 if per_request_ttfb else (_ttfb(config, s) or DEFAULT_TTFB) for s in names],
+                           dtype=np.float64),
+        ttfb_slope=np.zeros(len(names), dtype=np.float64),
+        arrival=np.array(workload.time, dtype=np.float64),
+        ttfb_factor=np.array(workload.ttfb if workload.ttfb is not None else [1.0] * len(workload),
+                             dtype=np.float64),
+        transfer=np.array(workload.duration, dtype=np.float64),
+        status=np.array(workload.status, dtype=np.uint16),
+        req_bytes=req, resp_bytes=resp,
+        req_packets=(req + mss - np.uint64(1)) // mss + np.uint64(1),
+        resp_packets=(resp + mss - np.uint64(1)) // mss + np.uint64(1),
+        event_time=np.array([t for t, _, _ in trace_events], dtype=np.float64),
+        event_kind=np.array([EVENT_KINDS.index(k) for _, k, _ in trace_events], dtype=np.uint8),
+        event_service=np.array([index[n] for _, _, n in trace_events], dtype=np.uint32))
+
+
+def run_trace(config: Config, vs_model: VServer, impl: ModuleType, duration: int, events: list[Event],
+              pattern: Optional[str], rate: float, seed: int, workload: Optional[Workload]) -> Run:
+    from . import replay as replay_module
+
+    replay: Any = replay_module.replay
+    names = check_events(config, vs_model, events, duration)
+    if not names:
+        raise UserError(f"lb vserver {vs_model.name!r} has no service bound and no --event binds one")
+    if workload is not None:
+        trace = file_trace(config, vs_model, names, workload, events)
+    else:
+        assert pattern is not None
+        trace = generated_trace(config, vs_model, names, pattern, rate, duration, events, seed)
+    clock = impl.ManualClock(0.0)
+    vs = build_vserver(config, vs_model, clock, impl)
+    result = replay(vs, clock, trace)
+    seconds = np.minimum(np.floor(trace.arrival).astype(np.int64), duration - 1)
+    served = result.chosen >= 0
+    counts = np.zeros((duration, len(names)), dtype=np.int64)
+    np.add.at(counts, (seconds[served], result.chosen[served].astype(np.int64)), 1)
+    dropped = np.bincount(seconds[~served], minlength=duration).astype(np.int64)[:duration]
+    requests = [int(x) for x in result.selected]
+    results = _results(vs, tuple(names), requests, [int(x) for x in result.bytes],
+                       [int(x) for x in result.packets])
+    return Run(vs_model.name, vs.method, 0, tuple(names), counts, dropped, results,
+               sorted(events, key=lambda e: e.time), list(getattr(vs, "slow_start_exits", [])))
