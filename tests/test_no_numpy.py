@@ -80,5 +80,6 @@ def test_commands_needing_numpy_print_the_hint_without_a_traceback(tmp_path, com
     code = BLOCK_NUMPY + f"from leastload.__main__ import main\nsys.exit(main([{command!r}]))\n"
     result = run_python(code, tmp_path, "python")
     assert result.returncode == 2, (result.stdout, result.stderr)
-    assert HINT in result.stderr and f"python -m leastload {command}:" in result.stderr
+    assert HINT in result.stderr and result.stderr.startswith(f"leastload {command}: ")
+    assert len(result.stderr.splitlines()) == 1
     assert "Traceback" not in result.stderr

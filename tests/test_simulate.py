@@ -234,4 +234,4 @@ def test_command_line_prints_the_automated_table(capsys, implementation):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["t(s)", "S1", "S2", "S3", "S4", "new", "dropped"]
     assert [int(line.split()[5]) for line in out[1:7]] == [0, 4, 8, 12, 16, 20]  # the vendor's table
-    assert out[-1] == "t=50: new left slow start: the cap reached the fair share"
+    assert out[-1].strip() == "t=50: new left slow start: the cap reached the fair share"

@@ -7,8 +7,10 @@ exactly one line on stderr, `leastload COMMAND: message` or
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import NoReturn, Optional, Sequence
+import tempfile
+from typing import BinaryIO, Callable, NoReturn, Optional, Sequence
 
 EXIT_USAGE = 2
 
@@ -92,3 +94,20 @@ def parse_number(flag: str, text: str, *, integer: bool, low: Optional[float] = 
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+def write_file(path: str, write: Callable[[BinaryIO], None]) -> None:
+    """Writes `path` whole or not at all: `write` fills a temporary file in the same
+    directory, which then replaces `path`; permissions as for a new file (umask)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".leastload-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,4 +1,4 @@
-"""`python -m leastload demo`: the vendor's worked examples, replayed by the engine.
+"""`leastload demo`: the vendor's worked examples, replayed by the engine.
 
 Each table is built from scratch on a virtual clock, the engine picks every
 request, and the rows print like the vendor's own tables (service chosen,
@@ -60,6 +60,32 @@ def _fmt(x):
     return f"{x:.2f}".rstrip("0").rstrip(".") if isinstance(x, float) else str(x)
 
 
+AUTOMATED_SECONDS = 60
+
+
+def automated(impl, seconds=AUTOMATED_SECONDS):
+    """The vendor's automated slow-start scenario: 100 req/s round robin over four
+    services; Service5 bound at t = 0 with +4 req/s every 10 s."""
+    clock = impl.ManualClock(0.0)
+    vs = impl.VirtualServer("ROUNDROBIN", clock=clock)
+    for i in range(1, 5):
+        vs.bind(f"Service{i}")
+    vs.set(new_service_request=4, new_service_request_unit="PER_SECOND", new_service_request_increment_interval=10)
+    return simulate(vs, clock, rate=100, duration=seconds, events=[(0, "bind", "Service5")])
+
+
+def write_chart(impl, path):
+    """The automated scenario as a PNG (the README's figure; needs the plot extra)."""
+    from leastload.sim.plot import Panel, save
+
+    sim = automated(impl)
+    series = {name: [int(c) for c in sim.of(name)] for name in sim.services}
+    panel = Panel(title="100 requests/s round robin; Service5 bound at t = 0, "
+                        "-newServiceRequest 4 PER_SECOND every 10 s",
+                  start=sim.start, series=series, events=((0.0, "bind Service5"),))
+    return save([panel], path, title="Automated slow start: requests per second per service")
+
+
 def _slow_start(impl):
     clock = impl.ManualClock(0.0)
     vs = impl.VirtualServer("ROUNDROBIN", clock=clock)
@@ -70,12 +96,7 @@ def _slow_start(impl):
         (1, "set", {"new_service_request": 20}),
         (2, "set", {"new_service_request": 40}), (2, "bind", "Service4"),
         (3, "set", {"new_service_request": 0})])
-    clock = impl.ManualClock(0.0)
-    vs = impl.VirtualServer("ROUNDROBIN", clock=clock)
-    for i in range(1, 5):
-        vs.bind(f"Service{i}")
-    vs.set(new_service_request=4, new_service_request_unit="PER_SECOND", new_service_request_increment_interval=10)
-    auto = simulate(vs, clock, rate=100, duration=51, events=[(0, "bind", "Service5")])
+    auto = automated(impl, 51)
     rows = [auto.at(t) for t in range(0, 51, 10)]
     auto_lines = ["  t (s)  " + "".join(f"{t:>6}" for t in range(0, 51, 10))]
     for name in auto.services:
@@ -87,10 +108,22 @@ def _slow_start(impl):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m leastload demo", description=__doc__.splitlines()[0])
+    from leastload._cli_args import OneLineParser, UserError
+
+    parser = OneLineParser(prog="leastload demo", description=__doc__.splitlines()[0])
     parser.add_argument("--implementation", choices=("c", "python"), default="c",
                         help="the C engine (default) or the pure-Python reference")
+    parser.add_argument("--plot", metavar="OUT.png",
+                        help="also draw the automated slow-start scenario as a PNG (extra: plot)")
     args = parser.parse_args(argv)
+    if args.plot is not None:
+        import os
+
+        from leastload.sim.plot import require_matplotlib
+
+        require_matplotlib()
+        if os.path.isdir(args.plot) or not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
+            raise UserError(f"--plot: must be a file in an existing directory, got {args.plot}")
     if args.implementation == "python":
         from leastload import reference as impl
     else:
@@ -100,6 +133,9 @@ def main(argv=None):
         print(_table(impl, title, method, weights))
         print()
     print(_slow_start(impl))
+    if args.plot is not None:
+        write_chart(impl, args.plot)
+        print(f"\nThe automated scenario, drawn: {args.plot}")
     return 0
 
 

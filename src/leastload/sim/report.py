@@ -6,10 +6,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
-from typing import Any, Sequence
+from typing import Any, BinaryIO, Sequence
 
+from .._cli_args import write_file
 from .runs import Run
 
 
@@ -75,15 +74,10 @@ def json_data(runs: Sequence[Run], settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".leastload-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    def write(fh: BinaryIO) -> None:
+        fh.write(text.encode("utf-8"))
+
+    write_file(path, write)
 
 
 def json_text(runs: Sequence[Run], settings: dict[str, Any]) -> str:

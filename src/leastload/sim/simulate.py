@@ -325,7 +325,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for flag in ("method", "services", "slow_start", "new"):
             if getattr(args, flag) is not None:
                 name = "--" + flag.replace("_", "-")
-                raise UserError(f"{name}: not with a CONFIG (the config sets the vserver), got {args.config}")
+                value = getattr(args, flag)
+                shown = " ".join(value) if isinstance(value, list) else value
+                raise UserError(f"{name}: not with a CONFIG (the config sets the vserver), got {shown}")
     every = int(_number("--every", args.every, 0, integer=True, low=1, low_inclusive=True))
     seed = int(_number("--seed", args.seed, 0, integer=True, low=0, high=2**63 - 1, low_inclusive=True))
     is_file = args.workload not in runs.WORKLOADS
