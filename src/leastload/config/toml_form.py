@@ -77,6 +77,10 @@ class _Locator:
                 start = i
                 break
         if start is None:
+            if name is not None:  # `name = ...` inside a [kind] table
+                for i, text in enumerate(self.lines):
+                    if re.match(rf"\s*[\"']?{re.escape(name)}[\"']?\s*=", text):
+                        return i + 1
             return None
         if key is not None:
             for i in range(start + 1, len(self.lines)):
@@ -85,6 +89,26 @@ class _Locator:
                 if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", self.lines[i]):
                     return i + 1
         return start + 1
+
+
+def _integer(key: str, value: object, low: int, high: int) -> int:
+    """A TOML integer (a string of digits is not one)."""
+    if isinstance(value, str):
+        raise values.fail(key, f"an integer in {low}..{high}", value)
+    return values.integer(key, value, low, high)
+
+
+def _port(key: str, value: object) -> int:
+    """0..65535, or "*" (any port)."""
+    if isinstance(value, str) and value != "*":
+        raise values.fail(key, 'an integer in 0..65535 or "*"', value)
+    return values.port(key, value)
+
+
+def _number(key: str, value: object, low: float, high: float) -> float:
+    if isinstance(value, str):
+        raise values.fail(key, f"a number in ({low:g}, {high:g}]", value)
+    return values.number(key, value, low, high)
 
 
 _SERVICE_KEYS = ("host", "type", "port", "weight", "state", "ttfb", "request_bytes", "response_bytes")
@@ -122,7 +146,7 @@ class _TomlParser:
         for name, table in section.items():
             if not isinstance(table, dict):
                 raise self.error(f"{kind}.{name}: must be a table", kind, name)
-            self.value(kind, name, "name", lambda _k, n: values.name(f"{kind} name", n), name)
+            self.value(kind, name, "name", values.name, name)
             out.append((name, table))
         return out
 
@@ -167,17 +191,17 @@ class _TomlParser:
             name=name, host=host,
             service_type=self.value(kind, name, "type", values.choice, self.required(kind, name, t, "type"),
                                     SERVICE_TYPES),
-            port=self.value(kind, name, "port", values.port, self.required(kind, name, t, "port")),
+            port=self.value(kind, name, "port", _port, self.required(kind, name, t, "port")),
             line=self.where.line(kind, name) or 0)
         if "weight" in t:
-            s.weight = self.value(kind, name, "weight", values.integer, t["weight"], 1, MAX_WEIGHT)
+            s.weight = self.value(kind, name, "weight", _integer, t["weight"], 1, MAX_WEIGHT)
         if "state" in t:
             s.state = self.value(kind, name, "state", values.choice, t["state"], SERVICE_STATES)
         if "ttfb" in t:
-            s.ttfb = self.value(kind, name, "ttfb", values.number, t["ttfb"], 0.0, MAX_TTFB)
+            s.ttfb = self.value(kind, name, "ttfb", _number, t["ttfb"], 0.0, MAX_TTFB)
         for key in ("request_bytes", "response_bytes"):
             if key in t:
-                setattr(s, key, self.value(kind, name, key, values.integer, t[key], 0, MAX_BYTES))
+                setattr(s, key, self.value(kind, name, key, _integer, t[key], 0, MAX_BYTES))
         return s
 
     def vserver(self, name: str, t: dict[str, Any]) -> VServer:
@@ -192,14 +216,14 @@ class _TomlParser:
             raise self.error(f"vserver {name!r}: address and port go together", kind, name)
         if "address" in t:
             vs.address = self.value(kind, name, "address", values.address, t["address"])
-            vs.port = self.value(kind, name, "port", values.port, t["port"])
+            vs.port = self.value(kind, name, "port", _port, t["port"])
         settings: tuple[tuple[str, str, Callable[..., Any], tuple[Any, ...]], ...] = (
             ("method", "lb_method", values.choice, (LB_METHODS,)),
-            ("new_service_request", "new_service_request", values.integer, (0, MAX_NEW_SERVICE_REQUEST)),
+            ("new_service_request", "new_service_request", _integer, (0, MAX_NEW_SERVICE_REQUEST)),
             ("new_service_request_unit", "new_service_request_unit", values.choice, (UNITS,)),
             ("new_service_request_increment_interval", "new_service_request_increment_interval",
-             values.integer, (0, MAX_INCREMENT_INTERVAL)),
-            ("hash_length", "hash_length", values.integer, (1, MAX_HASH_LENGTH)),
+             _integer, (0, MAX_INCREMENT_INTERVAL)),
+            ("hash_length", "hash_length", _integer, (1, MAX_HASH_LENGTH)),
             ("netmask", "netmask", values.netmask, ()),
         )
         for key, attr, fn, args in settings:
@@ -232,7 +256,10 @@ class _TomlParser:
                                      f"{item['slow_start']!r}", kind, name, key)
                 slow_start = item["slow_start"]
             if "weight" in item:
-                weight = self.value(kind, name, "weight", values.integer, item["weight"], 1, MAX_WEIGHT)
+                try:
+                    weight = _integer("weight", item["weight"], 1, MAX_WEIGHT)
+                except ValueError as exc:
+                    raise self.error(f"vserver {name!r}: services: {exc}", kind, name, key) from None
             item = item["service"]
         if not isinstance(item, str) or self.config.service(item) is None:
             raise self.error(f"vserver {name!r}: services: no service named {item!r}", kind, name, key)
