@@ -5,9 +5,12 @@ request, and the rows print like the vendor's own tables (service chosen,
 its N or Nw before, after). Then the two slow-start tables, simulated.
 """
 
-import argparse
+import importlib
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, Optional
 
-from leastload.sim.simulate import simulate
+from leastload.sim.simulate import Simulation, simulate
 
 SERVICES = ("Service-HTTP-1", "Service-HTTP-2", "Service-HTTP-3")
 
@@ -21,7 +24,7 @@ TABLES = (
 )
 
 
-def _vserver(impl, method, weights):
+def _vserver(impl: ModuleType, method: str, weights: tuple[int, ...]) -> Any:
     clock = impl.ManualClock(0.0)
     vs = impl.VirtualServer(method, clock=clock)
     for name, weight in zip(SERVICES, weights):
@@ -40,7 +43,7 @@ def _vserver(impl, method, weights):
     return vs
 
 
-def _table(impl, title, method, weights, requests=8):
+def _table(impl: ModuleType, title: str, method: str, weights: tuple[int, ...], requests: int = 8) -> str:
     vs = _vserver(impl, method, weights)
     weighted = weights != (1, 1, 1)
     value = vs.score if weighted else vs.load
@@ -56,14 +59,14 @@ def _table(impl, title, method, weights, requests=8):
     return "\n".join(lines)
 
 
-def _fmt(x):
+def _fmt(x: object) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".") if isinstance(x, float) else str(x)
 
 
 AUTOMATED_SECONDS = 60
 
 
-def automated(impl, seconds=AUTOMATED_SECONDS):
+def automated(impl: ModuleType, seconds: int = AUTOMATED_SECONDS) -> Simulation:
     """The vendor's automated slow-start scenario: 100 req/s round robin over four
     services; Service5 bound at t = 0 with +4 req/s every 10 s."""
     clock = impl.ManualClock(0.0)
@@ -74,7 +77,7 @@ def automated(impl, seconds=AUTOMATED_SECONDS):
     return simulate(vs, clock, rate=100, duration=seconds, events=[(0, "bind", "Service5")])
 
 
-def write_chart(impl, path):
+def write_chart(impl: ModuleType, path: str) -> Any:
     """The automated scenario as a PNG (the README's figure; needs the plot extra)."""
     from leastload.sim.plot import Panel, save
 
@@ -86,7 +89,7 @@ def write_chart(impl, path):
     return save([panel], path, title="Automated slow start: requests per second per service")
 
 
-def _slow_start(impl):
+def _slow_start(impl: ModuleType) -> str:
     clock = impl.ManualClock(0.0)
     vs = impl.VirtualServer("ROUNDROBIN", clock=clock)
     vs.bind("Service1")
@@ -107,7 +110,7 @@ def _slow_start(impl):
             + "\n".join(auto_lines))
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     from leastload._cli_args import OneLineParser, UserError
 
     parser = OneLineParser(prog="leastload demo", description=__doc__.splitlines()[0])
@@ -124,10 +127,8 @@ def main(argv=None):
         require_matplotlib()
         if os.path.isdir(args.plot) or not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
             raise UserError(f"--plot: must be a file in an existing directory, got {args.plot}")
-    if args.implementation == "python":
-        from leastload import reference as impl
-    else:
-        from leastload import _native as impl
+    impl = importlib.import_module("leastload.reference" if args.implementation == "python"
+                                   else "leastload._native")
     print(f"leastload demo, {args.implementation} engine\n")
     for title, method, weights in TABLES:
         print(_table(impl, title, method, weights))

@@ -35,23 +35,23 @@ from .._errors import NoServiceAvailable
 class Simulation:
     """Requests per service per second. Row i is second `start + i`."""
 
-    services: tuple        # every service that was bound at some point, in first-bind order
+    services: tuple[str, ...]  # every service that was bound at some point, in first-bind order
     start: int
     counts: np.ndarray     # int64 [seconds, services]
     dropped: np.ndarray    # int64 [seconds]: requests with no service available
 
-    def at(self, second):
+    def at(self, second: int) -> dict[str, int]:
         """{service: requests} in that second (every service of the run; 0 if not bound then)."""
         if not self.start <= second < self.start + len(self.counts):
             raise ValueError(f"second must be in {self.start}..{self.start + len(self.counts) - 1}, got {second!r}")
         row = self.counts[second - self.start]
         return {name: int(c) for name, c in zip(self.services, row)}
 
-    def of(self, name):
+    def of(self, name: str) -> np.ndarray:
         """Requests per second of one service, as an array over the seconds."""
         return self.counts[:, self.services.index(name)]
 
-    def table(self):
+    def table(self) -> str:
         """Requests per service per second as text, one row a second."""
         widths = [max(8, len(n) + 2) for n in self.services]
         head = "  t(s)" + "".join(f"{n:>{w}}" for n, w in zip(self.services, widths)) + "  dropped"
@@ -60,7 +60,7 @@ class Simulation:
         return "\n".join([head, *rows])
 
 
-def _apply(vs, event, weights):
+def _apply(vs: Any, event: tuple[Any, ...], weights: Mapping[str, int]) -> Any:
     action = event[1]
     if callable(action):
         return action(vs)
@@ -71,7 +71,7 @@ def _apply(vs, event, weights):
     return getattr(vs, action)(*args, **kwargs)
 
 
-def _per_service(arg, value, check):
+def _per_service(arg: str, value: Any, check: Callable[[str, Any], None]) -> Any:
     """A number, or a dict name -> number; every value checked now, before the run changes anything."""
     if isinstance(value, Mapping):
         for name, v in value.items():
@@ -81,27 +81,27 @@ def _per_service(arg, value, check):
     return value
 
 
-def _check_seconds(arg, v):
+def _check_seconds(arg: str, v: Any) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
         raise ValueError(f"{arg} must be a finite number of seconds >= 0, got {v!r}")
 
 
-def _check_ttfb(arg, v):
+def _check_ttfb(arg: str, v: Any) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 3600:
         raise ValueError(f"{arg} must be a number of seconds in 0..3600, got {v!r}")
 
 
-def _check_count(arg, v):
+def _check_count(arg: str, v: Any) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise ValueError(f"{arg} must be an int >= 0, got {v!r}")
 
 
-def _check_weight(arg, v):
+def _check_weight(arg: str, v: Any) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100:
         raise ValueError(f"{arg} must be an int in 1..100, got {v!r}")
 
 
-def _of(value, name, default=None):
+def _of(value: Any, name: str, default: Any = None) -> Any:
     if isinstance(value, dict):
         return value.get(name, default)
     return value
@@ -143,12 +143,13 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
     first = math.ceil(clock.now()) if start is None else int(start)
     events = sorted(events, key=lambda e: e[0])
     seen = {n: None for n in vs.services}
-    rows, dropped = [], np.zeros(duration, dtype=np.int64)
-    pending = []  # (finish time, sequence, name)
+    rows: list[dict[str, int]] = []
+    dropped = np.zeros(duration, dtype=np.int64)
+    pending: list[tuple[float, int, str]] = []  # (finish time, sequence, name)
     sequence = itertools.count()  # ties in finish time go in request order
     next_event = 0
 
-    def run_due(limit):
+    def run_due(limit: float) -> None:
         """Finishes and events due at or before `limit`, in time order (events first at ties)."""
         nonlocal next_event
         while True:
@@ -167,7 +168,7 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
 
     for i in range(duration):
         second = first + i
-        count = {}
+        count: dict[str, int] = {}
         for j in range(rate):
             t = second + j / rate
             run_due(t)
@@ -195,7 +196,7 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
     return Simulation(services, first, counts.reshape(duration, len(services)), dropped)
 
 
-def _finish(vs, clock, t, name, ttfb):
+def _finish(vs: Any, clock: Any, t: float, name: str, ttfb: Any) -> None:
     if name not in vs:
         return  # unbound meanwhile: the transaction is gone
     clock.set(t)
@@ -377,16 +378,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         runs.check_events(config, vs, events, duration)
         if not vs.bindings and not any(e.action == "bind" for e in events):
             raise UserError(f"CONFIG: lb vserver {vs.name!r} has no service bound and no --event binds one")
-    if args.implementation == "python":
-        from .. import reference as impl
-    else:
-        from .. import _native as impl
+    import importlib
+
+    impl = importlib.import_module("leastload.reference" if args.implementation == "python"
+                                   else "leastload._native")
     progress = Progress(duration * len(chosen), "simulate")
     results = []
     for k, vs in enumerate(chosen):
         if args.workload == runs.STEADY:
+            done = k * duration
             results.append(runs.run_steady(config, vs, impl, int(rate), duration, events,
-                                           on_second=lambda i, k=k: progress.update(k * duration + i)))
+                                           on_second=lambda i: progress.update(done + i)))
         else:
             results.append(runs.run_trace(config, vs, impl, duration, events,
                                           None if is_file else args.workload, rate, seed, workload))
