@@ -235,3 +235,70 @@ def test_command_line_prints_the_automated_table(capsys, implementation):
     assert out[0].split() == ["t(s)", "S1", "S2", "S3", "S4", "new", "dropped"]
     assert [int(line.split()[5]) for line in out[1:7]] == [0, 4, 8, 12, 16, 20]  # the vendor's table
     assert out[-1].strip() == "t=50: new left slow start: the cap reached the fair share"
+
+
+# ---- per-service options, weights, several events ---------------------------------------
+
+def test_weights_reweigh_bound_services_and_weigh_bind_events(impl):
+    vs, clock = vserver(impl)
+    sim = simulate(vs, clock, rate=8, duration=2, weights={"S1": 3, "S3": 4},
+                   events=[(1, "bind", "S3"), (1, "bind", "S4", {"weight": 1})])
+    assert [vs.weight(n) for n in ("S1", "S2", "S3", "S4")] == [3, 1, 4, 1]
+    # second 0, weights 3 : 1 over 8 requests: 6 and 2
+    assert sim.at(0) == {"S1": 6, "S2": 2, "S3": 0, "S4": 0}
+    assert sum(sim.at(1).values()) == 8 and sim.at(1)["S3"] > sim.at(1)["S2"]
+
+
+def test_per_service_sizes_are_recorded(impl):
+    vs, clock = vserver(impl, "LEASTBANDWIDTH")
+    simulate(vs, clock, rate=4, duration=1, bytes_per_request={"S1": 1000}, packets_per_request={"S2": 7})
+    # S1: 1000 bytes and the default 2 packets a request; S2: the default 1500 bytes and 7 packets
+    info1, info2 = vs.info("S1"), vs.info("S2")
+    requests1, requests2 = info1["selected"], info2["selected"]
+    assert requests1 + requests2 == 4 and requests1 >= 1 and requests2 >= 1
+    assert (info1["bytes"], info1["packets"]) == (1000 * requests1, 2 * requests1)
+    assert (info2["bytes"], info2["packets"]) == (1500 * requests2, 7 * requests2)
+
+
+def test_per_service_request_duration(impl):
+    """S1's requests stay open 100 s, S2's finish at once: least connection sends
+    S1 one request (the tie at 0, S1 first), then everything to S2."""
+    vs, clock = vserver(impl, "LEASTCONNECTION")
+    sim = simulate(vs, clock, rate=10, duration=1, request_duration={"S1": 100.0})
+    assert sim.at(0) == {"S1": 1, "S2": 9}
+    assert (vs.active("S1"), vs.active("S2")) == (1, 0)
+
+
+def test_several_events_in_one_run(impl):
+    vs, clock = vserver(impl, names=("S1", "S2", "S3"))
+    sim = simulate(vs, clock, rate=6, duration=4, events=[
+        (1, "set_state", "S1", "DOWN"), (1, "bind", "S4"), (2, "unbind", "S2"), (3, "set_state", "S1", "UP")])
+    assert sim.services == ("S1", "S2", "S3", "S4")
+    assert sim.at(1)["S1"] == 0 and sim.at(1)["S4"] > 0
+    assert sim.at(2)["S2"] == 0 and sim.at(3)["S1"] > 0
+    assert int(sim.counts.sum()) == 24
+
+
+def test_on_second_reports_progress(impl):
+    vs, clock = vserver(impl)
+    seen = []
+    simulate(vs, clock, rate=2, duration=3, on_second=seen.append)
+    assert seen == [1, 2, 3]
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"ttfb": {"S1": -1}}, "ttfb['S1'] must be a number of seconds in 0..3600, got -1"),
+    ({"ttfb": 4000}, "ttfb must be a number of seconds in 0..3600, got 4000"),
+    ({"request_duration": {"S2": float("inf")}}, "request_duration['S2'] must be a finite number of seconds"),
+    ({"bytes_per_request": {"S1": -5}}, "bytes_per_request['S1'] must be an int >= 0, got -5"),
+    ({"packets_per_request": 1.5}, "packets_per_request must be an int >= 0, got 1.5"),
+    ({"weights": {"S1": 0}}, "weights['S1'] must be an int in 1..100, got 0"),
+    ({"weights": {"S1": 2, "S2": 101}}, "weights['S2'] must be an int in 1..100, got 101"),
+])
+def test_bad_per_service_options_change_nothing(impl, kwargs, fragment):
+    vs, clock = vserver(impl)
+    before = vs.snapshot()
+    with pytest.raises(ValueError) as info:
+        simulate(vs, clock, rate=4, duration=1, **kwargs)
+    assert fragment in str(info.value)
+    assert vs.snapshot() == before and clock.now() == 0.0  # S1's weight was not changed either
