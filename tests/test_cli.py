@@ -182,6 +182,20 @@ def test_a_missing_plot_extra_is_named_and_nothing_is_written(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args, message", [
+    (["demo", "--plot", "out.png"], "leastload demo: --plot needs matplotlib: pip install 'leastload[plot]'"),
+    (["bench", "--quick", "--png", "out.png"], "leastload bench: --png needs matplotlib: pip install 'leastload[bench]'"),
+    (["bench", "--png=out.png"], "leastload bench: --png needs matplotlib: pip install 'leastload[bench]'"),
+])
+def test_other_commands_name_the_missing_extra_before_running(tmp_path, args, message):
+    code = ("import sys; sys.modules['matplotlib'] = None\n"
+            "from leastload.__main__ import main\n"
+            f"sys.exit(main({args!r}))\n")
+    result = run(code=code, cwd=tmp_path)
+    assert_user_error(result, message)
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
+
+
 def test_simulate_outputs_agree(tmp_path):
     result = run("simulate", SLOWSTART, "--duration", "30", "--csv", "out.csv", "--json", "out.json", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""  # no progress bar: stderr is not a terminal
