@@ -93,6 +93,10 @@ BAD = [
                                     "for the steady workload, got 2.5"),
     (("simulate", "--duration", "0"), "leastload simulate: --duration: must be >= 1, got 0"),
     (("simulate", "--duration", "1.5"), "leastload simulate: --duration: must be an integer, got '1.5'"),
+    (("simulate", "--rate", "100000", "--duration", "2000"), "leastload simulate: --rate: --rate x --duration must "
+     "be at most 100000000 requests for the steady workload, got 100000 x 2000"),
+    (("simulate", "--workload", "poisson", "--rate", "1e6", "--duration", "60"), "leastload simulate: --rate: "
+     "--rate x --duration must be at most 20000000 requests for the poisson workload, got 1e+06 x 60"),
     (("simulate", "--services", "0"), "leastload simulate: --services: must be >= 1, got 0"),
     (("simulate", "--new", "100", "--duration", "3"),
      "leastload simulate: --new: must be before the end of the run (--duration 3), got 100"),

@@ -26,6 +26,10 @@ STEADY = "steady"
 GENERATED = ("poisson", "bursty", "diurnal")
 WORKLOADS = (STEADY, *GENERATED)
 DEFAULT_TTFB = 0.01
+# Run sizes: a steady run makes one Python call per request (a million take a
+# few seconds); a generated trace holds every request in memory (about 100 bytes each).
+MAX_STEADY_REQUESTS = 10**8
+MAX_TRACE_REQUESTS = 2 * 10**7
 STATE_OF_ACTION = {"down": "DOWN", "up": "UP", "out_of_service": "OUT_OF_SERVICE"}
 
 

@@ -356,6 +356,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                low_inclusive=True))
     else:
         duration = 60 if workload is None else max(1, math.floor(workload.end) + 1)
+    limit = runs.MAX_STEADY_REQUESTS if args.workload == runs.STEADY else runs.MAX_TRACE_REQUESTS
+    if workload is None and rate * duration > limit:
+        raise UserError(f"--rate: --rate x --duration must be at most {limit} requests for the {args.workload} "
+                        f"workload, got {rate:g} x {duration}")
     if workload is not None and workload.time and not workload.time[-1] < duration:
         raise UserError(f"--duration: the workload file has requests until {workload.time[-1]:g} s, "
                         f"past the end of the run, got {duration}")
