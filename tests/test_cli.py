@@ -47,6 +47,17 @@ def test_show_prints_lines_that_parse_back_to_the_same_model():
     assert parse_toml(run("show", SLOWSTART, "--toml").stdout, "out") == load(SLOWSTART)
 
 
+def test_show_and_version_need_no_numpy(tmp_path):
+    code = ("import sys; sys.modules['numpy'] = None\n"
+            "from leastload.__main__ import main\n"
+            f"main(['show', {SLOWSTART!r}])\n"
+            "assert 'numpy' not in sys.modules or sys.modules['numpy'] is None\n"
+            "main(['--version'])\n")
+    result = run(code=code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith(f"bind lb vserver vs-slowstart Service5\nleastload {leastload.__version__}\n")
+
+
 def test_show_warns_about_unmodelled_lines_and_strict_refuses(tmp_path):
     conf = tmp_path / "ns.conf"
     conf.write_text("add service S1 10.0.0.1 HTTP 80\nadd lb monitor m1 HTTP\nset ns config -IPAddress 10.0.0.9\n")
