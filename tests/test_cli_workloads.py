@@ -163,3 +163,30 @@ def test_progress_appears_only_on_a_terminal_after_a_second(monkeypatch):
     assert term.getvalue().endswith("5/10") and "simulate [" in term.getvalue()
     bar.close()
     assert term.getvalue().endswith("\r")
+
+
+def test_progress_uses_tqdm_when_installed(monkeypatch):
+    import types
+
+    calls = []
+
+    class FakeTqdm:
+        def __init__(self, total, desc, file, leave):
+            calls.append(("open", total, desc, leave))
+
+        def update(self, n):
+            calls.append(("update", n))
+
+        def close(self):
+            calls.append(("close",))
+
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeTqdm))
+    now = [0.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: now[0])
+    bar = Progress(60, "simulate", FakeTerminal())
+    bar.update(10)  # under a second: nothing yet
+    now[0] = 2.0
+    bar.update(30)
+    bar.update(60)
+    bar.close()
+    assert calls == [("open", 60, "simulate", False), ("update", 30), ("update", 30), ("close",)]

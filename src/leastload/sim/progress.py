@@ -1,6 +1,6 @@
 """A progress bar for long simulations: only on a terminal, only after a second.
 
-tqdm draws it when installed; otherwise a plain one-line bar. Nothing is
+tqdm draws it when installed, else rich when installed, else a plain one-line bar. Nothing is
 written when stderr is not a terminal (a pipe, a file, a test).
 """
 from __future__ import annotations
@@ -11,6 +11,23 @@ import time
 from typing import Any, Optional, TextIO
 
 SHOW_AFTER = 1.0  # seconds of wall time before a bar appears: short runs stay quiet
+
+
+class _RichBar:
+    """rich's progress bar behind tqdm's update(n) and close()."""
+
+    def __init__(self, total: int, label: str, stream: TextIO) -> None:
+        progress = importlib.import_module("rich.progress")
+        console = importlib.import_module("rich.console").Console(file=stream)
+        self.bar = progress.Progress(console=console, transient=True)
+        self.task = self.bar.add_task(label, total=total)
+        self.bar.start()
+
+    def update(self, n: int) -> None:
+        self.bar.advance(self.task, n)
+
+    def close(self) -> None:
+        self.bar.stop()
 
 
 class Progress:
@@ -43,7 +60,10 @@ class Progress:
         try:
             tqdm = importlib.import_module("tqdm").tqdm
         except ImportError:
-            self.plain = True
+            try:
+                self.bar = _RichBar(self.total, self.label, self.stream)
+            except ImportError:
+                self.plain = True
             return
         self.bar = tqdm(total=self.total, desc=self.label, file=self.stream, leave=False)
         self.shown = 0
