@@ -302,3 +302,14 @@ def test_bad_per_service_options_change_nothing(impl, kwargs, fragment):
         simulate(vs, clock, rate=4, duration=1, **kwargs)
     assert fragment in str(info.value)
     assert vs.snapshot() == before and clock.now() == 0.0  # S1's weight was not changed either
+
+
+def test_transactions_open_across_an_unbind_and_a_rebind_are_gone(impl):
+    """A request open when its service is unbound ends with the binding: it is not
+    finished on the service bound again under the same name."""
+    vs, clock = vserver(impl, "LEASTCONNECTION")
+    sim = simulate(vs, clock, rate=200, duration=2, request_duration=0.012,
+                   events=[(1.0, "unbind", "S1"), (1.001, "bind", "S1")])
+    assert sim.counts.sum() == 400
+    # what S1 has open at the end was dispatched after the rebind (the last 0.012 s)
+    assert 0 <= vs.active("S1") <= 2 and 0 <= vs.active("S2") <= 2

@@ -145,7 +145,8 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
     seen = {n: None for n in vs.services}
     rows: list[dict[str, int]] = []
     dropped = np.zeros(duration, dtype=np.int64)
-    pending: list[tuple[float, int, str]] = []  # (finish time, sequence, name)
+    pending: list[tuple[float, int, str, int]] = []  # (finish time, sequence, name, binding)
+    binding: dict[str, int] = {}  # bumped while a service is unbound: its open transactions are gone
     sequence = itertools.count()  # ties in finish time go in request order
     next_event = 0
 
@@ -160,9 +161,13 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
                 _apply(vs, events[next_event], weights)
                 next_event += 1
                 seen.update((n, None) for n in vs.services)
+                for n in seen:
+                    if n not in vs:
+                        binding[n] = binding.get(n, 0) + 1
             elif tf <= limit:
-                done, _, name = heapq.heappop(pending)
-                _finish(vs, clock, done, name, ttfb)
+                done, _, name, bound_as = heapq.heappop(pending)
+                if binding.get(name, 0) == bound_as:  # else unbound (and maybe bound again) since
+                    _finish(vs, clock, done, name, ttfb)
             else:
                 return
 
@@ -184,7 +189,7 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
                 vs.record(name, bytes=nbytes, packets=npackets)
             open_for = _of(request_duration, name, 0.0)
             if open_for > 0:
-                heapq.heappush(pending, (t + open_for, next(sequence), name))
+                heapq.heappush(pending, (t + open_for, next(sequence), name, binding.get(name, 0)))
             else:
                 _finish(vs, clock, t, name, ttfb)
         rows.append(count)
