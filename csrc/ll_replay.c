@@ -14,13 +14,8 @@
 #include <string.h>
 
 #include "ll_internal.h"
+#include "ll_pending.h"
 #include "ll_replay.h"
-
-typedef struct {
-    uint64_t order;  /* completion time, as bits that sort as integers */
-    uint32_t req;    /* request index: breaks ties in time             */
-    uint32_t svc;    /* trace service                                  */
-} ll_pending;        /* 16 bytes: the heap moves these, so keep them small */
 
 enum { LL_OP_NONE = 0, LL_OP_ARRIVAL = 1, LL_OP_COMPLETION = 2 };
 
@@ -36,10 +31,9 @@ struct ll_replay {
     /* the mapping, borrowed, valid between runs */
     const int64_t *slot_of;
     const int32_t *service_of;
-    /* progress: the next request, the pending heap, the operation under way */
+    /* progress: the next request, the pending completions, the operation under way */
     size_t next;
-    ll_pending *heap;
-    size_t heap_len, heap_cap;
+    ll_pending_queue pending;
     int op;              /* LL_OP_*: an operation stopped half way     */
     int phase;           /* its next call: 0 or 1                      */
     int hook_done;       /* the caller ran the hook for this call       */
@@ -51,6 +45,27 @@ struct ll_replay {
     int end_flags;
     uint32_t end_svc;
 };
+
+/* The wheel's geometry from the trace: slots about as wide as the mean gap
+ * between arrivals (a power of two, so slots are exact), so a slot holds
+ * about one completion, and as many slots as requests up to 2^16 (256 KB
+ * of list heads), which spans 2^16 mean gaps: completions further ahead go
+ * to the overflow heap. */
+static int pending_init(ll_pending_queue *q, const ll_trace *t)
+{
+    int scale_exp = 20;  /* a degenerate trace (one request, or all at once): 1 us slots */
+    double origin = t->n ? t->arrival[0] : 0.0;
+    if (t->n >= 2) {
+        double gap = (t->arrival[t->n - 1] - origin) / (double)t->n;
+        int e;
+        if (gap > 0.0 && frexp(gap, &e) != 0.0)  /* gap = m * 2^e, m in [0.5, 1) */
+            scale_exp = 1 - e < -60 ? -60 : 1 - e > 60 ? 60 : 1 - e;
+    }
+    unsigned bits = 6;
+    while (bits < 16 && ((size_t)1 << bits) < t->n)
+        bits++;
+    return ll_pending_init(q, origin, scale_exp, bits);
+}
 
 ll_replay *ll_replay_create(const ll_trace *t, const ll_replay_out *out)
 {
@@ -73,6 +88,10 @@ ll_replay *ll_replay_create(const ll_trace *t, const ll_replay_out *out)
     r->bytes = out->bytes;
     r->packets = out->packets;
     r->completed = out->completed;
+    if (pending_init(&r->pending, t) < 0) {
+        free(r);
+        return NULL;
+    }
     return r;
 }
 
@@ -80,7 +99,7 @@ void ll_replay_destroy(ll_replay *r)
 {
     if (!r)
         return;
-    free(r->heap);
+    ll_pending_free(&r->pending);
     free(r);
 }
 
@@ -103,24 +122,6 @@ void ll_replay_state(const ll_replay *r, ll_replay_state_t *out)
     out->end_svc = r->end_svc;
 }
 
-/* A double's bits, mapped so that integer order is numeric order (no NaN
- * here: traces are validated). Comparing two integers instead of two
- * doubles keeps the heap's compares cheap and free of unordered cases. */
-static uint64_t time_order(double t)
-{
-    uint64_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    return bits & 0x8000000000000000u ? ~bits : bits | 0x8000000000000000u;
-}
-
-static double order_time(uint64_t order)  /* time_order() undone */
-{
-    uint64_t bits = order & 0x8000000000000000u ? order & 0x7FFFFFFFFFFFFFFFu : ~order;
-    double t;
-    memcpy(&t, &bits, sizeof t);
-    return t;
-}
-
 /* The TTFB of request k on trace service s: the same expression, in the
  * same order, as replay.py (so the same double). */
 static double ttfb_of(const ll_replay *r, uint32_t s, size_t k)
@@ -128,82 +129,16 @@ static double ttfb_of(const ll_replay *r, uint32_t s, size_t k)
     return r->ttfb_base[s] * (1.0 + r->ttfb_slope[s] * r->arrival[k]) * r->ttfb_factor[k];
 }
 
-static int before(const ll_pending *a, const ll_pending *b)
-{
-#if defined(__SIZEOF_INT128__) && !defined(LL_NO_INT128)
-    /* (order, req) as one 128-bit number: a compare and a borrow, no branch */
-    __extension__ typedef unsigned __int128 u128;
-    return ((u128)a->order << 64 | a->req) < ((u128)b->order << 64 | b->req);
-#else
-    return (a->order < b->order) | ((a->order == b->order) & (a->req < b->req));
-#endif
-}
-
-static int heap_reserve(ll_replay *r, size_t need)
-{
-    if (need <= r->heap_cap)
-        return 0;
-    size_t cap = r->heap_cap ? r->heap_cap : 256;
-    while (cap < need)
-        cap *= 2;
-    ll_pending *h = realloc(r->heap, cap * sizeof *h);
-    if (!h)
-        return -ENOMEM;
-    r->heap = h;
-    r->heap_cap = cap;
-    return 0;
-}
-
-/* Room must have been reserved. */
-static void heap_push(ll_replay *r, ll_pending p)
-{
-    size_t i = r->heap_len++;
-    /* sift up */
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&p, &r->heap[parent]))
-            break;
-        r->heap[i] = r->heap[parent];
-        i = parent;
-    }
-    r->heap[i] = p;
-}
-
-/* Floyd's pop: walk the hole down to a leaf along the smaller child (a
- * branch-free choice), then sift the last entry up from there; the walk
- * has no data-dependent exit, which suits a branch predictor better than
- * comparing against the moved entry at every level. */
-static ll_pending heap_pop(ll_replay *r)
-{
-    ll_pending *h = r->heap;
-    ll_pending top = h[0], last = h[--r->heap_len];
-    size_t n = r->heap_len, i = 0;
-    if (n == 0)
-        return top;
-    for (size_t c; (c = 2 * i + 1) < n; i = c) {
-        c += (c + 1 < n) & before(&h[c + 1], &h[c]);
-        h[i] = h[c];
-    }
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&last, &h[parent]))
-            break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = last;
-    return top;
-}
-
 /* Picks the next operation; LL_REPLAY_DONE / LL_REPLAY_EVENT, or -1 when
  * one is ready in r->op. */
 static int next_op(ll_replay *r, double stop_time)
 {
     for (;;) {
-        int have_c = r->heap_len > 0, have_a = r->next < r->n;
+        const ll_pending *first = ll_pending_peek(&r->pending);
+        int have_c = first != NULL, have_a = r->next < r->n;
         if (!have_c && !have_a)
             return LL_REPLAY_DONE;
-        double tc = have_c ? order_time(r->heap[0].order) : INFINITY;
+        double tc = have_c ? ll_order_time(first->order) : INFINITY;
         double ta = have_a ? r->arrival[r->next] : INFINITY;
         int completion = have_c && (!have_a || tc <= ta);  /* completions first at ties */
         double t = completion ? tc : ta;
@@ -215,7 +150,7 @@ static int next_op(ll_replay *r, double stop_time)
             r->op = LL_OP_ARRIVAL;
             return -1;
         }
-        r->cur = heap_pop(r);  /* ll_replay_forget() dropped those of unbound services */
+        r->cur = ll_pending_pop(&r->pending);  /* ll_replay_forget() dropped those of unbound services */
         r->cur_ttfb = ttfb_of(r, r->cur.svc, r->cur.req);
         r->op = LL_OP_COMPLETION;
         return -1;
@@ -287,7 +222,7 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
         int rc;
         if (r->op == LL_OP_ARRIVAL && r->phase == 0) {
             size_t k = r->next;
-            if ((rc = heap_reserve(r, r->heap_len + 1)) < 0)
+            if ((rc = ll_pending_reserve(&r->pending, (size_t)r->pending.len + 1)) < 0)
                 return rc;
             int64_t slot = ll_select(vs, sec);
             if (slot == -ENOENT) {              /* dropped: nothing eligible */
@@ -304,8 +239,7 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
             r->chosen[k] = (int32_t)s;
             r->selected[s]++;
             double done = t + ttfb_of(r, s, k) + r->transfer[k];
-            ll_pending p = { time_order(done), (uint32_t)k, s };
-            heap_push(r, p);
+            ll_pending_push(&r->pending, done, ll_time_order(done), (uint32_t)k, s);
             r->phase = 1;
             if (t >= deadline)
                 continue;  /* the record's own tick stops for the hook: take the long way */
@@ -337,15 +271,5 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
 
 void ll_replay_forget(ll_replay *r, uint32_t svc)
 {
-    size_t kept = 0;
-    for (size_t i = 0; i < r->heap_len; i++)
-        if (r->heap[i].svc != svc)
-            r->heap[kept++] = r->heap[i];
-    if (kept == r->heap_len)
-        return;
-    ll_pending *h = r->heap;
-    r->heap_len = 0;
-    for (size_t i = 0; i < kept; i++)  /* re-heap: rare (unbind events), O(n log n) */
-        heap_push(r, h[i]);
+    ll_pending_forget(&r->pending, svc);
 }
-
