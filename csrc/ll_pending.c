@@ -57,6 +57,26 @@ int ll_pending_init(ll_pending_queue *q, double origin, int scale_exp, unsigned 
     return 0;
 }
 
+/* Slots about as wide as the mean gap between arrivals (a power of two, so
+ * slots are exact), so a slot holds about one completion, and as many
+ * slots as requests up to 2^16 (256 KB of list heads), which spans 2^16
+ * mean gaps: completions further ahead go to the overflow heap. */
+int ll_pending_init_for(ll_pending_queue *q, const double *arrival, size_t n)
+{
+    int scale_exp = 20;  /* a degenerate trace (one request, or all at once): 1 us slots */
+    double origin = n ? arrival[0] : 0.0;
+    if (n >= 2) {
+        double gap = (arrival[n - 1] - origin) / (double)n;
+        int e;
+        if (gap > 0.0 && frexp(gap, &e) != 0.0)  /* gap = m * 2^e, m in [0.5, 1) */
+            scale_exp = 1 - e < -60 ? -60 : 1 - e > 60 ? 60 : 1 - e;
+    }
+    unsigned bits = 6;
+    while (bits < 16 && ((size_t)1 << bits) < n)
+        bits++;
+    return ll_pending_init(q, origin, scale_exp, bits);
+}
+
 void ll_pending_free(ll_pending_queue *q)
 {
     free(q->pool);

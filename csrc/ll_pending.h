@@ -82,6 +82,9 @@ typedef struct {
 /* An empty queue whose slots are 2^-scale_exp seconds wide from `origin`,
  * W = 2^wheel_bits slots (6 <= wheel_bits <= 24). 0, or -ENOMEM. */
 int ll_pending_init(ll_pending_queue *q, double origin, int scale_exp, unsigned wheel_bits);
+/* An empty queue shaped for completions of requests arriving at
+ * `arrival` (n times, sorted). 0, or -ENOMEM. */
+int ll_pending_init_for(ll_pending_queue *q, const double *arrival, size_t n);
 void ll_pending_free(ll_pending_queue *q);
 /* Room for `need` entries in all: 0, or -ENOMEM (nothing changed). */
 int ll_pending_reserve(ll_pending_queue *q, size_t need);

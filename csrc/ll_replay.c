@@ -21,6 +21,7 @@ enum { LL_OP_NONE = 0, LL_OP_ARRIVAL = 1, LL_OP_COMPLETION = 2 };
 
 struct ll_replay {
     /* the trace and the results, borrowed (flattened: read on every request) */
+    ll_trace trace;
     size_t n;
     const double *arrival, *ttfb_factor, *transfer;
     const uint16_t *status;
@@ -46,32 +47,12 @@ struct ll_replay {
     uint32_t end_svc;
 };
 
-/* The wheel's geometry from the trace: slots about as wide as the mean gap
- * between arrivals (a power of two, so slots are exact), so a slot holds
- * about one completion, and as many slots as requests up to 2^16 (256 KB
- * of list heads), which spans 2^16 mean gaps: completions further ahead go
- * to the overflow heap. */
-static int pending_init(ll_pending_queue *q, const ll_trace *t)
-{
-    int scale_exp = 20;  /* a degenerate trace (one request, or all at once): 1 us slots */
-    double origin = t->n ? t->arrival[0] : 0.0;
-    if (t->n >= 2) {
-        double gap = (t->arrival[t->n - 1] - origin) / (double)t->n;
-        int e;
-        if (gap > 0.0 && frexp(gap, &e) != 0.0)  /* gap = m * 2^e, m in [0.5, 1) */
-            scale_exp = 1 - e < -60 ? -60 : 1 - e > 60 ? 60 : 1 - e;
-    }
-    unsigned bits = 6;
-    while (bits < 16 && ((size_t)1 << bits) < t->n)
-        bits++;
-    return ll_pending_init(q, origin, scale_exp, bits);
-}
-
 ll_replay *ll_replay_create(const ll_trace *t, const ll_replay_out *out)
 {
     ll_replay *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
+    r->trace = *t;
     r->n = t->n;
     r->arrival = t->arrival;
     r->ttfb_factor = t->ttfb_factor;
@@ -88,7 +69,7 @@ ll_replay *ll_replay_create(const ll_trace *t, const ll_replay_out *out)
     r->bytes = out->bytes;
     r->packets = out->packets;
     r->completed = out->completed;
-    if (pending_init(&r->pending, t) < 0) {
+    if (ll_pending_init_for(&r->pending, t->arrival, t->n) < 0) {
         free(r);
         return NULL;
     }
@@ -122,12 +103,6 @@ void ll_replay_state(const ll_replay *r, ll_replay_state_t *out)
     out->end_svc = r->end_svc;
 }
 
-/* The TTFB of request k on trace service s: the same expression, in the
- * same order, as replay.py (so the same double). */
-static double ttfb_of(const ll_replay *r, uint32_t s, size_t k)
-{
-    return r->ttfb_base[s] * (1.0 + r->ttfb_slope[s] * r->arrival[k]) * r->ttfb_factor[k];
-}
 
 /* Picks the next operation; LL_REPLAY_DONE / LL_REPLAY_EVENT, or -1 when
  * one is ready in r->op. */
@@ -151,7 +126,7 @@ static int next_op(ll_replay *r, double stop_time)
             return -1;
         }
         r->cur = ll_pending_pop(&r->pending);  /* ll_replay_forget() dropped those of unbound services */
-        r->cur_ttfb = ttfb_of(r, r->cur.svc, r->cur.req);
+        r->cur_ttfb = ll_trace_ttfb(&r->trace, r->cur.svc, r->cur.req);
         r->op = LL_OP_COMPLETION;
         return -1;
     }
@@ -238,7 +213,7 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
             uint32_t s = (uint32_t)r->service_of[slot];
             r->chosen[k] = (int32_t)s;
             r->selected[s]++;
-            double done = t + ttfb_of(r, s, k) + r->transfer[k];
+            double done = t + ll_trace_ttfb(&r->trace, s, k) + r->transfer[k];
             ll_pending_push(&r->pending, done, ll_time_order(done), (uint32_t)k, s);
             r->phase = 1;
             if (t >= deadline)

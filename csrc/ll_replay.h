@@ -37,6 +37,13 @@ typedef struct {
     const double *ttfb_base, *ttfb_slope;   /* per trace service */
 } ll_trace;
 
+/* The TTFB of request k on trace service s, seconds: the same expression,
+ * in the same order, as the Python side's (so the same double). */
+static inline double ll_trace_ttfb(const ll_trace *t, uint32_t s, size_t k)
+{
+    return t->ttfb_base[s] * (1.0 + t->ttfb_slope[s] * t->arrival[k]) * t->ttfb_factor[k];
+}
+
 /* Where the results go, borrowed: per request, and per trace service. */
 typedef struct {
     int32_t *chosen;   /* trace service, -1: dropped (nothing eligible) */

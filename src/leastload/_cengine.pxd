@@ -137,3 +137,9 @@ cdef extern from "ll_replay.h" nogil:
     void ll_replay_hook_done(ll_replay *r)
     void ll_replay_forget(ll_replay *r, uint32_t svc)
     void ll_replay_state(const ll_replay *r, ll_replay_state_t *out)
+
+
+cdef extern from "ll_floor.h" nogil:
+    # the floor the batch path is measured against (benchmarks only)
+    int ll_floor_replay(const ll_trace *trace, ll_method method, const uint8_t *weights,
+                        uint32_t n_services, int32_t *chosen)

@@ -1057,3 +1057,45 @@ cdef class Engine:
             return name in self._slots
         finally:
             self._leave()
+
+
+def _floor_replay(trace, method, chosen):
+    """The floor of the batch path (benchmarks): replays `trace` with a bare C loop
+    (a packed tournament tree, N per service, the completion queue) and writes the
+    choice of each request into `chosen` (int32, one per request). For
+    LEASTCONNECTION and LEASTBANDWIDTH on a trace whose services are all bound from
+    the start, with no events. Returns False when a key grows too wide for the
+    packed tree (the floor does not apply to that trace)."""
+    cdef int m = _METHOD_INDEX[_errors.check_choice("method", method, METHODS)]
+    if m != LL_LEASTCONNECTION and m != LL_LEASTBANDWIDTH:
+        raise ValueError(f"the floor replays LEASTCONNECTION and LEASTBANDWIDTH, got {method!r}")
+    if len(trace.event_time) or not trace.initially_bound.all():
+        raise ValueError("the floor replays traces whose services are all bound from the start, without events")
+    cdef const double[::1] arrival = trace.arrival, factor = trace.ttfb_factor
+    cdef const double[::1] transfer = trace.transfer, base = trace.ttfb_base, slope = trace.ttfb_slope
+    cdef const uint16_t[::1] status = trace.status
+    cdef const uint64_t[::1] req_b = trace.req_bytes, resp_b = trace.resp_bytes
+    cdef const uint64_t[::1] req_p = trace.req_packets, resp_p = trace.resp_packets
+    cdef const uint8_t[::1] weights = trace.weights
+    cdef int32_t[::1] out = chosen
+    cdef ll_trace t
+    t.n = arrival.shape[0]
+    if out.shape[0] != <Py_ssize_t>t.n:
+        raise ValueError(f"chosen must hold one entry per request ({t.n}), got {out.shape[0]}")
+    if t.n == 0:
+        return True
+    t.arrival, t.ttfb_factor, t.transfer = &arrival[0], &factor[0], &transfer[0]
+    t.status = &status[0]
+    t.req_bytes, t.resp_bytes, t.req_packets, t.resp_packets = &req_b[0], &resp_b[0], &req_p[0], &resp_p[0]
+    t.ttfb_base, t.ttfb_slope = &base[0], &slope[0]
+    cdef int rc
+    cdef uint32_t n_services = <uint32_t>weights.shape[0]
+    with nogil:
+        rc = ll_floor_replay(&t, <ll_method>m, &weights[0], n_services, &out[0])
+    if rc == -EOVERFLOW:
+        return False
+    if rc == -ENOMEM:
+        raise MemoryError("floor replay: out of memory")
+    if rc < 0:
+        raise ValueError(f"floor replay refused the trace (error {rc})")
+    return True

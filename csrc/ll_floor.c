@@ -1,0 +1,227 @@
+/*
+ * ll_floor.c - the floor of the batch path (ll_floor.h): the replay's
+ * decisions with nothing but a packed tournament tree, N per service and
+ * the completion queue.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "ll_floor.h"
+#include "ll_pending.h"
+
+typedef struct {
+    uint32_t P, bits;  /* leaves (a power of two), bits of a slot */
+    uint64_t *node;    /* [2P]: min of the range as key << bits | slot */
+    uint64_t key_max;  /* keys above this do not pack */
+} floor_tree;
+
+/* Sets slot's key and fixes the path up; stops where a node keeps its value. */
+static inline void tree_set(floor_tree *t, uint32_t slot, uint64_t key)
+{
+    uint64_t *node = t->node, v = key << t->bits | slot;
+    uint32_t i = t->P + slot;
+    node[i] = v;
+    for (; i > 1; i >>= 1) {
+        uint64_t sib = node[i ^ 1];
+        v = sib < v ? sib : v;  /* packed: lower key, then lower slot (bind order) */
+        if (node[i >> 1] == v)
+            return;
+        node[i >> 1] = v;
+    }
+}
+
+/* The vendor's tie rule: the first slot after the cursor holding the
+ * lowest key, cyclically. A range whose packed minimum is below `limit`
+ * holds the lowest key, and that minimum is its leftmost holder: climbing
+ * over the ranges that cover [start, P) from the left, the first such
+ * range answers without a descent. */
+static inline uint32_t tree_pick(const floor_tree *t, int64_t cursor)
+{
+    const uint64_t *node = t->node;
+    uint64_t limit = ((node[1] >> t->bits) + 1) << t->bits;
+    uint64_t mask = ((uint64_t)1 << t->bits) - 1;
+    uint32_t start = (uint32_t)(cursor + 1);
+    if (start < t->P) {
+        for (uint32_t i = t->P + start; i; i++) {
+            if (node[i] < limit)
+                return (uint32_t)(node[i] & mask);
+            while (i & 1)  /* a right child: its parent adds nothing new */
+                i >>= 1;
+            if (i == 0)
+                break;
+        }
+    }
+    return (uint32_t)(node[1] & mask);  /* wrap: the leftmost minimum */
+}
+
+static uint32_t floor_mod_window(int64_t sec)
+{
+    int64_t m = sec % LL_WINDOW_SECONDS;
+    return (uint32_t)(m < 0 ? m + LL_WINDOW_SECONDS : m);
+}
+
+typedef struct {
+    ll_method method;
+    floor_tree tree;
+    const uint8_t *weight;
+    uint64_t *n;          /* N: active transactions, or window bytes */
+    /* LEASTBANDWIDTH's window: service-major buckets, and the services with traffic */
+    uint64_t *bucket;     /* [n_services * 14] */
+    uint16_t *mask;       /* buckets holding traffic */
+    uint32_t *live, n_live;
+    int64_t cur_sec;
+    uint32_t head;
+    int overflow;
+} floor_state;
+
+static inline void set_n(floor_state *f, uint32_t s, uint64_t n)
+{
+    f->n[s] = n;
+    if (n > UINT64_MAX / 10000u) {
+        f->overflow = 1;
+        return;
+    }
+    uint64_t key = n * 10000u / f->weight[s];
+    if (key > f->tree.key_max) {
+        f->overflow = 1;
+        return;
+    }
+    tree_set(&f->tree, s, key);
+}
+
+/* LEASTBANDWIDTH: the window moves to `sec`; buckets that leave it leave N. */
+static void advance(floor_state *f, int64_t sec)
+{
+    if (sec <= f->cur_sec)
+        return;
+    uint64_t moved = (uint64_t)sec - (uint64_t)f->cur_sec;
+    uint32_t expiring = 0;
+    for (uint64_t k = 1; k <= moved && k <= LL_WINDOW_SECONDS; k++)
+        expiring |= 1u << ((f->head + k) % LL_WINDOW_SECONDS);
+    for (uint32_t i = f->n_live; i-- > 0;) {
+        uint32_t s = f->live[i];
+        uint32_t gone = f->mask[s] & expiring;
+        if (!gone)
+            continue;
+        uint64_t sum = 0;
+        for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++)
+            if (gone >> b & 1u) {
+                sum += f->bucket[(size_t)s * LL_WINDOW_SECONDS + b];
+                f->bucket[(size_t)s * LL_WINDOW_SECONDS + b] = 0;
+            }
+        f->mask[s] = (uint16_t)(f->mask[s] & ~gone);
+        if (sum)
+            set_n(f, s, f->n[s] - sum);
+        if (!f->mask[s])
+            f->live[i] = f->live[--f->n_live];
+    }
+    f->cur_sec = sec;
+    f->head = floor_mod_window(sec);
+}
+
+static void add_bytes(floor_state *f, uint32_t s, uint64_t bytes)
+{
+    if (!bytes)
+        return;
+    if (bytes > UINT64_MAX - f->n[s]) {
+        f->overflow = 1;
+        return;
+    }
+    f->bucket[(size_t)s * LL_WINDOW_SECONDS + f->head] += bytes;
+    if (!f->mask[s])
+        f->live[f->n_live++] = s;
+    f->mask[s] = (uint16_t)(f->mask[s] | 1u << f->head);
+    set_n(f, s, f->n[s] + bytes);
+}
+
+static int64_t second_of(double t)
+{
+    int64_t sec = (int64_t)t;  /* the trace keeps |t| < 2^53 */
+    return sec - ((double)sec > t);
+}
+
+int ll_floor_replay(const ll_trace *t, ll_method method, const uint8_t *weights,
+                    uint32_t n_services, int32_t *chosen)
+{
+    if ((method != LL_LEASTCONNECTION && method != LL_LEASTBANDWIDTH) || n_services == 0
+        || n_services > (1u << 30))
+        return -EINVAL;
+    for (uint32_t s = 0; s < n_services; s++)
+        if (weights[s] < 1 || weights[s] > LL_MAX_WEIGHT)
+            return -EINVAL;
+    int lb = method == LL_LEASTBANDWIDTH;
+    floor_state f = { 0 };
+    f.method = method;
+    f.weight = weights;
+    f.tree.P = 1;
+    while (f.tree.P < n_services)
+        f.tree.P *= 2;
+    for (f.tree.bits = 1; ((uint32_t)1 << f.tree.bits) < f.tree.P; f.tree.bits++)
+        ;
+    f.tree.key_max = (UINT64_MAX >> f.tree.bits) - 1;  /* the all-ones value is the empty leaf */
+    ll_pending_queue q;
+    int rc = ll_pending_init_for(&q, t->arrival, t->n);
+    if (rc < 0)
+        return rc;
+    f.tree.node = malloc(2 * (size_t)f.tree.P * sizeof *f.tree.node);
+    f.n = calloc(n_services, sizeof *f.n);
+    if (lb) {
+        f.bucket = calloc((size_t)n_services * LL_WINDOW_SECONDS, sizeof *f.bucket);
+        f.mask = calloc(n_services, sizeof *f.mask);
+        f.live = malloc(n_services * sizeof *f.live);
+    }
+    rc = -ENOMEM;
+    if (!f.tree.node || !f.n || (lb && (!f.bucket || !f.mask || !f.live))
+        || ll_pending_reserve(&q, t->n ? t->n : 1) < 0)
+        goto out;
+    for (uint32_t i = 0; i < 2 * f.tree.P; i++)
+        f.tree.node[i] = UINT64_MAX;
+    for (uint32_t s = 0; s < n_services; s++)
+        tree_set(&f.tree, s, 0);
+    f.cur_sec = t->n ? second_of(t->arrival[0]) : 0;
+    f.head = floor_mod_window(f.cur_sec);
+
+    int64_t cursor = -1;
+    size_t next = 0;
+    for (;;) {
+        const ll_pending *first = ll_pending_peek(&q);
+        if (first && (next == t->n || ll_order_time(first->order) <= t->arrival[next])) {
+            ll_pending c = ll_pending_pop(&q);  /* completions first at equal times */
+            if (lb) {
+                advance(&f, second_of(ll_order_time(c.order)));
+                add_bytes(&f, c.svc, t->resp_bytes[c.req]);
+            } else {
+                set_n(&f, c.svc, f.n[c.svc] - 1);
+            }
+        } else if (next < t->n) {
+            size_t k = next++;
+            double at = t->arrival[k];
+            if (lb)
+                advance(&f, second_of(at));
+            uint32_t s = tree_pick(&f.tree, cursor);
+            cursor = s;
+            chosen[k] = (int32_t)s;
+            if (lb)
+                add_bytes(&f, s, t->req_bytes[k]);
+            else
+                set_n(&f, s, f.n[s] + 1);
+            double done = at + ll_trace_ttfb(t, s, k) + t->transfer[k];
+            ll_pending_push(&q, done, ll_time_order(done), (uint32_t)k, s);
+        } else {
+            break;
+        }
+        if (f.overflow) {
+            rc = -EOVERFLOW;
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    ll_pending_free(&q);
+    free(f.tree.node);
+    free(f.n);
+    free(f.bucket);
+    free(f.mask);
+    free(f.live);
+    return rc;
+}
