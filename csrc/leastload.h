@@ -141,6 +141,9 @@ int64_t ll_current_second(const ll_vserver *vs);
 /* Slot selected last (-1: none yet); round of weighted ROUNDROBIN. */
 int64_t ll_cursor(const ll_vserver *vs);
 uint32_t ll_rr_round(const ll_vserver *vs);
+/* 1 when the tree keeps the exact wide keys, 0 when it packs them into
+ * 64-bit nodes (ll_tree.h): the same answers; for tests. */
+int ll_tree_is_wide(const ll_vserver *vs);
 
 /* Picks a service at second `sec` and counts one new active transaction on
  * it. Returns its slot, -ENOENT if none is eligible, -EOVERFLOW if the

@@ -87,14 +87,13 @@ static ll_key key_of(const ll_vserver *vs, uint32_t slot)
 
 void ll_refresh(ll_vserver *vs, uint32_t slot)
 {
-    vs->tree.key[slot] = key_of(vs, slot);
-    ll_tree_update(&vs->tree, slot);
+    ll_tree_set(&vs->tree, slot, key_of(vs, slot));
 }
 
 static void refresh_all(ll_vserver *vs)
 {
     for (uint32_t i = 0; i < vs->n_slots; i++)
-        vs->tree.key[i] = key_of(vs, i);
+        ll_tree_load(&vs->tree, i, key_of(vs, i));
     ll_tree_build(&vs->tree);
 }
 
@@ -141,8 +140,8 @@ void ll_get_totals(const ll_vserver *vs, ll_totals *out)
 
 static void free_arrays(ll_vserver *vs)
 {
-    free(vs->tree.node);
-    free(vs->tree.key);
+    free(vs->tree.cell);
+    free(vs->tree.arg);
     free(vs->svc);
     free(vs->bytes);
     free(vs->packets);
@@ -160,26 +159,28 @@ static int resize(ll_vserver *vs, uint32_t capacity)
         P *= 2;
     ll_vserver n = *vs;
     n.capacity = capacity;
-    n.tree.P = P;
-    n.tree.node = calloc((size_t)2 * P, sizeof *n.tree.node);
-    n.tree.key = malloc((size_t)P * sizeof *n.tree.key);
+    n.tree.cell = malloc((size_t)2 * P * sizeof *n.tree.cell);
+    n.tree.arg = malloc((size_t)2 * P * sizeof *n.tree.arg);
     n.svc = calloc(capacity, sizeof *n.svc);
     n.bytes = calloc(capacity, sizeof *n.bytes);
     n.packets = calloc(capacity, sizeof *n.packets);
     n.bytes_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.bytes_bkt);
     n.packets_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.packets_bkt);
     n.live = malloc((size_t)capacity * sizeof *n.live);
-    if (!n.tree.node || !n.tree.key || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
+    if (!n.tree.cell || !n.tree.arg || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
         || !n.packets_bkt || !n.live) {
         free_arrays(&n);
         return -ENOMEM;
     }
     uint32_t used = vs->n_slots;
+    ll_tree_init(&n.tree, P, n.tree.cell, n.tree.arg);
+    for (uint32_t i = 0; i < used; i++)
+        ll_tree_load(&n.tree, i, ll_tree_key(&vs->tree, i));
+    ll_tree_build(&n.tree);
     if (used) {
         memcpy(n.svc, vs->svc, used * sizeof *n.svc);
         memcpy(n.bytes, vs->bytes, used * sizeof *n.bytes);
         memcpy(n.packets, vs->packets, used * sizeof *n.packets);
-        memcpy(n.tree.key, vs->tree.key, used * sizeof *n.tree.key);
         memcpy(n.live, vs->live, vs->n_live * sizeof *n.live);
         for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
             memcpy(n.bytes_bkt + (size_t)b * capacity, vs->bytes_bkt + (size_t)b * vs->capacity,
@@ -188,9 +189,6 @@ static int resize(ll_vserver *vs, uint32_t capacity)
                    used * sizeof *n.packets_bkt);
         }
     }
-    for (uint32_t i = used; i < P; i++)
-        n.tree.key[i] = LL_KEY_INF;
-    ll_tree_build(&n.tree);
     free_arrays(vs);
     *vs = n;
     return 0;
@@ -233,7 +231,7 @@ int ll_reserve(ll_vserver *vs, uint32_t slots)
 size_t ll_memory_bytes(const ll_vserver *vs)
 {
     size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS) + sizeof(uint32_t);
-    size_t per_leaf = sizeof(ll_key) + 2 * sizeof(uint32_t);
+    size_t per_leaf = 2 * sizeof(uint64_t) + 2 * sizeof(uint32_t);  /* ll_tree's cell and arg */
     return sizeof *vs + (size_t)vs->capacity * per_slot + (size_t)vs->tree.P * per_leaf;
 }
 
@@ -317,7 +315,7 @@ void ll_compact(ll_vserver *vs)
     }
     for (uint32_t i = j; i < vs->n_slots; i++) {
         clear_slot(vs, i);
-        vs->tree.key[i] = LL_KEY_INF;
+        ll_tree_load(&vs->tree, i, LL_KEY_INF);
     }
     /* the slots moved: the live set is rebuilt, in O(n) like the rest */
     for (uint32_t i = 0; i < vs->n_slots; i++)
@@ -412,6 +410,7 @@ int64_t ll_current_second(const ll_vserver *vs) { return vs->cur_sec; }
 uint32_t ll_full_slot(const ll_vserver *vs) { return vs->full_slot; }
 int64_t ll_cursor(const ll_vserver *vs) { return vs->cursor; }
 uint32_t ll_rr_round(const ll_vserver *vs) { return vs->rr_round; }
+int ll_tree_is_wide(const ll_vserver *vs) { return vs->tree.wide; }
 
 /* One live slot at a second boundary: its expiring buckets (bits of
  * `expiring`) leave its totals, and its selection counts move on. Returns
@@ -494,7 +493,7 @@ static int64_t pick(const ll_vserver *vs, uint32_t *round_out)
 {
     const ll_tree *t = &vs->tree;
     uint32_t best = ll_tree_min_slot(t);
-    ll_key min = t->key[best];
+    ll_key min = ll_tree_min_key(t);
     uint32_t start = (uint32_t)(vs->cursor + 1);
     uint32_t round = vs->rr_round;
     int64_t slot;
@@ -571,8 +570,7 @@ int64_t ll_select_excluding(ll_vserver *vs, int64_t sec, const uint32_t *exclude
      * already-ineligible slots need no bookkeeping). */
     for (size_t i = 0; i < n_excluded; i++) {
         if (slot_ok(vs, excluded[i])) {
-            vs->tree.key[excluded[i]] = LL_KEY_INF;
-            ll_tree_update(&vs->tree, excluded[i]);
+            ll_tree_set(&vs->tree, excluded[i], LL_KEY_INF);
         }
     }
     int64_t slot = pick(vs, &round);

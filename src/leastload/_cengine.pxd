@@ -79,6 +79,7 @@ cdef extern from "leastload.h" nogil:
     int64_t ll_current_second(const ll_vserver *vs)
     int64_t ll_cursor(const ll_vserver *vs)
     uint32_t ll_rr_round(const ll_vserver *vs)
+    int ll_tree_is_wide(const ll_vserver *vs)
     int64_t ll_peek(ll_vserver *vs, int64_t sec)
     int64_t ll_select(ll_vserver *vs, int64_t sec)
     int64_t ll_select_excluding(ll_vserver *vs, int64_t sec, const uint32_t *excluded, size_t n_excluded)

@@ -900,6 +900,14 @@ cdef class Engine:
         finally:
             self._leave()
 
+    def _tree_is_wide(self):
+        """True while the C tree keeps wide keys rather than packed 64-bit nodes (tests)."""
+        self._enter()
+        try:
+            return bool(ll_tree_is_wide(self._vs))
+        finally:
+            self._leave()
+
     def memory_bytes(self):
         """Bytes the C core has allocated for this vserver."""
         self._enter()
