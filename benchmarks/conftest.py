@@ -7,7 +7,7 @@ Not part of the default test run (pyproject's testpaths is ["tests"]):
     LEASTLOAD_BENCH_QUICK=1 python -m pytest benchmarks --benchmark-disable   # CI: every case once
     LEASTLOAD_BENCH_SIZES=3,64,10000 python -m pytest benchmarks/test_bench_percall.py  # chosen sizes
 
-The states measured come from leastload._bench_cases, shared with
+The states measured come from leastload.bench.cases, shared with
 `python -m leastload bench`. Groups are split by n, so each table compares
 the two engines at one size.
 """

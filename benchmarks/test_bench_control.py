@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from leastload import _bench_cases as cases
+from leastload.bench import cases
 
 QUICK = os.environ.get("LEASTLOAD_BENCH_QUICK", "").strip() not in ("", "0")
 CONTROL_SIZES = (300, 3000) if QUICK else (10**5, 10**6)

@@ -1,7 +1,7 @@
 """One call at a time from Python: the pairs a request makes, and the empty call under them."""
 import pytest
 
-from leastload import _bench_cases as cases
+from leastload.bench import cases
 
 
 @pytest.mark.benchmark(group="per-call select+record LEASTBANDWIDTH")

@@ -1,7 +1,7 @@
 """A whole trace replayed: replay() takes the C fast path for [c], the per-call driver for [python]."""
 import pytest
 
-from leastload import _bench_cases as cases
+from leastload.bench import cases
 from leastload.sim.replay import replay
 from leastload.sim.workloads import make_trace
 

@@ -1,7 +1,7 @@
 """Scaling in n of the C engine: one group, all sizes (the parameter is `size`, so groups are not split)."""
 import pytest
 
-from leastload import _bench_cases as cases
+from leastload.bench import cases
 
 
 @pytest.mark.benchmark(group="scaling: select+finish LEASTCONNECTION (c)")

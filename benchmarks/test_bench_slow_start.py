@@ -7,7 +7,7 @@ cross (the clock stands still).
 """
 import pytest
 
-from leastload import _bench_cases as cases
+from leastload.bench import cases
 
 
 def _vserver(impl, n, in_slow_start):

@@ -1,7 +1,7 @@
 """The tie rule's worst case: every service tied (LEASTCONNECTION, all idle) against random loads."""
 import pytest
 
-from leastload import _bench_cases as cases
+from leastload.bench import cases
 
 
 @pytest.mark.benchmark(group="ties: select+finish LEASTCONNECTION")

@@ -1,7 +1,7 @@
 """The window roll: the clock enters a new second and every service's oldest bucket leaves."""
 import pytest
 
-from leastload import _bench_cases as cases
+from leastload.bench import cases
 
 
 @pytest.mark.benchmark(group="window roll (one select() that rolls out traffic of all n services)")

@@ -25,7 +25,7 @@ from time import perf_counter_ns
 os.environ.setdefault("LEASTLOAD_IMPLEMENTATION", "c")
 
 import leastload._native as c  # noqa: E402
-from leastload import _bench_cases as cases  # noqa: E402
+from leastload.bench import cases  # noqa: E402
 
 
 BUDGET_NS = 200_000_000  # one timed loop takes about this long at most

@@ -8,7 +8,7 @@ second boundary. `python -m leastload bench` reports the same at 10^5 and
 """
 import sys
 
-from leastload import _bench_cases as cases
+from leastload.bench import cases
 from leastload import _native
 
 

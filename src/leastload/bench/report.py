@@ -2,7 +2,7 @@
 import json
 import math
 
-from ._bench_cases import SHORT
+from .cases import SHORT
 
 
 def _fmt(v, kind):
@@ -29,6 +29,8 @@ def _rows(results):
             (f"replay {s}, ns/request, C fast path", "ns", get("replay_ns_c")),
             (f"replay {s}, ns/request, reference", "ns", get("replay_ns_ref")),
             (f"replay {s}, C faster by", "x", get("replay_speedup")),
+            (f"replay {s}, ns/request, floor (bare C loop)", "ns", get("floor_ns")),
+            (f"replay {s}, C fast path / floor", "ratio", get("replay_over_floor")),
             (f"{pair} {s}, ns, C", "ns", get("percall_ns_c")),
             (f"{pair} {s}, ns, reference", "ns", get("percall_ns_ref")),
             (f"{pair} {s}, C faster by", "x", get("percall_speedup")),

@@ -12,6 +12,7 @@ comparable.
 """
 import argparse
 import gc
+import importlib.util
 import math
 import os
 import platform
@@ -19,10 +20,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass, replace
 
-from . import _bench_cases as cases
-from . import _bench_report as report
-from .sim.replay import replay  # needs numpy: without it, the command says what to install
-from .sim.workloads import make_trace
+# first: without numpy (the sim extra) this import says what to install
+from ..sim.replay import replay
+from ..sim.workloads import make_trace
+
+import numpy as np
+
+from .._engine import _floor_replay
+from . import cases, report
 
 RATE = 50_000.0  # requests per second in the replayed trace
 
@@ -49,12 +54,12 @@ FULL = Plan(sizes=(3, 64, 1024, 16384, 262144), methods=("LEASTCONNECTION", "LEA
 
 
 def _native():
-    from . import _native  # the C engine; its absence must fail loudly, not fall back
+    from .. import _native  # the C engine; its absence must fail loudly, not fall back
     return _native
 
 
 def _reference():
-    from . import reference
+    from .. import reference
     return reference
 
 
@@ -173,16 +178,41 @@ def roll(n, plan):
 
 
 def replay_ns(impl, method, trace, repeats, budget):
-    """ns per request of replay(), binding left out of the timing; min over repeats."""
-    runs, spent = [], 0
+    """ns per request of replay(), binding left out of the timing; min over repeats.
+    Also returns the choices of the last run (trace service per request)."""
+    runs, spent, results = [], 0, []
     for _ in range(repeats):
         vs, clock = cases.bound(impl, method, 0)
         cases.prebind(vs, trace)
-        ns = _elapsed(lambda: replay(vs, clock, trace))
+        ns = _elapsed(lambda: results.append(replay(vs, clock, trace)))
         runs.append(ns / len(trace))
         spent += ns
         if spent > budget * 1e9:
             break
+    return min(runs), results[-1].chosen
+
+
+def floor_ns(method, trace, chosen, repeats, budget):
+    """ns per request of the batch path's floor on the same trace: a bare C loop
+    (a packed tournament tree, N per service, the same completion queue; no
+    vserver, no bookkeeping). Its choices must equal the replay's `chosen`, or the
+    comparison means nothing: a difference raises. None when a key of the trace
+    does not pack (the floor does not apply)."""
+    out = np.empty(len(trace), dtype=np.int32)
+    runs, spent = [], 0
+    for _ in range(repeats):
+        fits = []
+        ns = _elapsed(lambda: fits.append(_floor_replay(trace, method, out)))
+        if not fits[0]:
+            return None
+        runs.append(ns / len(trace))
+        spent += ns
+        if spent > budget * 1e9:
+            break
+    if not np.array_equal(out, chosen):
+        k = int(np.flatnonzero(out != chosen)[0])
+        raise RuntimeError(f"the floor's choices differ from the replay's ({method}, {len(trace.services)} services, "
+                           f"first at request {k}: {int(out[k])} vs {int(chosen[k])}): a bug in one of them")
     return min(runs)
 
 
@@ -220,12 +250,15 @@ def run(plan, progress=None):
             m["percall_ns_ref"], m["percall_calls_ref"] = per_call(ref, method, n, plan, reference=True)
             m["percall_speedup"] = m["percall_ns_ref"] / m["percall_ns_c"]
             step(f"n={n}: {method} replay (C)")
-            m["replay_ns_c"] = replay_ns(c, method, trace, plan.repeats, plan.c_budget)
+            m["replay_ns_c"], chosen = replay_ns(c, method, trace, plan.repeats, plan.c_budget)
             m["replay_requests_c"] = len(trace)
+            step(f"n={n}: {method} floor (bare C loop)")
+            m["floor_ns"] = floor_ns(method, trace, chosen, plan.repeats, plan.c_budget)
+            m["replay_over_floor"] = m["floor_ns"] and m["replay_ns_c"] / m["floor_ns"]
             # a replayed request makes about 4 calls: size the reference's head of the trace by that
             k = max(5, min(len(trace), int(plan.ref_budget * 1e9 / (4 * m["percall_ns_ref"]))))
             step(f"n={n}: {method} replay (reference, {k} requests)")
-            m["replay_ns_ref"] = replay_ns(ref, method, trace.head(k), plan.ref_repeats, plan.ref_budget)
+            m["replay_ns_ref"], _ = replay_ns(ref, method, trace.head(k), plan.ref_repeats, plan.ref_budget)
             m["replay_requests_ref"] = k
             m["replay_speedup"] = m["replay_ns_ref"] / m["replay_ns_c"]
             row["methods"][method] = m
@@ -276,6 +309,10 @@ def targets(results):
             r = rows.get(n)
             v = r["methods"][method]["replay_ns_c"] if r and method in r["methods"] else None
             out.append(_target(f"replay {method} ns/request at n={n}", v, limit, where=f"n={n}"))
+        for n in (64, 16384):
+            r = rows.get(n)
+            v = r["methods"][method]["replay_over_floor"] if r and method in r["methods"] else None
+            out.append(_target(f"replay / floor, {method} at n={n}", v, 1.5, where=f"n={n}"))
 
     def worst(key, pick, lower_is_better=True):
         vals = [(pick(r, key), r["n"]) for r in results["rows"]]
@@ -328,7 +365,7 @@ def _progress(total):
 
 
 def _steps(plan):
-    return 1 + len(plan.sizes) * (5 + 4 * len(plan.methods)) + len(plan.worst_sizes) * len(plan.methods)
+    return 1 + len(plan.sizes) * (5 + 5 * len(plan.methods)) + len(plan.worst_sizes) * len(plan.methods)
 
 
 def _method_arg(text):
@@ -365,7 +402,11 @@ def parser():
 
 
 def main(argv=None):
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.png and importlib.util.find_spec("matplotlib") is None:
+        p.exit(2, "leastload bench: --png: needs matplotlib, which is not installed "
+                  "(pip install 'leastload[plot]')\n")
     plan = QUICK if args.quick else FULL
     if args.methods:
         plan = replace(plan, methods=tuple(dict.fromkeys(args.methods)))
@@ -381,10 +422,8 @@ def main(argv=None):
         report.write_json(results, args.json)
         print(f"JSON written to {args.json}")
     if args.png:
-        if report.plot(results, args.png):
-            print(f"plot written to {args.png}")
-        else:
-            print("no plot: matplotlib is not installed", file=sys.stderr)
+        report.plot(results, args.png)
+        print(f"plot written to {args.png}")
     missed = [t for t in results["targets"] if t["met"] is False]
     return 1 if args.strict and missed else 0
 
