@@ -102,3 +102,24 @@ def test_the_readme_figure_is_the_automated_scenario():
     vs = build(load(SLOWSTART), clock, reference)["vs-slowstart"]
     from_config = simulate(vs, clock, rate=100, duration=AUTOMATED_SECONDS)
     assert from_config.counts.tolist() == sim.counts.tolist()
+
+
+def test_one_panel_per_vserver_with_its_events(tmp_path):
+    conf = str(ROOT / "examples" / "two-vservers.toml")
+    result = subprocess.run([sys.executable, "-m", "leastload", "simulate", conf, "--workload", "poisson",
+                             "--rate", "200", "--duration", "12", "--event", "4:down:fast", "--event", "8:up:fast",
+                             "--plot", "out.png", "--json", "out.json"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    panels = check_png(tmp_path / "out.png")
+    vservers = json.loads((tmp_path / "out.json").read_text())["vservers"]
+    assert [p["title"] for p in panels] == ["lb vserver web (LEASTRESPONSETIME)", "lb vserver api (LEASTCONNECTION)"]
+    for panel, vs in zip(panels, vservers):
+        assert panel["series"] == vs["requests_per_second"]
+        assert all(c == 0 for c in panel["series"]["fast"][4:8])  # DOWN from 4 s to 8 s
+        assert sum(panel["series"]["fast"][:4]) > 0 and sum(panel["series"]["fast"][8:]) > 0
+    result = subprocess.run([sys.executable, "-m", "leastload", "simulate", conf, "--vserver", "api",
+                             "--duration", "3", "--json", "api.json"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [v["name"] for v in json.loads((tmp_path / "api.json").read_text())["vservers"]] == ["api"]
