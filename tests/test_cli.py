@@ -254,3 +254,18 @@ def test_simulate_events_and_a_workload_file(tmp_path):
     assert sum(map(sum, series.values())) == 40
     assert [(e["time"], e["action"], e["service"]) for e in vs["events"]] == [
         (1.0, "bind", "new"), (2.0, "down", "S1"), (3.0, "up", "S1")]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".conf", ".toml")))
+def test_every_example_config_shows_and_simulates(tmp_path, name):
+    path = str(EXAMPLES / name)
+    config = load(path)
+    assert config.warnings == [] and config.vservers
+    shown = run("show", path)
+    assert shown.returncode == 0 and shown.stderr == ""
+    assert parse_netscaler(shown.stdout, "out") == config
+    result = run("simulate", path, "--duration", "3", "--json", "o.json", cwd=tmp_path)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    vservers = json.loads((tmp_path / "o.json").read_text())["vservers"]
+    assert [v["name"] for v in vservers] == [v.name for v in config.vservers]
+    assert all(sum(map(sum, v["requests_per_second"].values())) == 300 for v in vservers)
