@@ -90,6 +90,9 @@ WARNED = [
     ("add service S4 10.0.0.4 HTTP 80 -maxClient 100",
      "option -maxClient is not modelled by leastload, ignored", lambda c: service(c, "S4").port == 80),
     ("rm service S1", "command 'rm service S1' is not modelled by leastload, ignored", None),
+    ("bind lb vserver vs1 -policyName pol1 -priority 100 -gotoPriorityExpression END",
+     "options -policyName, -priority, -gotoPriorityExpression are not modelled by leastload, ignored",
+     lambda c: vs(c).bindings == []),
 ]
 
 BAD = [
@@ -192,6 +195,18 @@ def test_an_error_after_good_lines_names_the_right_line():
     text = BASE + "# comment\n\nbind lb vserver vs1 S1\nset service S2 -weight 500\n"
     with pytest.raises(ConfigError, match=r"^t\.conf:8: -weight: must be an integer in 1\.\.100, got 500$"):
         parse_netscaler(text, "t.conf")
+
+
+def test_service_groups_are_not_modelled_and_their_bindings_warn():
+    text = "add serviceGroup sg1 HTTP\nbind serviceGroup sg1 10.0.0.9 80\nbind lb vserver vs1 sg1\n"
+    config = parse(text)
+    assert config.warnings == [
+        "t.conf:5: warning: command 'add serviceGroup sg1' is not modelled by leastload, ignored",
+        "t.conf:6: warning: command 'bind serviceGroup sg1' is not modelled by leastload, ignored",
+        "t.conf:7: warning: service group 'sg1' is not modelled by leastload, its binding ignored"]
+    assert vs(config).bindings == []
+    with pytest.raises(ConfigError, match=r"^t\.conf:7: no service named 'sg2'"):  # not a group either
+        parse(text.replace("bind lb vserver vs1 sg1", "bind lb vserver vs1 sg2"))
 
 
 def test_printed_lines_are_what_the_vendor_cli_reads():

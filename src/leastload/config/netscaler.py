@@ -76,6 +76,7 @@ class _Line:
 
     def __init__(self, parser: "_Parser", number: int, tokens: list[Token]) -> None:
         self.parser, self.number, self.tokens = parser, number, tokens
+        self.unmodelled_options = False
 
     def error(self, message: str) -> ConfigError:
         return ConfigError(self.parser.source, self.number, message)
@@ -96,6 +97,7 @@ class _Line:
             positional.append(rest[i].text)
             i += 1
         options: dict[str, list[Token]] = {}
+        unknown: list[str] = []
         while i < len(rest):
             flag = rest[i].text[1:]
             i += 1
@@ -105,11 +107,15 @@ class _Line:
                 i += 1
             canonical = self._option_name(flag, known)
             if canonical is None:
-                self.parser.unmodelled(self.number, f"option -{flag} is not modelled by leastload, ignored")
+                unknown.append("-" + flag)
                 continue
             if canonical in options:
                 raise self.error(f"-{canonical}: given twice")
             options[canonical] = args
+        if unknown:  # one warning a line
+            what = f"option {unknown[0]} is" if len(unknown) == 1 else "options " + ", ".join(unknown) + " are"
+            self.parser.unmodelled(self.number, f"{what} not modelled by leastload, ignored")
+            self.unmodelled_options = True
         return positional, options
 
     def _option_name(self, flag: str, known: tuple[str, ...]) -> Optional[str]:
@@ -133,6 +139,7 @@ class _Parser:
     def __init__(self, source: str, strict: bool) -> None:
         self.source, self.strict = source, strict
         self.config = Config(source=source)
+        self.service_groups: set[str] = set()  # `add serviceGroup` names: not modelled, binds of them ignored
 
     def unmodelled(self, number: int, message: str) -> None:
         if self.strict:
@@ -164,6 +171,8 @@ class _Parser:
             if tuple(words[:len(key)]) == key:
                 handler(line)
                 return
+        if words[:2] == ["add", "servicegroup"] and len(line.tokens) > 2:
+            self.service_groups.add(line.tokens[2].text)
         shown = " ".join(t.text for t in line.tokens[:3])
         self.unmodelled(line.number, f"command '{shown}' is not modelled by leastload, ignored")
 
@@ -241,8 +250,14 @@ class _Parser:
     def bind(self, line: _Line) -> None:
         positional, options = line.split(3, _BIND_OPTIONS)
         vs = self.existing_vserver(line, positional, "bind lb vserver: needs VSERVER SERVICE")
+        if len(positional) == 1 and line.unmodelled_options:
+            return  # a binding of something else (a policy: -policyName ...), warned about
         if len(positional) != 2:
             raise line.error("bind lb vserver: needs VSERVER SERVICE, got " + " ".join(positional))
+        if positional[1] in self.service_groups and self.config.service(positional[1]) is None:
+            self.unmodelled(line.number, f"service group {positional[1]!r} is not modelled by leastload, "
+                                         "its binding ignored")
+            return
         service = self.existing_service(line, positional[1])
         if any(b.service == service.name for b in vs.bindings):
             raise line.error(f"service {service.name!r} is already bound to lb vserver {vs.name!r}")
