@@ -234,3 +234,57 @@ def test_slow_start_of_bindings_round_trips(order):
     config = parse("\n".join(order) + "\n")
     assert parse_netscaler(to_netscaler(config), "p.conf") == config
     assert parse_toml(to_toml(config), "p.toml") == config
+
+
+SAVED_CONFIG = """\
+#NS13.1 Build 49.13
+# Last modified by `save config`, Tue Dec  1 03:00:00 2026
+set ns config -IPAddress 10.0.0.5 -netmask 255.255.255.0
+enable ns feature LB SSL
+enable ns mode FR L3 Edge USNIP PMTUD
+set ns httpParam -dropInvalReqs ON
+add ns ip 10.0.0.6 255.255.255.0 -vServer DISABLED
+add server web-01 10.1.0.11
+add server web-02 10.1.0.12
+add server web-03 10.1.0.13 -comment "rack B"
+add serviceGroup sg-app HTTP -maxClient 0 -maxReq 0 -cip DISABLED -usip NO -useproxyport YES -cltTimeout 180 -svrTimeout 360 -CKA NO -TCPB NO -CMP YES
+add service svc-web-01 web-01 HTTP 80 -gslb NONE -maxClient 0 -maxReq 0 -cip ENABLED X-Forwarded-For -usip NO -useproxyport YES -sp ON -cltTimeout 180 -svrTimeout 360 -CKA NO -TCPB NO -CMP YES
+add service svc-web-02 web-02 HTTP 80 -gslb NONE -maxClient 0 -maxReq 0 -cip ENABLED X-Forwarded-For -usip NO -useproxyport YES -sp ON -cltTimeout 180 -svrTimeout 360 -CKA NO -TCPB NO -CMP YES
+add service svc-web-03 web-03 HTTP 80 -gslb NONE -maxClient 0 -maxReq 0 -cip ENABLED X-Forwarded-For -usip NO -useproxyport YES -sp ON -cltTimeout 180 -svrTimeout 360 -CKA NO -TCPB NO -CMP YES
+add lb vserver vs-web HTTP 10.0.0.100 80 -persistenceType NONE -lbMethod LEASTBANDWIDTH -cltTimeout 180
+add lb vserver vs-app HTTP 10.0.0.101 80 -persistenceType SOURCEIP -timeout 10 -lbMethod ROUNDROBIN -newServiceRequest 10 PER_SECOND -newServiceRequestIncrementInterval 5
+bind lb vserver vs-web svc-web-01
+bind lb vserver vs-web svc-web-02 -weight 3
+bind lb vserver vs-web svc-web-03
+bind lb vserver vs-app sg-app
+bind lb vserver vs-web -policyName rw-pol -priority 100 -gotoPriorityExpression END -type REQUEST
+bind serviceGroup sg-app web-01 8080
+add lb monitor mon-http HTTP -respCode 200 -httpRequest "HEAD /health"
+bind service svc-web-01 -monitorName mon-http
+set lb vserver vs-web -newServiceRequest 2 PERCENT
+disable service svc-web-03
+"""
+
+
+def test_a_saved_appliance_config():
+    """A config as `save config` writes it: what leastload models comes through,
+    every other line is one warning naming it."""
+    config = parse_netscaler(SAVED_CONFIG, "ns.conf")
+    assert to_netscaler(config).splitlines() == [
+        "add server web-01 10.1.0.11",
+        "add server web-02 10.1.0.12",
+        "add server web-03 10.1.0.13",
+        "add service svc-web-01 web-01 HTTP 80",
+        "add service svc-web-02 web-02 HTTP 80",
+        "add service svc-web-03 web-03 HTTP 80 -state DISABLED",
+        "add lb vserver vs-web HTTP 10.0.0.100 80 -lbMethod LEASTBANDWIDTH",
+        "bind lb vserver vs-web svc-web-01",
+        "bind lb vserver vs-web svc-web-02 -weight 3",
+        "bind lb vserver vs-web svc-web-03",
+        "set lb vserver vs-web -newServiceRequest 2 PERCENT",
+        "add lb vserver vs-app HTTP 10.0.0.101 80 -lbMethod ROUNDROBIN -newServiceRequest 10 PER_SECOND "
+        "-newServiceRequestIncrementInterval 5",
+    ]
+    warned = [int(w.split(":")[1]) for w in config.warnings]
+    assert warned == [3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15, 16, 20, 21, 22, 23, 24]
+    assert all(" warning: " in w for w in config.warnings)
