@@ -24,20 +24,6 @@ COMMANDS = {
     "simulate": ("leastload.sim.simulate", "a config's vservers under a workload on a virtual clock"),
 }
 
-# Flags needing an optional package, for commands that would otherwise run
-# without it and only say so at the end: checked before the command starts.
-FLAG_EXTRAS = {("bench", "--png"): ("matplotlib", "bench")}
-
-
-def _check_flag_extras(name: str, args: Sequence[str]) -> None:
-    for (command, flag), (package, extra) in FLAG_EXTRAS.items():
-        if command == name and any(a == flag or a.startswith(flag + "=") for a in args):
-            try:
-                importlib.import_module(package)
-            except ImportError:
-                raise MissingExtra(flag, package, extra) from None
-
-
 def _parser() -> OneLineParser:
     import argparse
 
@@ -75,7 +61,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     with one_line_errors(prog):
         try:
-            _check_flag_extras(name, args[1:])
             return int(command(args[1:]) or 0)
         except (ConfigError, FileError) as exc:
             die(None, str(exc))
