@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import leastload
+from leastload._errors import METHODS
 from leastload.config import load, parse_netscaler, parse_toml
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -73,8 +74,8 @@ def test_show_warns_about_unmodelled_lines_and_strict_refuses(tmp_path):
 
 def bad_files(tmp_path):
     (tmp_path / "bad.conf").write_text("add service S1 10.0.0.1 HTTP 80\nbind lb vserver nope S1\n")
-    (tmp_path / "hash.conf").write_text("add service S1 10.0.0.1 HTTP 80\n"
-                                        "add lb vserver v HTTP -lbMethod SOURCEIPHASH\nbind lb vserver v S1\n")
+    (tmp_path / "token.conf").write_text("add service S1 10.0.0.1 HTTP 80\n"
+                                         "add lb vserver v HTTP -lbMethod TOKEN\nbind lb vserver v S1\n")
     (tmp_path / "bad.toml").write_text('[service.S1]\nhost = "10.0.0.1"\ntype = "HTTP"\nport = 80\nweight = 0\n')
     (tmp_path / "empty.conf").write_text("# nothing\n")
     (tmp_path / "lonely.conf").write_text("add lb vserver v HTTP\n")
@@ -111,8 +112,8 @@ BAD = [
     (("simulate", "--services", "0"), "leastload simulate: --services: must be >= 1, got 0"),
     (("simulate", "--new", "100", "--duration", "3"),
      "leastload simulate: --new: must be before the end of the run (--duration 3), got 100"),
-    (("simulate", "--method", "FASTEST"), "leastload simulate: --method: must be one of ROUNDROBIN, "
-     "LEASTCONNECTION, LEASTRESPONSETIME, LEASTBANDWIDTH, LEASTPACKETS, got FASTEST"),
+    (("simulate", "--method", "FASTEST"), f"leastload simulate: --method: must be one of {', '.join(METHODS)}, "
+                                          "got FASTEST"),
     (("simulate", "--slow-start", "4", "PER_MINUTE", "10"),
      "leastload simulate: --slow-start: UNIT must be one of PER_SECOND, PERCENT, got PER_MINUTE"),
     (("simulate", "--slow-start", "400", "PERCENT", "10"), "leastload simulate: --slow-start: must be <= 100, got 400"),
@@ -140,8 +141,8 @@ BAD = [
     # simulate: config and workload files
     (("simulate", "missing.conf"), "missing.conf: no such file"),
     (("simulate", "bad.conf"), "bad.conf:2: no lb vserver named 'nope' (add lb vserver first)"),
-    (("simulate", "hash.conf"), "hash.conf:2: lbMethod SOURCEIPHASH is not supported by this engine yet (it has "
-                                "ROUNDROBIN, LEASTCONNECTION, LEASTRESPONSETIME, LEASTBANDWIDTH, LEASTPACKETS)"),
+    (("simulate", "token.conf"), "token.conf:2: lbMethod TOKEN is not supported by this engine yet (it has "
+                                 f"{', '.join(METHODS)})"),
     (("simulate", "empty.conf"), "leastload simulate: CONFIG: empty.conf has no lb vserver to simulate"),
     (("simulate", "lonely.conf"), "leastload simulate: CONFIG: lb vserver 'v' has no service bound and no --event "
                                   "binds one"),
