@@ -4,6 +4,9 @@
 #ifndef LL_INTERNAL_H
 #define LL_INTERNAL_H
 
+#include <errno.h>
+#include <stddef.h>
+
 #include "leastload.h"
 #include "ll_tree.h"
 
@@ -64,5 +67,72 @@ struct ll_vserver {
 
 /* Recomputes key[slot] from the service and fixes the tree. */
 void ll_refresh(ll_vserver *vs, uint32_t slot);
+
+/* ---- the request path's cores ---------------------------------------------
+ * Shared by the public calls (ll_vserver.c), which check their arguments and
+ * move the window first, and by the batch path (ll_replay.c), whose own
+ * invariants make those checks redundant: one definition, no call between. */
+
+static inline int ll_method_uses_active(ll_method m)
+{
+    return m == LL_LEASTCONNECTION || m == LL_LEASTRESPONSETIME;
+}
+
+/* Gives the slot an entry in the live set unless it has one. */
+static inline void ll_live_add(ll_vserver *vs, uint32_t slot)
+{
+    ll_svc *s = &vs->svc[slot];
+    if (!(s->window_mask & LL_LIVE)) {
+        vs->live[vs->n_live++] = slot;
+        s->window_mask = (uint16_t)(s->window_mask | LL_LIVE);
+    }
+}
+
+/* ll_record() on a bound slot, the window already at the call's second. */
+static inline int ll_record_core(ll_vserver *vs, uint32_t slot, uint64_t bytes, uint64_t packets)
+{
+    if (bytes > UINT64_MAX - vs->bytes[slot] || packets > UINT64_MAX - vs->packets[slot])
+        return -EOVERFLOW;
+    size_t at = (size_t)vs->head * vs->capacity + slot;
+    vs->bytes_bkt[at] += bytes;
+    vs->packets_bkt[at] += packets;
+    if ((bytes | packets) && !(vs->svc[slot].window_mask & (1u << vs->head))) {
+        vs->svc[slot].window_mask = (uint16_t)(vs->svc[slot].window_mask | (1u << vs->head));
+        ll_live_add(vs, slot);
+    }
+    vs->bytes[slot] += bytes;
+    vs->packets[slot] += packets;
+    if ((vs->method == LL_LEASTBANDWIDTH && bytes) || (vs->method == LL_LEASTPACKETS && packets))
+        ll_refresh(vs, slot);
+    return 0;
+}
+
+/* ll_finish() on a bound slot with a TTFB in range. */
+static inline int ll_finish_core(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
+{
+    ll_svc *s = &vs->svc[slot];
+    if (s->active == 0)
+        return -ERANGE;
+    s->active--;
+    if (has_ttfb) {
+        /* EWMA, alpha 1/8, rounded half up; 7 * 3.6e9 fits in 64 bits */
+        s->ttfb_us = s->ttfb_known ? (uint32_t)((7 * (uint64_t)s->ttfb_us + ttfb_us + 4) / 8) : ttfb_us;
+        s->ttfb_known = 1;
+    }
+    if (failed) {
+        s->failures += s->failures != UINT64_MAX;
+        s->fails_in_row += s->fails_in_row != UINT32_MAX;
+    } else {
+        s->fails_in_row = 0;
+    }
+    if (ll_method_uses_active(vs->method))
+        ll_refresh(vs, slot);
+    int flags = 0;
+    if (s->draining && s->active == 0)
+        flags |= LL_END_DRAINED;
+    if (vs->outlier_k && s->fails_in_row >= vs->outlier_k && !s->ejected && !s->draining)
+        flags |= LL_END_OUTLIER;
+    return flags;
+}
 
 #endif /* LL_INTERNAL_H */

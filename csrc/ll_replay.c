@@ -132,9 +132,11 @@ static int next_op(ll_replay *r, double stop_time)
     }
 }
 
-static int record(ll_vserver *vs, ll_replay *r, uint32_t svc, int64_t sec, uint64_t b, uint64_t p)
+/* Both of the replay's records follow a tick to their second, on a bound
+ * slot: the core alone. */
+static inline int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uint64_t p)
 {
-    int rc = ll_record(vs, (uint32_t)r->slot_of[svc], sec, b, p);
+    int rc = ll_record_core(vs, (uint32_t)r->slot_of[svc], b, p);
     if (rc == -EOVERFLOW) {
         ll_info info;
         ll_service_info(vs, (uint32_t)r->slot_of[svc], &info);
@@ -150,7 +152,7 @@ static int record(ll_vserver *vs, ll_replay *r, uint32_t svc, int64_t sec, uint6
 }
 
 /* The completion's finish (phase 1): 0 to go on, or what ll_replay_run returns. */
-static int finish(ll_vserver *vs, ll_replay *r)
+static inline int finish(ll_vserver *vs, ll_replay *r)
 {
     uint64_t k = r->cur.req;
     double ttfb = r->cur_ttfb;
@@ -159,7 +161,8 @@ static int finish(ll_vserver *vs, ll_replay *r)
         return -EINVAL;
     }
     uint32_t us = (uint32_t)floor(ttfb * 1e6 + 0.5);
-    int rc = ll_finish(vs, (uint32_t)r->slot_of[r->cur.svc], r->status[k] == 200, us, r->status[k] >= 500);
+    /* a bound slot (completions of unbound services are forgotten), a TTFB in range */
+    int rc = ll_finish_core(vs, (uint32_t)r->slot_of[r->cur.svc], r->status[k] == 200, us, r->status[k] >= 500);
     if (rc < 0) {
         r->err_call = 3;
         return rc;
@@ -220,20 +223,20 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
                 continue;  /* the record's own tick stops for the hook: take the long way */
             /* The record at the same time: its tick cannot move the window
              * (same second) nor stop (t < deadline), so it follows at once. */
-            if ((rc = record(vs, r, s, sec, r->req_bytes[k], r->req_packets[k])) < 0)
+            if ((rc = record(vs, r, s, r->req_bytes[k], r->req_packets[k])) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->op == LL_OP_ARRIVAL) {
             size_t k = r->next;
             uint32_t s = (uint32_t)r->chosen[k];
-            if ((rc = record(vs, r, s, sec, r->req_bytes[k], r->req_packets[k])) < 0)
+            if ((rc = record(vs, r, s, r->req_bytes[k], r->req_packets[k])) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->phase == 0) {
             uint64_t k = r->cur.req;
-            if ((rc = record(vs, r, r->cur.svc, sec, r->resp_bytes[k], r->resp_packets[k])) < 0)
+            if ((rc = record(vs, r, r->cur.svc, r->resp_bytes[k], r->resp_packets[k])) < 0)
                 return rc;
             r->phase = 1;
             if ((rc = finish(vs, r)) != 0)  /* finish does not tick: it follows at once */

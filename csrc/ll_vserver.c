@@ -40,15 +40,6 @@ static uint32_t floor_mod_window(int64_t sec)
 
 /* ---- the live set ------------------------------------------------------ */
 
-static void live_add(ll_vserver *vs, uint32_t slot)
-{
-    ll_svc *s = &vs->svc[slot];
-    if (!(s->window_mask & LL_LIVE)) {
-        vs->live[vs->n_live++] = slot;
-        s->window_mask = (uint16_t)(s->window_mask | LL_LIVE);
-    }
-}
-
 /* Drops entry i of live[] (the last entry takes its place). */
 static void live_drop(ll_vserver *vs, uint32_t i)
 {
@@ -97,10 +88,6 @@ static void refresh_all(ll_vserver *vs)
     ll_tree_build(&vs->tree);
 }
 
-static int method_uses_active(ll_method m)
-{
-    return m == LL_LEASTCONNECTION || m == LL_LEASTRESPONSETIME;
-}
 
 /* Adds (sign > 0) or removes (sign < 0) one bound service's share of the
  * aggregates. Every change of state, cap, flags or binding is bracketed by
@@ -325,7 +312,7 @@ void ll_compact(ll_vserver *vs)
     vs->n_live = 0;
     for (uint32_t i = 0; i < j; i++)
         if (slot_is_live(&vs->svc[i]))
-            live_add(vs, i);
+            ll_live_add(vs, i);
     refresh_all(vs);
 }
 
@@ -546,9 +533,9 @@ static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round)
         /* a pick is UP, bound, not draining, not ejected: counted in this_up */
         vs->this_up++;
         vs->this_open += s->cap == LL_NO_CAP;
-        live_add(vs, (uint32_t)slot);
+        ll_live_add(vs, (uint32_t)slot);
     }
-    if (method_uses_active(vs->method) || s->cap != LL_NO_CAP)
+    if (ll_method_uses_active(vs->method) || s->cap != LL_NO_CAP)
         ll_refresh(vs, (uint32_t)slot);
     return slot;
 }
@@ -585,20 +572,7 @@ int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64
     if (!slot_ok(vs, slot))
         return -EINVAL;
     advance(vs, sec);
-    if (bytes > UINT64_MAX - vs->bytes[slot] || packets > UINT64_MAX - vs->packets[slot])
-        return -EOVERFLOW;
-    size_t at = (size_t)vs->head * vs->capacity + slot;
-    vs->bytes_bkt[at] += bytes;
-    vs->packets_bkt[at] += packets;
-    if ((bytes | packets) && !(vs->svc[slot].window_mask & (1u << vs->head))) {
-        vs->svc[slot].window_mask = (uint16_t)(vs->svc[slot].window_mask | (1u << vs->head));
-        live_add(vs, slot);
-    }
-    vs->bytes[slot] += bytes;
-    vs->packets[slot] += packets;
-    if ((vs->method == LL_LEASTBANDWIDTH && bytes) || (vs->method == LL_LEASTPACKETS && packets))
-        ll_refresh(vs, slot);
-    return 0;
+    return ll_record_core(vs, slot, bytes, packets);
 }
 
 int ll_begin(ll_vserver *vs, uint32_t slot)
@@ -608,7 +582,7 @@ int ll_begin(ll_vserver *vs, uint32_t slot)
     if (vs->svc[slot].active == UINT32_MAX)
         return -EOVERFLOW;
     vs->svc[slot].active++;
-    if (method_uses_active(vs->method))
+    if (ll_method_uses_active(vs->method))
         ll_refresh(vs, slot);
     return 0;
 }
@@ -617,29 +591,7 @@ int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int
 {
     if (!slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
         return -EINVAL;
-    ll_svc *s = &vs->svc[slot];
-    if (s->active == 0)
-        return -ERANGE;
-    s->active--;
-    if (has_ttfb) {
-        /* EWMA, alpha 1/8, rounded half up; 7 * 3.6e9 fits in 64 bits */
-        s->ttfb_us = s->ttfb_known ? (uint32_t)((7 * (uint64_t)s->ttfb_us + ttfb_us + 4) / 8) : ttfb_us;
-        s->ttfb_known = 1;
-    }
-    if (failed) {
-        s->failures += s->failures != UINT64_MAX;
-        s->fails_in_row += s->fails_in_row != UINT32_MAX;
-    } else {
-        s->fails_in_row = 0;
-    }
-    if (method_uses_active(vs->method))
-        ll_refresh(vs, slot);
-    int flags = 0;
-    if (s->draining && s->active == 0)
-        flags |= LL_END_DRAINED;
-    if (vs->outlier_k && s->fails_in_row >= vs->outlier_k && !s->ejected && !s->draining)
-        flags |= LL_END_OUTLIER;
-    return flags;
+    return ll_finish_core(vs, slot, has_ttfb, ttfb_us, failed);
 }
 
 int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
