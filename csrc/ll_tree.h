@@ -173,4 +173,29 @@ void ll_tree_build(ll_tree *t);
 /* First slot >= start whose key <= thr, or -1 if there is none. */
 int64_t ll_tree_first(const ll_tree *t, uint32_t start, ll_key thr);
 
+/* The vendor's tie rule among the lowest keys: the first slot >= start
+ * holding the minimum, else (wrapping) the leftmost. The minimum must be
+ * finite. Packed, a range whose word is below `limit` holds the minimum and
+ * its word names the range's leftmost holder: the climb alone answers. */
+static inline uint32_t ll_tree_pick_min(const ll_tree *t, uint32_t start)
+{
+    if (t->wide) {
+        int64_t slot = ll_tree_first(t, start, ll_tree_min_key(t));
+        return slot >= 0 ? (uint32_t)slot : ll_tree_min_slot(t);
+    }
+    const uint64_t *node = t->cell;
+    uint64_t limit = ((node[1] >> t->bits) + 1) << t->bits, mask = ((uint64_t)1 << t->bits) - 1;
+    if (start < t->P) {
+        for (uint32_t i = t->P + start;; i++) {
+            if (node[i] < limit)
+                return (uint32_t)(node[i] & mask);
+            while (i & 1)  /* a right child: its parent adds nothing new */
+                i >>= 1;
+            if (i == 0)
+                break;
+        }
+    }
+    return (uint32_t)(node[1] & mask);
+}
+
 #endif /* LL_TREE_H */

@@ -479,7 +479,6 @@ int64_t ll_advance(ll_vserver *vs, int64_t sec) { return advance(vs, sec); }
 static int64_t pick(const ll_vserver *vs, uint32_t *round_out)
 {
     const ll_tree *t = &vs->tree;
-    uint32_t best = ll_tree_min_slot(t);
     ll_key min = ll_tree_min_key(t);
     uint32_t start = (uint32_t)(vs->cursor + 1);
     uint32_t round = vs->rr_round;
@@ -503,8 +502,7 @@ static int64_t pick(const ll_vserver *vs, uint32_t *round_out)
         *round_out = round;
         return slot;
     }
-    slot = ll_tree_first(t, start, min);
-    return slot >= 0 ? slot : best;  /* wrap: the leftmost minimum */
+    return ll_tree_pick_min(t, start);
 }
 
 int64_t ll_peek(ll_vserver *vs, int64_t sec)
