@@ -1,8 +1,10 @@
-# cython: language_level=3, binding=False, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3, binding=False, embedsignature=True, embedsignature.format=clinic, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The C engine's Python face: names <-> slots, the clock, argument checks, the guard.
 
 binding=False keeps CPython's fast method call (Cython's default binding=True
-costs 4-6 ns a call on these machines).
+costs 4-6 ns a call on these machines); embedsignature in the "clinic" format
+writes each signature as a __text_signature__, so help() and
+inspect.signature() see it without binding=True.
 Arguments are checked here, with the messages of leastload._errors, before
 the C core is called; every C return code goes through _raise_for().
 """
@@ -12,11 +14,11 @@ from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pythread cimport PyThread_get_thread_ident
 cimport cython
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from ._cengine cimport *
 
 import threading
+from time import monotonic as _time_monotonic
 
 from . import _errors
 from ._errors import METHODS, STATES
@@ -25,20 +27,23 @@ cdef dict _METHOD_INDEX = {name: i for i, name in enumerate(METHODS)}
 cdef dict _STATE_INDEX = {name: i for i, name in enumerate(STATES)}
 
 cdef enum ClockKind:
-    CLOCK_KIND_MONOTONIC = 0  # clock=None: CLOCK_MONOTONIC, as time.monotonic()
+    CLOCK_KIND_MONOTONIC = 0  # clock=None: time.monotonic() itself
     CLOCK_KIND_MANUAL = 1     # our ManualClock: its value read without a Python call
     CLOCK_KIND_OBJECT = 2     # anything with .now()
 
 
-cdef inline double _monotonic() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
+# The default clock is time.monotonic itself, called through the function
+# object: the same value from the same source as the caller's time.monotonic()
+# on every platform (CLOCK_MONOTONIC differs from it on macOS, where it counts
+# sleep, and does not exist on Windows).
+cdef object _MONOTONIC = _time_monotonic
 
 
-def monotonic():
-    """The default clock of a VirtualServer (the same clock as time.monotonic)."""
-    return _monotonic()
+cdef inline double _monotonic() except? -1.0:
+    return <double>_MONOTONIC()
+
+
+monotonic = _time_monotonic  # the default clock of a VirtualServer
 
 
 cdef class ManualClock:
