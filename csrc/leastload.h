@@ -95,7 +95,7 @@ ll_vserver *ll_create(ll_method method, int64_t sec);
 void ll_destroy(ll_vserver *vs);
 
 /* Appends a service at the end of bind order. Returns its slot (>= 0), or
- * -EINVAL (weight), -ENOMEM, -EOVERFLOW (2^31 - 1 slots). */
+ * -EINVAL (weight), -ENOMEM, -EOVERFLOW (already 2^30 slots, holes included). */
 int64_t ll_bind(ll_vserver *vs, uint32_t weight);
 /* Removes a service; its slot becomes a hole. -EINVAL for a bad slot. */
 int ll_unbind(ll_vserver *vs, uint32_t slot);
