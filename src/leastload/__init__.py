@@ -5,12 +5,15 @@ missing), `=python` forces the pure-Python reference; unset means the C engine.
 """
 
 import os as _os
+from typing import TYPE_CHECKING
 
 from ._version import __version__
 from ._errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
 
 _choice = _os.environ.get("LEASTLOAD_IMPLEMENTATION", "c").strip().lower() or "c"
-if _choice == "python":
+if TYPE_CHECKING:  # type checkers see the default, the C engine (the reference has the same signatures)
+    from ._native import ManualClock, VirtualServer
+elif _choice == "python":
     from .reference import ManualClock, VirtualServer
 elif _choice == "c":
     try:

@@ -5,6 +5,7 @@ exception type *and* the same message from the C engine and the reference.
 """
 import math
 import operator
+from typing import List, Sequence
 
 
 class NoServiceAvailable(LookupError):
@@ -14,7 +15,7 @@ class NoServiceAvailable(LookupError):
 class UnknownService(KeyError):
     """The name is not bound to this vserver."""
 
-    def __str__(self):  # KeyError would repr() the whole message
+    def __str__(self) -> str:  # KeyError would repr() the whole message
         return str(self.args[0]) if self.args else ""
 
 
@@ -26,31 +27,31 @@ class TransactionEnded(RuntimeError):
     """A transaction handle was ended twice, or used after its end."""
 
 
-def transaction_ended(name):
+def transaction_ended(name: str) -> TransactionEnded:
     return TransactionEnded(f"the transaction on service {name!r} has already ended")
 
 
-def unknown_service(name):
+def unknown_service(name: str) -> UnknownService:
     return UnknownService(f"unknown service {name!r}")
 
 
-def duplicate_service(name):
+def duplicate_service(name: str) -> DuplicateService:
     return DuplicateService(f"service {name!r} is already bound")
 
 
-def bad_value(arg, value, expected):
+def bad_value(arg: str, value: object, expected: str) -> ValueError:
     return ValueError(f"{arg} must be {expected}, got {value!r}")
 
 
-def bad_type(arg, value, expected):
+def bad_type(arg: str, value: object, expected: str) -> TypeError:
     return TypeError(f"{arg} must be {expected}, got {type(value).__name__} {value!r}")
 
 
-def too_large(arg, value, limit):
+def too_large(arg: str, value: object, limit: str) -> OverflowError:
     return OverflowError(f"{arg}={value!r} would take {limit} past its 64-bit range")
 
 
-def check_name(name):
+def check_name(name: object) -> str:
     """Returns name if it is a non-empty str, else raises TypeError/ValueError."""
     if type(name) is not str:
         raise bad_type("name", name, "a str")
@@ -59,23 +60,25 @@ def check_name(name):
     return name
 
 
-def check_count(arg, value):
+def check_count(arg: str, value: object) -> int:
     """A byte or packet count: an integer (not bool, not float) in 0 .. 2**64 - 1."""
     if type(value) is not int:
         if isinstance(value, bool):
             raise bad_type(arg, value, "an int")
         try:
-            value = operator.index(value)  # numpy integers are welcome
+            count = operator.index(value)  # type: ignore[arg-type]  # numpy integers are welcome
         except TypeError:
             raise bad_type(arg, value, "an int") from None
-    if value < 0:
-        raise bad_value(arg, value, "a non-negative int")
-    if value > 0xFFFFFFFFFFFFFFFF:
-        raise too_large(arg, value, "the window total")
-    return value
+    else:
+        count = value
+    if count < 0:
+        raise bad_value(arg, count, "a non-negative int")
+    if count > 0xFFFFFFFFFFFFFFFF:
+        raise too_large(arg, count, "the window total")
+    return count
 
 
-def check_weight(weight):
+def check_weight(weight: object) -> int:
     if isinstance(weight, bool) or not isinstance(weight, int):
         raise bad_type("weight", weight, "an int")
     if not 1 <= weight <= 100:
@@ -83,7 +86,7 @@ def check_weight(weight):
     return int(weight)
 
 
-def check_choice(arg, value, choices):
+def check_choice(arg: str, value: object, choices: Sequence[str]) -> str:
     if type(value) is not str:
         raise bad_type(arg, value, "a str, one of " + ", ".join(choices))
     if value not in choices:
@@ -91,17 +94,17 @@ def check_choice(arg, value, choices):
     return value
 
 
-def check_ttfb(ttfb):
+def check_ttfb(ttfb: object) -> int:
     """TTFB in seconds (0..3600) -> integer microseconds, rounded half up."""
     if isinstance(ttfb, bool) or not isinstance(ttfb, (int, float)):
         raise bad_type("ttfb", ttfb, "a number of seconds")
-    ttfb = float(ttfb)
-    if not (0.0 <= ttfb <= 3600.0):  # also rejects NaN
-        raise bad_value("ttfb", ttfb, "a number of seconds in 0..3600")
-    return int(math.floor(ttfb * 1e6 + 0.5))
+    seconds = float(ttfb)
+    if not (0.0 <= seconds <= 3600.0):  # also rejects NaN
+        raise bad_value("ttfb", seconds, "a number of seconds in 0..3600")
+    return int(math.floor(seconds * 1e6 + 0.5))
 
 
-def check_status(status):
+def check_status(status: object) -> int:
     if isinstance(status, bool) or not isinstance(status, int):
         raise bad_type("status", status, "an int HTTP status")
     if not 100 <= status <= 599:
@@ -112,7 +115,7 @@ def check_status(status):
 MAX_CLOCK = 2.0**53  # clock values stay below this, so floor() fits a C int64 exactly
 
 
-def check_seconds(arg, value):
+def check_seconds(arg: str, value: object) -> float:
     """A number of seconds (int or float, not bool) a ManualClock can hold -> float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise bad_type(arg, value, "a number of seconds")
@@ -125,52 +128,52 @@ def check_seconds(arg, value):
     return seconds
 
 
-def advance_clock(t, seconds):
+def advance_clock(t: float, seconds: object) -> float:
     """ManualClock.advance(): the new time, or a ValueError naming `seconds`."""
-    seconds = check_seconds("seconds", seconds)
-    if not abs(t + seconds) < MAX_CLOCK:
-        raise bad_value("seconds", seconds, "seconds that keep the clock below 2**53")
-    return t + seconds
+    step = check_seconds("seconds", seconds)
+    if not abs(t + step) < MAX_CLOCK:
+        raise bad_value("seconds", step, "seconds that keep the clock below 2**53")
+    return t + step
 
 
-def check_time(now):
+def check_time(now: object) -> float:
     """A clock reading must be a finite float."""
     try:
-        now = float(now)
+        seconds = float(now)  # type: ignore[arg-type]  # anything float() takes
     except (TypeError, ValueError):
         raise bad_type("clock.now()", now, "a float") from None
-    if not abs(now) < MAX_CLOCK:  # also rejects NaN
-        raise bad_value("clock.now()", now, "a finite number of seconds below 2**53")
-    return now
+    if not abs(seconds) < MAX_CLOCK:  # also rejects NaN
+        raise bad_value("clock.now()", seconds, "a finite number of seconds below 2**53")
+    return seconds
 
 
 METHODS = ("ROUNDROBIN", "LEASTCONNECTION", "LEASTRESPONSETIME", "LEASTBANDWIDTH", "LEASTPACKETS")
 STATES = ("UP", "DOWN", "OUT_OF_SERVICE")
 
 
-def no_service():
+def no_service() -> NoServiceAvailable:
     return NoServiceAvailable("no service is UP and eligible")
 
 
-def active_overflow(name):
+def active_overflow(name: str) -> OverflowError:
     return OverflowError(f"service {name!r} already has 2**32 - 1 active transactions")
 
 
-def window_overflow(arg, value):
+def window_overflow(arg: str, value: object) -> OverflowError:
     return too_large(arg, value, "the window total")
 
 
-def nothing_active(name):
+def nothing_active(name: str) -> ValueError:
     return ValueError(f"service {name!r} has no active transaction")
 
 
-def check_bool(arg, value):
+def check_bool(arg: str, value: object) -> bool:
     if type(value) is not bool:
         raise bad_type(arg, value, "a bool")
     return value
 
 
-def check_startup_rr_factor(value):
+def check_startup_rr_factor(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise bad_type("startup_rr_factor", value, "an int")
     if not 0 <= value <= 0xFFFFFFFFFFFFFFFF:
@@ -178,7 +181,7 @@ def check_startup_rr_factor(value):
     return int(value)
 
 
-def check_cap(cap):
+def check_cap(cap: object) -> int:
     """A slow-start cap: selections per second, 0 .. 2**32 - 2."""
     if isinstance(cap, bool) or not isinstance(cap, int):
         raise bad_type("cap", cap, "an int or None")
@@ -187,7 +190,7 @@ def check_cap(cap):
     return int(cap)
 
 
-def check_exclude(exclude):
+def check_exclude(exclude: object) -> List[str]:
     """select()'s `exclude`: None or a collection of str names -> a list of them.
 
     Iterated exactly once. Unknown names are the caller's business (ignored);
@@ -198,10 +201,10 @@ def check_exclude(exclude):
     if isinstance(exclude, (str, bytes)):
         raise bad_type("exclude", exclude, "a collection of service names, not a single name")
     try:
-        items = iter(exclude)
+        items = iter(exclude)  # type: ignore[call-overload]  # any iterable, checked here
     except TypeError:
         raise bad_type("exclude", exclude, "None or a collection of service names") from None
-    names = []
+    names: List[str] = []
     for item in items:
         if type(item) is not str:
             raise bad_type("exclude", item, "a collection of str service names")
@@ -212,7 +215,7 @@ def check_exclude(exclude):
 MAX_EJECTION_TIME = 300.0  # an ejection never lasts longer, however often it repeats
 
 
-def check_outlier_failures(k):
+def check_outlier_failures(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, int):
         raise bad_type("outlier_failures", k, "an int")
     if not 0 <= k <= 0xFFFFFFFF:
@@ -220,7 +223,7 @@ def check_outlier_failures(k):
     return int(k)
 
 
-def check_ejection_time(seconds):
+def check_ejection_time(seconds: object) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise bad_type("outlier_ejection_time", seconds, "a number of seconds")
     value = float(seconds)
@@ -229,7 +232,7 @@ def check_ejection_time(seconds):
     return value
 
 
-def check_ejection_percent(percent):
+def check_ejection_percent(percent: object) -> int:
     if isinstance(percent, bool) or not isinstance(percent, int):
         raise bad_type("outlier_max_ejection_percent", percent, "an int")
     if not 0 <= percent <= 100:

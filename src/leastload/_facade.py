@@ -18,9 +18,16 @@ times (ramp boundaries, ejection ends) sit in one heap with lazy deletion.
 
 import heapq
 import math
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 from . import _errors
 from ._show import ServiceView, VServerView
+from ._types import Clock, Info
+
+if TYPE_CHECKING:  # the engine the facade is mixed in before (C or reference: same signatures)
+    from .reference import Engine as _EngineBase
+else:
+    _EngineBase = object
 
 UNITS = ("PER_SECOND", "PERCENT")
 MAX_INCREMENTS = 200  # the vendor leaves automated slow start after 200 increments
@@ -35,11 +42,11 @@ class _Outlier:
 
     __slots__ = ("count", "since", "until", "returned")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.count = 0          # ejections so far, after decay
-        self.since = None       # when the current ejection began
-        self.until = None       # when it ends; None: not ejected
-        self.returned = None    # when the last ejection ended
+        self.since: Optional[float] = None     # when the current ejection began
+        self.until: Optional[float] = None     # when it ends; None: not ejected
+        self.returned: Optional[float] = None  # when the last ejection ended
 
 
 class _Ramp:
@@ -47,19 +54,22 @@ class _Ramp:
 
     __slots__ = ("start", "increments", "cap", "next_boundary", "selected_mark", "quiet")
 
-    def __init__(self, start, interval, selected):
+    def __init__(self, start: Optional[float], interval: int, selected: int) -> None:
         self.start = start              # when it became new (bind, or DOWN -> UP)
         self.increments = 0             # automated: boundaries passed so far
         self.cap = 0                    # requests per second allowed now
-        self.next_boundary = start + interval if interval else math.inf
+        self.next_boundary = math.inf
+        if interval:
+            assert start is not None  # an automated ramp starts at a time read from the clock
+            self.next_boundary = start + interval
         self.selected_mark = selected   # its selection count at the last boundary
         self.quiet = 0                  # successive intervals without traffic
 
 
-def _check_settings(rate, unit, interval):
+def _check_settings(rate: object, unit: object, interval: object) -> Tuple[int, str, int]:
     if isinstance(rate, bool) or not isinstance(rate, int):
         raise _errors.bad_type("new_service_request", rate, "an int")
-    _errors.check_choice("new_service_request_unit", unit, UNITS)
+    unit = _errors.check_choice("new_service_request_unit", unit, UNITS)
     limit = 100 if unit == "PERCENT" else 0xFFFFFFFE
     if not 0 <= rate <= limit:
         raise _errors.bad_value("new_service_request", rate, f"an int in 0..{limit} ({unit})")
@@ -70,15 +80,19 @@ def _check_settings(rate, unit, interval):
     return int(rate), unit, int(interval)
 
 
-class VirtualServerFacade:
+_Timer = Tuple[float, int, str, Union[_Ramp, _Outlier]]
+
+
+class VirtualServerFacade(_EngineBase):
     """Settings, slow start and show() over an engine class (mixed in before it)."""
 
     __slots__ = ()
 
-    def __init__(self, method="LEASTCONNECTION", clock=None, *, new_service_request=0,
-                 new_service_request_unit="PER_SECOND", new_service_request_increment_interval=0,
-                 startup_rr_factor=0, rtsp_nat=False, outlier_failures=0, outlier_ejection_time=30,
-                 outlier_max_ejection_percent=50, name="vserver"):
+    def __init__(self, method: str = "LEASTCONNECTION", clock: Optional[Clock] = None, *,
+                 new_service_request: int = 0, new_service_request_unit: str = "PER_SECOND",
+                 new_service_request_increment_interval: int = 0, startup_rr_factor: int = 0,
+                 rtsp_nat: bool = False, outlier_failures: int = 0, outlier_ejection_time: float = 30,
+                 outlier_max_ejection_percent: int = 50, name: str = "vserver") -> None:
         settings = _check_settings(new_service_request, new_service_request_unit,
                                    new_service_request_increment_interval)
         outlier = (_errors.check_outlier_failures(outlier_failures),
@@ -89,42 +103,44 @@ class VirtualServerFacade:
         super().__init__(method, clock, startup_rr_factor=startup_rr_factor, rtsp_nat=rtsp_nat)
         self.name = name
         self._rate, self._unit, self._interval = settings
-        self._ramps = {}  # name -> _Ramp, for the services in slow start
-        self._outliers = {}  # name -> _Outlier, for the services ever ejected since bind
-        self._timers = []  # heap of (time, seq, name, _Ramp or _Outlier); stale entries skipped
+        self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
+        self._outliers: Dict[str, _Outlier] = {}  # for the services ever ejected since bind
+        self._timers: List[_Timer] = []  # heap of (time, seq, name, _Ramp or _Outlier); stale entries skipped
         self._timer_seq = 0
-        self.slow_start_exits = []  # (time, service, why), in order: what ended each slow start
-        self.outlier_events = []  # (time, service, what): ejections, returns, ejections refused
+        # (time, service, why), in order: what ended each slow start
+        self.slow_start_exits: List[Tuple[float, str, str]] = []
+        # (time, service, what): ejections, returns, ejections refused
+        self.outlier_events: List[Tuple[float, str, str]] = []
         self._outlier_k, self._ejection_time, self._max_ejection_percent = outlier
         self._set_outlier_failures(self._outlier_k)
 
     # ---- settings --------------------------------------------------------
 
     @property
-    def new_service_request(self):
+    def new_service_request(self) -> int:
         return self._rate
 
     @property
-    def new_service_request_unit(self):
+    def new_service_request_unit(self) -> str:
         return self._unit
 
     @property
-    def new_service_request_increment_interval(self):
+    def new_service_request_increment_interval(self) -> int:
         return self._interval
 
     @property
-    def outlier_failures(self):
+    def outlier_failures(self) -> int:
         return self._outlier_k
 
     @property
-    def outlier_ejection_time(self):
+    def outlier_ejection_time(self) -> float:
         return self._ejection_time
 
     @property
-    def outlier_max_ejection_percent(self):
+    def outlier_max_ejection_percent(self) -> int:
         return self._max_ejection_percent
 
-    def set(self, **settings):
+    def set(self, **settings: Any) -> None:
         """Changes settings of a running vserver, like `set lb vserver`.
 
         Accepts method, new_service_request, new_service_request_unit,
@@ -160,10 +176,12 @@ class VirtualServerFacade:
             if outlier_k == 0:  # ejection off: every ejected service returns now
                 for name, record in list(self._outliers.items()):
                     if record.until is not None:
+                        assert now is not None  # read above: there are ejection records
                         self._return(name, record, now)
             self._plan()
 
-    def _apply_settings(self, settings, rate, unit, interval, now):
+    def _apply_settings(self, settings: Dict[str, Any], rate: int, unit: str, interval: int,
+                        now: Optional[float]) -> None:
         if "startup_rr_factor" in settings:
             self.startup_rr_factor = settings["startup_rr_factor"]
         if "method" in settings:
@@ -178,6 +196,7 @@ class VirtualServerFacade:
             self._timers = [t for t in self._timers if isinstance(t[3], _Outlier)]
             heapq.heapify(self._timers)
             for name, ramp in self._ramps.items():
+                assert now is not None  # read above: there are ramps
                 if interval == 0:
                     ramp.next_boundary = math.inf
                 elif was_manual:  # manual -> automated: each ramp starts over from now
@@ -192,14 +211,14 @@ class VirtualServerFacade:
 
     # ---- the lifecycle that starts slow start -------------------------------
 
-    def bind(self, name, weight=1):
+    def bind(self, name: str, weight: int = 1) -> None:
         with self.atomic():
             # the clock is read before anything changes: if it raises, nothing is bound
             now = self.now() if self._rate else None
             super().bind(name, weight)
             self._maybe_begin_ramp(name, now)
 
-    def unbind(self, name):
+    def unbind(self, name: str) -> None:
         with self.atomic():
             now = self.now() if self._ramps else None
             super().unbind(name)
@@ -209,7 +228,7 @@ class VirtualServerFacade:
             elif self._ramps and not self._has_others_up():
                 self._end_all(now)  # the last normal service left: nobody takes the surplus
 
-    def set_state(self, name, state):
+    def set_state(self, name: str, state: str) -> None:
         with self.atomic():
             was_down = self.state(name) == "DOWN"
             _errors.check_choice("state", state, _errors.STATES)
@@ -220,14 +239,14 @@ class VirtualServerFacade:
             elif not self._has_others_up() and self._ramps:
                 self._end_all(now)  # nobody left to take the surplus
 
-    def drain(self, name):
+    def drain(self, name: str) -> None:
         with self.atomic():
             now = self.now() if self._ramps else None
             super().drain(name)  # unbinds at once if nothing is active
             if name in self and self._ramps and not self._has_others_up():
                 self._end_all(now)  # it was the last normal service: nobody takes the surplus
 
-    def slow_start(self, name):
+    def slow_start(self, name: str) -> Optional[Dict[str, Any]]:
         """Where `name` stands in slow start: None, or a dict of its ramp."""
         with self.atomic():
             self.weight(name)  # raises UnknownService / TypeError for a bad name
@@ -237,7 +256,7 @@ class VirtualServerFacade:
             return {"cap": ramp.cap, "increments": ramp.increments, "since": ramp.start,
                     "mode": "manual" if self._interval == 0 else "automated"}
 
-    def _maybe_begin_ramp(self, name, now):
+    def _maybe_begin_ramp(self, name: str, now: Optional[float]) -> None:
         if self._rate == 0 or self.state(name) != "UP" or not self._has_others_up(besides=name):
             # slow start off, or nobody else to take the surplus: its full share at once
             if self._ramps.pop(name, None) is not None:  # a ramp kept from before it went DOWN
@@ -252,7 +271,7 @@ class VirtualServerFacade:
         self._schedule(ramp.next_boundary, name, ramp)
         self._plan(now)
 
-    def _has_others_up(self, besides=None):
+    def _has_others_up(self, besides: Optional[str] = None) -> bool:
         """Can a service other than `besides` take what slow start holds back (UP,
         not draining, not ejected, not in slow start itself)? O(1)."""
         others = self._totals()[3]
@@ -262,18 +281,18 @@ class VirtualServerFacade:
 
     # ---- the policy ----------------------------------------------------------
 
-    def _schedule(self, t, name, token):
+    def _schedule(self, t: float, name: str, token: Union[_Ramp, _Outlier]) -> None:
         if t < math.inf:
             self._timer_seq += 1
             heapq.heappush(self._timers, (t, self._timer_seq, name, token))
 
-    def _is_stale(self, entry):
+    def _is_stale(self, entry: _Timer) -> bool:
         t, _, name, token = entry
         if isinstance(token, _Outlier):
             return self._outliers.get(name) is not token or token.until != t
         return self._ramps.get(name) is not token or token.next_boundary != t
 
-    def _on_deadline(self, now):
+    def _on_deadline(self, now: float) -> None:
         """Runs at the first call that sees the clock reach the next due time:
         ejections that end and ramp boundaries, in time order."""
         self._set_deadline(math.inf)  # no re-entry while we read the engine
@@ -297,7 +316,7 @@ class VirtualServerFacade:
                 self._set_cap(name, ramp.cap)
         self._plan(now)
 
-    def _boundary(self, name, ramp, now):
+    def _boundary(self, name: str, ramp: _Ramp, now: float) -> Optional[str]:
         """One interval boundary of an automated ramp: the exits, then the increment."""
         selected = self._selections(name)[0]
         traffic, ramp.selected_mark = selected - ramp.selected_mark, selected
@@ -319,7 +338,7 @@ class VirtualServerFacade:
             return self._end(name, "the cap reached the fair share", now)
         return None
 
-    def _cap_for(self, ramp):
+    def _cap_for(self, ramp: _Ramp) -> int:
         """The cap of a ramp now: the rate (manual) or its increments, cut to the others' rate."""
         steps = 1 if self._interval == 0 else ramp.increments
         others = self._others_rate()
@@ -330,24 +349,24 @@ class VirtualServerFacade:
             cap = min(cap, int(others))  # a final increment never gives it more than the others
         return min(cap, 0xFFFFFFFE)
 
-    def _stats(self):
+    def _stats(self) -> List[int]:
         """[requests in the last second, UP services, the same two for the services
         that take what slow start holds back (UP, not draining, not ejected, no
         cap)]: the engine's aggregates, O(1)."""
         _, up, _, others, _, last_up, last_others = self._totals()
         return [last_up, up, last_others, others]
 
-    def _others_rate(self):
+    def _others_rate(self) -> float:
         """Average requests in the last second of the UP services not in slow start."""
         stats = self._stats()
         return stats[2] / stats[3] if stats[3] else 0
 
-    def _last_second(self):
+    def _last_second(self) -> Tuple[int, int]:
         """(requests the vserver served in the last second, UP services)."""
         stats = self._stats()
         return stats[0], stats[1]
 
-    def _plan(self, now=None):
+    def _plan(self, now: Optional[float] = None) -> None:
         """Sets the engine's deadline to the next time the policy must run."""
         timers = self._timers
         while timers and self._is_stale(timers[0]):
@@ -358,20 +377,20 @@ class VirtualServerFacade:
             deadline = min(deadline, math.floor(self.now() if now is None else now) + 1)
         self._set_deadline(deadline)
 
-    def _end(self, name, why, now=None):
+    def _end(self, name: str, why: str, now: Optional[float] = None) -> str:
         del self._ramps[name]
         self._set_cap(name, None)  # the engine's aggregates count it among the others now
         self.slow_start_exits.append((self.now() if now is None else now, name, why))
         return why
 
-    def _end_all(self, now=None):
+    def _end_all(self, now: Optional[float] = None) -> None:
         for name in list(self._ramps):
             self._end(name, "slow start switched off" if self._rate == 0 else "no other service UP", now)
         self._plan(now)
 
     # ---- passive outlier ejection ----------------------------------------------
 
-    def _on_outlier(self, name):
+    def _on_outlier(self, name: str) -> None:
         """The engine saw `outlier_failures` failures in a row on `name` (not ejected,
         not draining): eject it unless the percentage cap or the last-eligible rule says no."""
         now = self.now()
@@ -396,7 +415,7 @@ class VirtualServerFacade:
         self._plan(now)
         return None
 
-    def _return(self, name, record, now):
+    def _return(self, name: str, record: _Outlier, now: float) -> None:
         """An ejection ends: the service comes back as from DOWN to UP (slow start applies)."""
         record.until = None
         record.returned = now
@@ -404,12 +423,12 @@ class VirtualServerFacade:
         self._log_outlier(now, name, "returned")
         self._maybe_begin_ramp(name, now)
 
-    def _log_outlier(self, now, name, what):
+    def _log_outlier(self, now: float, name: str, what: str) -> None:
         self.outlier_events.append((now, name, what))
         if len(self.outlier_events) > MAX_OUTLIER_EVENTS:
             del self.outlier_events[: MAX_OUTLIER_EVENTS // 2]
 
-    def ejection(self, name):
+    def ejection(self, name: str) -> Optional[Dict[str, Any]]:
         """Where `name` stands in passive ejection: None, or a dict of its ejection."""
         with self.atomic():
             self.weight(name)  # raises UnknownService / TypeError for a bad name
@@ -420,12 +439,12 @@ class VirtualServerFacade:
 
     # ---- show ------------------------------------------------------------
 
-    def show(self):
+    def show(self) -> VServerView:
         """The vserver as data; str() of it reads like `show lb vserver`."""
         with self.atomic():
             return self._show()
 
-    def _phase(self, name, info):
+    def _phase(self, name: str, info: Info) -> str:
         if info["draining"]:
             return "draining"
         if info["ejected"]:
@@ -435,7 +454,7 @@ class VirtualServerFacade:
             return "normal"
         return "slow start (manual)" if self._interval == 0 else f"slow start ({ramp.increments} increments)"
 
-    def _show(self):
+    def _show(self) -> VServerView:
         services = []
         for name in self.services:
             info = self.info(name)

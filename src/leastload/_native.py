@@ -7,7 +7,9 @@ from ._facade import VirtualServerFacade
 IMPLEMENTATION = "c"
 
 
-class VirtualServer(VirtualServerFacade, Engine):
+# The facade is typed against the reference engine, whose acquire() returns the
+# reference's Transaction: the same interface as this engine's, another class.
+class VirtualServer(VirtualServerFacade, Engine):  # type: ignore[misc]
     __doc__ = Engine.__doc__
 
 

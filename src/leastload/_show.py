@@ -24,9 +24,9 @@ class VServerView:
     new_service_request_increment_interval: int
     startup_rr_factor: int
     startup_rr_left: int
-    services: tuple
+    services: "tuple[ServiceView, ...]"
 
-    def __str__(self):
+    def __str__(self) -> str:
         up = sum(1 for s in self.services if s.state == "UP")
         lines = [
             f"{self.name} - Method: {self.method}",

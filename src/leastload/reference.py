@@ -15,11 +15,14 @@ import functools
 import math
 import threading
 import time
+from types import TracebackType
+from typing import Any, Callable, Literal, Collection, ContextManager, Dict, List, Optional, Tuple, Type, TypeVar, Union, cast
 
 from . import _errors
 from ._errors import (METHODS, STATES, DuplicateService, NoServiceAvailable, TransactionEnded,
                       UnknownService)
 from ._facade import VirtualServerFacade
+from ._types import Clock, Info, Snapshot, Totals
 
 __all__ = ["ManualClock", "Engine", "VirtualServer", "Transaction", "NoServiceAvailable",
            "UnknownService", "DuplicateService", "TransactionEnded"]
@@ -27,23 +30,27 @@ __all__ = ["ManualClock", "Engine", "VirtualServer", "Transaction", "NoServiceAv
 WINDOW_SECONDS = 14
 MAX_ACTIVE = 2**32 - 1  # active transactions are 32-bit in the C engine
 MAX_TOTAL = 2**64 - 1  # window totals are 64-bit
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
 class ManualClock:
     """A clock that moves only when told to (tests and simulations)."""
 
-    def __init__(self, start=0.0):
-        self._t = _errors.check_seconds("start", start)
+    def __init__(self, start: float = 0.0) -> None:
+        self._t: float = _errors.check_seconds("start", start)
 
-    def now(self):
+    def now(self) -> float:
         return self._t
 
-    def advance(self, seconds):
+    def advance(self, seconds: float) -> None:
         """Moves the clock by `seconds`; negative values move it backwards."""
         self._t = _errors.advance_clock(self._t, seconds)
 
-    def set(self, t):
+    def set(self, t: float) -> None:
         self._t = _errors.check_seconds("t", t)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"ManualClock({self._t!r})"
 
 
@@ -51,17 +58,17 @@ class _MonotonicClock:
     now = staticmethod(time.monotonic)
 
 
-def _atomic(method):
+def _atomic(method: _F) -> _F:
     """Runs `method` holding the vserver (re-entrant for the holding thread)."""
     @functools.wraps(method)
-    def held(self, *args, **kwargs):
+    def held(self: "Engine", *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             self._depth += 1
             try:
                 return method(self, *args, **kwargs)
             finally:
                 self._depth -= 1
-    return held
+    return cast(_F, held)
 
 
 class Transaction:
@@ -69,29 +76,30 @@ class Transaction:
 
     __slots__ = ("_vs", "service", "_seq", "_done")
 
-    def __init__(self, vs, service, seq):
+    def __init__(self, vs: "Engine", service: str, seq: int) -> None:
         self._vs = vs
         self.service = service
         self._seq = seq  # the bind incarnation it was picked from
         self._done = False
 
     @property
-    def done(self):
+    def done(self) -> bool:
         return self._done
 
-    def record(self, bytes=0, packets=0):
+    def record(self, bytes: int = 0, packets: int = 0) -> None:
         self._vs._tx_record(self, bytes, packets)
 
-    def finish(self, ttfb=None, status=200):
+    def finish(self, ttfb: Optional[float] = None, status: int = 200) -> None:
         self._vs._tx_end(self, ttfb, status, False)
 
-    def fail(self):
+    def fail(self) -> None:
         self._vs._tx_end(self, None, 200, True)
 
-    def __enter__(self):
+    def __enter__(self) -> "Transaction":
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         if not self._done:
             if exc_type is None:
                 self.finish()
@@ -99,7 +107,7 @@ class Transaction:
                 self.fail()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Transaction on {self.service!r}{' (ended)' if self._done else ''}>"
 
 
@@ -108,17 +116,17 @@ class _Service:
                  "ttfb_known", "cap", "sel_this_sec", "sel_last_sec", "selected",
                  "draining", "ejected", "failures", "fails_in_row")
 
-    def __init__(self, name, seq, weight):
+    def __init__(self, name: str, seq: int, weight: int) -> None:
         self.name = name
         self.seq = seq  # bind order is ascending seq; seqs are never reused (a bind's incarnation)
         self.weight = weight
         self.state = "UP"
-        self.bytes = {}  # absolute second -> bytes recorded in it (the last 14 seconds only)
-        self.packets = {}  # absolute second -> packets recorded in it
+        self.bytes: Dict[int, int] = {}  # absolute second -> bytes recorded in it (the last 14 seconds only)
+        self.packets: Dict[int, int] = {}  # absolute second -> packets recorded in it
         self.active = 0
         self.ttfb_us = 0
         self.ttfb_known = False
-        self.cap = None  # slow-start cap on selections per second; None: no cap
+        self.cap: Optional[int] = None  # slow-start cap on selections per second; None: no cap
         self.sel_this_sec = 0
         self.sel_last_sec = 0
         self.selected = 0
@@ -131,7 +139,11 @@ class _Service:
 class Engine:
     """One virtual server: bound services, the method, the window, the tie cursor."""
 
-    def __init__(self, method="LEASTCONNECTION", clock=None, *, startup_rr_factor=0, rtsp_nat=False):
+    _lock: "threading.RLock"
+    _depth: int
+
+    def __init__(self, method: str = "LEASTCONNECTION", clock: Optional[Clock] = None, *,
+                 startup_rr_factor: int = 0, rtsp_nat: bool = False) -> None:
         if "_lock" not in self.__dict__:
             self._lock = threading.RLock()
             self._depth = 0
@@ -144,12 +156,12 @@ class Engine:
             finally:
                 self._depth -= 1
 
-    def _init(self, method, clock, startup_rr_factor, rtsp_nat):
+    def _init(self, method: str, clock: Optional[Clock], startup_rr_factor: int, rtsp_nat: bool) -> None:
         _errors.check_choice("method", method, METHODS)
         factor = _errors.check_startup_rr_factor(startup_rr_factor)
         _errors.check_bool("rtsp_nat", rtsp_nat)
         if clock is None:
-            clock = _MonotonicClock()
+            clock = cast(Clock, _MonotonicClock())
         elif not callable(getattr(clock, "now", None)):
             raise _errors.bad_type("clock", clock, "an object with a now() method")
         self._second = math.floor(_errors.check_time(clock.now()))
@@ -158,21 +170,21 @@ class Engine:
         self._startup_rr_factor = factor
         self._startup_rr_left = factor
         self._rtsp_nat = rtsp_nat
-        self._services = {}  # name -> _Service; dict order is bind order
-        self._names = ()  # the services property's tuple; None: rebuild it
+        self._services: Dict[str, _Service] = {}  # name -> _Service; dict order is bind order
+        self._names: Optional[Tuple[str, ...]] = ()  # the services property's tuple; None: rebuild it
         self._next_seq = 0
         self._cursor = -1  # seq of the service selected last; -1: before the first
         self._rr_round = 1
-        self._deadline = math.inf
+        self._deadline: float = math.inf
         self._outlier_k = 0  # consecutive failures that call _on_outlier; 0: off
 
-    def atomic(self):
+    def atomic(self) -> ContextManager[object]:
         """A context manager holding the vserver: other threads' calls wait until it exits."""
         return self._lock
 
     # -- time -------------------------------------------------------------
 
-    def _tick(self):
+    def _tick(self) -> float:
         """Reads the clock, moves the window forward to its second, runs the deadline."""
         now = _errors.check_time(self._clock.now())
         sec = math.floor(now)
@@ -189,22 +201,22 @@ class Engine:
         return now
 
     @_atomic
-    def now(self):
+    def now(self) -> float:
         return _errors.check_time(self._clock.now())
 
-    def _set_deadline(self, t):
+    def _set_deadline(self, t: float) -> None:
         self._deadline = float(t)
 
-    def _on_deadline(self, now):
+    def _on_deadline(self, now: float) -> None:
         """Slow-start hook, called by _tick once the deadline is reached."""
         self._deadline = math.inf
 
-    def _on_outlier(self, name):
+    def _on_outlier(self, name: str) -> None:
         """Called when `name` failed outlier_failures times in a row (the facade decides)."""
 
     # -- configuration ------------------------------------------------------
 
-    def _get(self, name):
+    def _get(self, name: str) -> _Service:
         _errors.check_name(name)
         try:
             return self._services[name]
@@ -212,7 +224,7 @@ class Engine:
             raise _errors.unknown_service(name) from None
 
     @_atomic
-    def bind(self, name, weight=1):
+    def bind(self, name: str, weight: int = 1) -> None:
         _errors.check_name(name)
         if name in self._services:
             raise _errors.duplicate_service(name)
@@ -222,44 +234,44 @@ class Engine:
         self._names = None
 
     @_atomic
-    def unbind(self, name):
+    def unbind(self, name: str) -> None:
         self._get(name)
         del self._services[name]  # the cursor keeps its seq, i.e. its place in bind order
         self._names = None
 
     @_atomic
-    def set_weight(self, name, weight):
+    def set_weight(self, name: str, weight: int) -> None:
         self._get(name)
         weight = _errors.check_weight(weight)
         self._get(name).weight = weight
 
     @_atomic
-    def set_state(self, name, state):
+    def set_state(self, name: str, state: str) -> None:
         self._get(name)
         state = _errors.check_choice("state", state, STATES)
         self._get(name).state = state
 
     @_atomic
-    def drain(self, name):
+    def drain(self, name: str) -> None:
         s = self._get(name)
         s.draining = True
         if s.active == 0:
             self.unbind(name)  # the facade's unbind: slow-start bookkeeping follows
 
     @_atomic
-    def set_method(self, method):
+    def set_method(self, method: str) -> None:
         self._method = _errors.check_choice("method", method, METHODS)
         self._rr_round = 1
         self._startup_rr_left = self._startup_rr_factor
 
     @property
     @_atomic
-    def method(self):
+    def method(self) -> str:
         return self._method
 
     @property
     @_atomic
-    def services(self):
+    def services(self) -> Tuple[str, ...]:
         """Bound services in bind order, as a tuple: O(1), the same tuple until a bind or unbind."""
         if self._names is None:
             self._names = tuple(self._services)
@@ -267,49 +279,49 @@ class Engine:
 
     @property
     @_atomic
-    def startup_rr_factor(self):
+    def startup_rr_factor(self) -> int:
         return self._startup_rr_factor
 
     @startup_rr_factor.setter
     @_atomic
-    def startup_rr_factor(self, value):
+    def startup_rr_factor(self, value: int) -> None:
         # Takes effect at the next set_method(); the running count is left alone.
         self._startup_rr_factor = _errors.check_startup_rr_factor(value)
 
     @property
     @_atomic
-    def startup_rr_left(self):
+    def startup_rr_left(self) -> int:
         return self._startup_rr_left
 
     @property
     @_atomic
-    def rtsp_nat(self):
+    def rtsp_nat(self) -> bool:
         return self._rtsp_nat
 
     @rtsp_nat.setter
     @_atomic
-    def rtsp_nat(self, value):
+    def rtsp_nat(self, value: bool) -> None:
         self._rtsp_nat = _errors.check_bool("rtsp_nat", value)
 
     @_atomic
-    def _set_cap(self, name, cap):
+    def _set_cap(self, name: str, cap: Optional[int]) -> None:
         self._get(name)
         cap = None if cap is None else _errors.check_cap(cap)
         self._get(name).cap = cap
 
     @_atomic
-    def _set_ejected(self, name, ejected):
+    def _set_ejected(self, name: str, ejected: bool) -> None:
         s = self._get(name)
         s.ejected = bool(ejected)
         if ejected:
             s.fails_in_row = 0  # after its return it needs a fresh run of failures
 
     @_atomic
-    def _set_outlier_failures(self, k):
+    def _set_outlier_failures(self, k: int) -> None:
         self._outlier_k = _errors.check_outlier_failures(k)
 
     @_atomic
-    def _totals(self):
+    def _totals(self) -> Totals:
         """(bound, UP, pickable, open, ejected, last-second selections of the UP
         services, the same of the open services). Pickable: UP, not draining, not
         ejected; open: pickable without a slow-start cap."""
@@ -321,13 +333,13 @@ class Engine:
                 sum(s.sel_last_sec for s in up), sum(s.sel_last_sec for s in open_))
 
     @_atomic
-    def _is_open(self, name):
+    def _is_open(self, name: str) -> bool:
         s = self._get(name)
         return s.state == "UP" and not s.draining and not s.ejected and s.cap is None
 
     # -- selection ------------------------------------------------------------
 
-    def _n(self, s):
+    def _n(self, s: _Service) -> int:
         """N of the method, an exact int (LEASTRESPONSETIME: microseconds)."""
         if self._method == "LEASTBANDWIDTH":
             return sum(s.bytes.values())
@@ -337,15 +349,15 @@ class Engine:
             return s.active * s.ttfb_us
         return s.active  # LEASTCONNECTION; ROUNDROBIN reports active
 
-    def _eligible(self, s):
+    def _eligible(self, s: _Service) -> bool:
         return (s.state == "UP" and not s.draining and not s.ejected
                 and (s.cap is None or s.sel_this_sec < s.cap))
 
-    def _first_after_cursor(self, candidates):
+    def _first_after_cursor(self, candidates: List[_Service]) -> _Service:
         """The first candidate (in bind order) strictly after the cursor, else the first."""
         return next((s for s in candidates if s.seq > self._cursor), candidates[0])
 
-    def _round_robin(self, eligible):
+    def _round_robin(self, eligible: List[_Service]) -> Tuple[_Service, int]:
         """Weighted round robin: returns (service, round it was picked in)."""
         r = self._rr_round
         after = [s for s in eligible if s.weight >= r and s.seq > self._cursor]
@@ -357,7 +369,7 @@ class Engine:
         return next(s for s in eligible if s.weight >= r), r
 
     @_atomic
-    def select(self, exclude=None):
+    def select(self, exclude: Optional[Collection[str]] = None) -> str:
         names = _errors.check_exclude(exclude)
         self._tick()
         skip = set(names)  # unknown names never match a service: ignored
@@ -386,14 +398,14 @@ class Engine:
         return chosen.name
 
     @_atomic
-    def acquire(self, exclude=None):
+    def acquire(self, exclude: Optional[Collection[str]] = None) -> Transaction:
         name = self.select(exclude)
         return Transaction(self, name, self._services[name].seq)
 
     # -- counters -------------------------------------------------------------
 
     @_atomic
-    def record(self, name, bytes=0, packets=0, control=False):
+    def record(self, name: str, bytes: int = 0, packets: int = 0, control: bool = False) -> None:
         self._get(name)
         nbytes = _errors.check_count("bytes", bytes)
         npackets = _errors.check_count("packets", packets)
@@ -404,7 +416,7 @@ class Engine:
             return
         self._add_traffic(s, nbytes, npackets, bytes, packets)
 
-    def _add_traffic(self, s, nbytes, npackets, bytes, packets):
+    def _add_traffic(self, s: _Service, nbytes: int, npackets: int, bytes: object, packets: object) -> None:
         if sum(s.bytes.values()) + nbytes > MAX_TOTAL:
             raise _errors.window_overflow("bytes", bytes)
         if sum(s.packets.values()) + npackets > MAX_TOTAL:
@@ -415,14 +427,14 @@ class Engine:
         s.packets[self._second] = s.packets.get(self._second, 0) + npackets
 
     @_atomic
-    def begin(self, name):
+    def begin(self, name: str) -> None:
         s = self._get(name)
         if s.active == MAX_ACTIVE:
             raise _errors.active_overflow(name)
         s.active += 1
 
     @_atomic
-    def finish(self, name, ttfb=None, status=200):
+    def finish(self, name: str, ttfb: Optional[float] = None, status: int = 200) -> None:
         self._get(name)
         ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
         status = _errors.check_status(status)
@@ -432,13 +444,13 @@ class Engine:
         self._after_end(name, self._end_transaction(s, ttfb_us if status == 200 else None, status >= 500))
 
     @_atomic
-    def fail(self, name):
+    def fail(self, name: str) -> None:
         self._get(name)
         if self._outlier_k:
             self._tick()  # with ejection on: an ejection that ended by now returns first
         self._after_end(name, self._end_transaction(self._get(name), None, True))
 
-    def _end_transaction(self, s, ttfb_us, failed):
+    def _end_transaction(self, s: _Service, ttfb_us: Optional[int], failed: bool) -> Tuple[bool, bool]:
         """Ends one transaction of s; returns (drained, outlier): what to act on."""
         if s.active == 0:
             raise _errors.nothing_active(s.name)
@@ -454,7 +466,7 @@ class Engine:
         outlier = 0 < self._outlier_k <= s.fails_in_row and not s.ejected and not s.draining
         return s.draining and s.active == 0, outlier
 
-    def _after_end(self, name, flags):
+    def _after_end(self, name: str, flags: Tuple[bool, bool]) -> None:
         drained, outlier = flags
         if drained:
             self.unbind(name)  # the facade's unbind: slow-start bookkeeping follows
@@ -463,13 +475,13 @@ class Engine:
 
     # -- transaction handles -----------------------------------------------------
 
-    def _tx_service(self, tx):
+    def _tx_service(self, tx: Transaction) -> Optional[_Service]:
         """The handle's service, or None if that incarnation is gone."""
         s = self._services.get(tx.service)
         return s if s is not None and s.seq == tx._seq else None
 
     @_atomic
-    def _tx_record(self, tx, bytes, packets):
+    def _tx_record(self, tx: Transaction, bytes: int, packets: int) -> None:
         if tx._done:
             raise _errors.transaction_ended(tx.service)
         nbytes = _errors.check_count("bytes", bytes)
@@ -482,7 +494,7 @@ class Engine:
             self._add_traffic(s, nbytes, npackets, bytes, packets)
 
     @_atomic
-    def _tx_end(self, tx, ttfb, status, failed):
+    def _tx_end(self, tx: Transaction, ttfb: Optional[float], status: int, failed: bool) -> None:
         if tx._done:
             raise _errors.transaction_ended(tx.service)
         ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
@@ -500,54 +512,54 @@ class Engine:
 
     # -- reading ----------------------------------------------------------------
 
-    def _load(self, s):
+    def _load(self, s: _Service) -> Union[int, float]:
         n = self._n(s)
         return float(n) / 1e6 if self._method == "LEASTRESPONSETIME" else n
 
-    def _score(self, s):
+    def _score(self, s: _Service) -> float:
         return float(self._load(s)) * 10000.0 / s.weight
 
-    def _get_now(self, name):
+    def _get_now(self, name: str) -> _Service:
         """The service after the clock is read (looked up before and after)."""
         self._get(name)
         self._tick()
         return self._get(name)
 
     @_atomic
-    def load(self, name):
+    def load(self, name: str) -> Union[int, float]:
         return self._load(self._get_now(name))
 
     @_atomic
-    def score(self, name):
+    def score(self, name: str) -> float:
         return self._score(self._get_now(name))
 
     @_atomic
-    def weight(self, name):
+    def weight(self, name: str) -> int:
         return self._get(name).weight
 
     @_atomic
-    def state(self, name):
+    def state(self, name: str) -> str:
         return self._get(name).state
 
     @_atomic
-    def active(self, name):
+    def active(self, name: str) -> int:
         return self._get(name).active
 
     @_atomic
-    def _selections(self, name):
+    def _selections(self, name: str) -> Tuple[int, int, int]:
         """(selected since bind, in this second, in the last second); the clock is not read."""
         s = self._get(name)
         return s.selected, s.sel_this_sec, s.sel_last_sec
 
     @_atomic
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._services)
 
     @_atomic
-    def __contains__(self, name):
+    def __contains__(self, name: object) -> bool:
         return name in self._services
 
-    def _info(self, s):
+    def _info(self, s: _Service) -> Info:
         return {
             "name": s.name,
             "weight": s.weight,
@@ -569,11 +581,11 @@ class Engine:
         }
 
     @_atomic
-    def info(self, name):
+    def info(self, name: str) -> Info:
         return self._info(self._get_now(name))
 
     @_atomic
-    def snapshot(self):
+    def snapshot(self) -> Snapshot:
         """The whole state as plain data, without reading the clock."""
         return {
             "method": self._method,
