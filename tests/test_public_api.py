@@ -1,0 +1,127 @@
+"""The C engine and the reference expose the same public API.
+
+Same public names (the C engine adds only its memory calls), same signatures
+(names, kinds and defaults of every parameter), signatures visible to
+inspect.signature() and help() on the C engine's methods, and the
+extension's stub (_engine.pyi) saying the same as the reference.
+"""
+import ast
+import inspect
+import pathlib
+import pydoc
+
+import pytest
+
+from leastload import _engine, _native, reference
+
+C_ONLY = {"VirtualServer": {"reserve", "memory_bytes"}}  # the reference has no C memory to manage
+CLASSES = ["VirtualServer", "ManualClock", "Transaction"]
+
+
+def public(cls):
+    return {n for n in dir(cls) if not n.startswith("_")}
+
+
+def params(sig):
+    """(name, kind, default) of every parameter after self."""
+    return [(p.name, p.kind, p.default) for p in list(sig.parameters.values())[1:]]
+
+
+def kind_of(cls, name):
+    return "property" if isinstance(inspect.getattr_static(cls, name), property) \
+        or type(inspect.getattr_static(cls, name)).__name__ == "getset_descriptor" else "method"
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_same_public_names(cls):
+    c, ref = getattr(_native, cls), getattr(reference, cls)
+    assert public(c) - C_ONLY.get(cls, set()) == public(ref)
+    assert C_ONLY.get(cls, set()) <= public(c)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_same_signatures(cls):
+    c, ref = getattr(_native, cls), getattr(reference, cls)
+    for name in sorted(public(ref)):
+        if name == "service" and cls == "Transaction":
+            continue  # a read-only attribute in both: a slot in the reference, a property in C
+        assert kind_of(c, name) == kind_of(ref, name), name
+        if kind_of(ref, name) == "method":
+            assert params(inspect.signature(getattr(c, name))) == params(inspect.signature(getattr(ref, name))), name
+
+
+def test_constructors_take_the_same_arguments():
+    assert params(inspect.signature(_native.VirtualServer.__init__)) == \
+        params(inspect.signature(reference.VirtualServer.__init__))
+    # ManualClock's C constructor has no introspectable signature; the stub has it (below)
+
+
+@pytest.mark.parametrize("cls", [_engine.Engine, _engine.ManualClock, _engine.Transaction])
+def test_c_methods_show_their_signatures(cls):
+    methods = [n for n in public(cls) if kind_of(cls, n) == "method"]
+    assert methods
+    for name in methods:
+        sig = inspect.signature(getattr(cls, name))  # raised ValueError before embedsignature
+        text = pydoc.render_doc(getattr(cls, name), renderer=pydoc.plaintext)
+        assert f"{name}{sig}" in text, (name, text)
+
+
+def test_help_shows_record_arguments():
+    assert "record(self, /, name, bytes=0, packets=0, control=False)" in pydoc.render_doc(_engine.Engine.record, renderer=pydoc.plaintext)
+
+
+# ---- the stub ------------------------------------------------------------------
+
+STUB = pathlib.Path(_engine.__file__).with_name("_engine.pyi")
+
+
+def stub_classes():
+    tree = ast.parse(STUB.read_text(encoding="utf-8"))
+    return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+def stub_params(fn):
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    defaults = [inspect.Parameter.empty] * (len(positional) - len(a.defaults)) + \
+        [ast.literal_eval(d) for d in a.defaults]
+    out = [(p.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, d) for p, d in zip(positional, defaults)][1:]
+    out += [(p.arg, inspect.Parameter.KEYWORD_ONLY,
+             inspect.Parameter.empty if d is None else ast.literal_eval(d))
+            for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+    return out
+
+
+def stub_members(node):
+    """name -> ("property" | "method", FunctionDef) of a stub class (first definition wins)."""
+    out = {}
+    for fn in node.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name not in out:
+            is_prop = any(isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list)
+            out[fn.name] = ("property" if is_prop else "method", fn)
+    return out
+
+
+def test_the_stub_exists_beside_the_extension():
+    assert STUB.is_file(), STUB
+    assert (STUB.parent / "py.typed").is_file()
+
+
+@pytest.mark.parametrize("cls,stub_name", [("VirtualServer", "Engine"), ("ManualClock", "ManualClock"),
+                                           ("Transaction", "Transaction")])
+def test_stub_matches_the_reference(cls, stub_name):
+    members = stub_members(stub_classes()[stub_name])
+    ref = getattr(reference, cls if cls != "VirtualServer" else "Engine")
+    assert {n for n in members if not n.startswith("_")} == public(getattr(_engine, stub_name))
+    for name, (kind, fn) in members.items():
+        if name.startswith("_") and name != "__init__":
+            continue
+        if name in C_ONLY.get(cls, ()):
+            assert params(inspect.signature(getattr(_engine.Engine, name))) == stub_params(fn)
+            continue
+        ref_kind = "method" if name == "__init__" else kind_of(ref, name) if hasattr(ref, name) else None
+        if name == "service" and cls == "Transaction":
+            ref_kind = "property"  # a slot in the reference
+        assert kind == ref_kind, name
+        if kind == "method":
+            assert stub_params(fn) == params(inspect.signature(getattr(ref, name))), name
