@@ -41,6 +41,7 @@ class ManualClock:
         self._t: float = _errors.check_seconds("start", start)
 
     def now(self) -> float:
+        """The clock's time in seconds."""
         return self._t
 
     def advance(self, seconds: float) -> None:
@@ -48,6 +49,7 @@ class ManualClock:
         self._t = _errors.advance_clock(self._t, seconds)
 
     def set(self, t: float) -> None:
+        """Sets the clock to `t` seconds (backwards too)."""
         self._t = _errors.check_seconds("t", t)
 
     def __repr__(self) -> str:
@@ -84,15 +86,19 @@ class Transaction:
 
     @property
     def done(self) -> bool:
+        """True once finish() or fail() ended it."""
         return self._done
 
     def record(self, bytes: int = 0, packets: int = 0) -> None:
+        """Traffic of this transaction, either direction (a no-op once its service is gone)."""
         self._vs._tx_record(self, bytes, packets)
 
     def finish(self, ttfb: Optional[float] = None, status: int = 200) -> None:
+        """Ends it with a response (as VirtualServer.finish)."""
         self._vs._tx_end(self, ttfb, status, False)
 
     def fail(self) -> None:
+        """Ends it without a response: refused, reset or timed out (as VirtualServer.fail)."""
         self._vs._tx_end(self, None, 200, True)
 
     def __enter__(self) -> "Transaction":
@@ -202,6 +208,7 @@ class Engine:
 
     @_atomic
     def now(self) -> float:
+        """The vserver's clock, read once (the window does not move)."""
         return _errors.check_time(self._clock.now())
 
     def _set_deadline(self, t: float) -> None:
@@ -225,6 +232,7 @@ class Engine:
 
     @_atomic
     def bind(self, name: str, weight: int = 1) -> None:
+        """Appends a service to bind order (the round-robin order); `weight` is an int 1..100."""
         _errors.check_name(name)
         if name in self._services:
             raise _errors.duplicate_service(name)
@@ -235,24 +243,29 @@ class Engine:
 
     @_atomic
     def unbind(self, name: str) -> None:
+        """Removes a service and all its counters; the round-robin cursor keeps its place."""
         self._get(name)
         del self._services[name]  # the cursor keeps its seq, i.e. its place in bind order
         self._names = None
 
     @_atomic
     def set_weight(self, name: str, weight: int) -> None:
+        """Changes a service's weight (an int 1..100); its counters stay."""
         self._get(name)
         weight = _errors.check_weight(weight)
         self._get(name).weight = weight
 
     @_atomic
     def set_state(self, name: str, state: str) -> None:
+        """"UP", "DOWN" or "OUT_OF_SERVICE"; only UP services are picked."""
         self._get(name)
         state = _errors.check_choice("state", state, STATES)
         self._get(name).state = state
 
     @_atomic
     def drain(self, name: str) -> None:
+        """No new picks for `name` from now on; it is unbound when its last open
+        transaction ends (at once if it has none)."""
         s = self._get(name)
         s.draining = True
         if s.active == 0:
@@ -260,6 +273,7 @@ class Engine:
 
     @_atomic
     def set_method(self, method: str) -> None:
+        """Switches the method; the round-robin round and startup round robin start over."""
         self._method = _errors.check_choice("method", method, METHODS)
         self._rr_round = 1
         self._startup_rr_left = self._startup_rr_factor
@@ -267,6 +281,8 @@ class Engine:
     @property
     @_atomic
     def method(self) -> str:
+        """The selection method, one of ROUNDROBIN, LEASTCONNECTION, LEASTRESPONSETIME,
+        LEASTBANDWIDTH, LEASTPACKETS."""
         return self._method
 
     @property
@@ -280,6 +296,7 @@ class Engine:
     @property
     @_atomic
     def startup_rr_factor(self) -> int:
+        """Selections made by plain round robin after the method is set (0: none)."""
         return self._startup_rr_factor
 
     @startup_rr_factor.setter
@@ -291,11 +308,13 @@ class Engine:
     @property
     @_atomic
     def startup_rr_left(self) -> int:
+        """Startup round-robin selections still to make."""
         return self._startup_rr_left
 
     @property
     @_atomic
     def rtsp_nat(self) -> bool:
+        """Whether record(control=True) traffic counts (the RTSP NAT option)."""
         return self._rtsp_nat
 
     @rtsp_nat.setter
@@ -370,6 +389,9 @@ class Engine:
 
     @_atomic
     def select(self, exclude: Optional[Collection[str]] = None) -> str:
+        """Picks a service, counts one new active transaction on it, returns its name.
+        `exclude`: names skipped for this pick only (unknown names are ignored).
+        Raises NoServiceAvailable when no service is UP and eligible."""
         names = _errors.check_exclude(exclude)
         self._tick()
         skip = set(names)  # unknown names never match a service: ignored
@@ -399,6 +421,7 @@ class Engine:
 
     @_atomic
     def acquire(self, exclude: Optional[Collection[str]] = None) -> Transaction:
+        """Picks like select(exclude) and returns the transaction as a handle."""
         name = self.select(exclude)
         return Transaction(self, name, self._services[name].seq)
 
@@ -406,6 +429,7 @@ class Engine:
 
     @_atomic
     def record(self, name: str, bytes: int = 0, packets: int = 0, control: bool = False) -> None:
+        """Traffic seen on a service, either direction, now (bytes and packets: ints >= 0)."""
         self._get(name)
         nbytes = _errors.check_count("bytes", bytes)
         npackets = _errors.check_count("packets", packets)
@@ -428,6 +452,7 @@ class Engine:
 
     @_atomic
     def begin(self, name: str) -> None:
+        """One more active transaction, dispatched without select()."""
         s = self._get(name)
         if s.active == MAX_ACTIVE:
             raise _errors.active_overflow(name)
@@ -435,6 +460,8 @@ class Engine:
 
     @_atomic
     def finish(self, name: str, ttfb: Optional[float] = None, status: int = 200) -> None:
+        """Ends one active transaction; a status-200 TTFB (seconds) updates the average.
+        A status of 500 or more counts as a failure."""
         self._get(name)
         ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
         status = _errors.check_status(status)
@@ -445,6 +472,8 @@ class Engine:
 
     @_atomic
     def fail(self, name: str) -> None:
+        """Ends one active transaction that got no response (refused, reset, timed out);
+        counts a failure."""
         self._get(name)
         if self._outlier_k:
             self._tick()  # with ejection on: an ejection that ended by now returns first
@@ -527,22 +556,27 @@ class Engine:
 
     @_atomic
     def load(self, name: str) -> Union[int, float]:
+        """N of the method now: int, or float seconds for LEASTRESPONSETIME."""
         return self._load(self._get_now(name))
 
     @_atomic
     def score(self, name: str) -> float:
+        """Nw = N * 10000 / weight now, as a float for display (picks compare integer keys)."""
         return self._score(self._get_now(name))
 
     @_atomic
     def weight(self, name: str) -> int:
+        """The service's weight."""
         return self._get(name).weight
 
     @_atomic
     def state(self, name: str) -> str:
+        """The service's state: "UP", "DOWN" or "OUT_OF_SERVICE"."""
         return self._get(name).state
 
     @_atomic
     def active(self, name: str) -> int:
+        """The service's active (open) transactions."""
         return self._get(name).active
 
     @_atomic
@@ -582,6 +616,7 @@ class Engine:
 
     @_atomic
     def info(self, name: str) -> Info:
+        """Every counter of one service now, as a dict."""
         return self._info(self._get_now(name))
 
     @_atomic
