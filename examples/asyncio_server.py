@@ -14,15 +14,17 @@ Needs httptools for the toy backends: pip install "leastload[proxy]".
 import asyncio
 import socket
 import time
+from typing import Dict, List, Optional, Tuple
 
 from leastload import NoServiceAvailable, VirtualServer
+from leastload._engine import Transaction
 from leastload.backends import serve
 
-BACKENDS = {}  # name -> (host, port)
+BACKENDS: Dict[str, Tuple[str, int]] = {}  # name -> (host, port)
 vs = VirtualServer("LEASTRESPONSETIME", outlier_failures=3)
 
 
-async def forward(request, t):
+async def forward(request: bytes, t: Transaction) -> Optional[bytes]:
     """Sends `request` to t.service; returns the response, or None if the backend failed."""
     host, port = BACKENDS[t.service]
     try:
@@ -48,10 +50,10 @@ async def forward(request, t):
         writer.close()
 
 
-async def handle_client(reader, writer):
+async def handle_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     request = await reader.readuntil(b"\r\n\r\n")  # GET requests only, for brevity
     request = request.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
-    tried = []
+    tried: List[str] = []
     response = None
     while response is None and len(tried) < 3:
         try:
@@ -65,7 +67,7 @@ async def handle_client(reader, writer):
     writer.close()
 
 
-async def main():
+async def main() -> None:
     servers = [await serve("127.0.0.1", 0, delay=d) for d in (0.002, 0.02)]
     for name, (server, _) in zip(("fast", "slow"), servers):
         BACKENDS[name] = server.sockets[0].getsockname()[:2]
@@ -77,10 +79,10 @@ async def main():
     front = await asyncio.start_server(handle_client, "127.0.0.1", 0)
     host, port = front.sockets[0].getsockname()[:2]
 
-    async def get():
+    async def get() -> bytes:
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(b"GET / HTTP/1.1\r\nHost: example\r\n\r\n")
-        status = (await reader.readline()).split()[1]
+        status: bytes = (await reader.readline()).split()[1]
         writer.close()
         return status
 

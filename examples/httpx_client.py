@@ -12,17 +12,18 @@ first one and sends 50 more, and prints who served what and the vserver.
 import asyncio
 import sys
 from collections import Counter
+from typing import Dict
 
 import httpx
 
 from leastload.httpx import Transport
 
 
-async def send(client, count, tasks=16):
-    served = Counter()
+async def send(client: httpx.AsyncClient, count: int, tasks: int = 16) -> Dict[str, int]:
+    served: "Counter[str]" = Counter()
     left = [count]
 
-    async def worker():
+    async def worker() -> None:
         while left[0] > 0:
             left[0] -= 1
             r = await client.get("/items", params={"delay": 0.005})  # the toy backend waits 5 ms
@@ -32,7 +33,7 @@ async def send(client, count, tasks=16):
     return dict(served)
 
 
-async def main():
+async def main() -> None:
     first, second = sys.argv[1:3] if len(sys.argv) >= 3 else ("127.0.0.1:9001", "127.0.0.1:9002")
     transport = Transport([f"app1={first}", f"app2={second}"], method="LEASTCONNECTION")
     # base_url names the service: it is the Host header the backends see

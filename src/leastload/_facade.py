@@ -18,14 +18,51 @@ times (ramp boundaries, ejection ends) sit in one heap with lazy deletion.
 
 import heapq
 import math
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Optional, Tuple, Union
 
 from . import _errors
 from ._show import ServiceView, VServerView
-from ._types import Clock, Info
+from ._types import Clock, Info, Totals
 
-if TYPE_CHECKING:  # the engine the facade is mixed in before (C or reference: same signatures)
-    from .reference import Engine as _EngineBase
+if TYPE_CHECKING:
+    class _EngineBase:
+        """For type checkers: what the facade uses of the engine it is mixed in
+        before (the C engine or the reference; both have these signatures)."""
+
+        def __init__(self, method: str = "LEASTCONNECTION", clock: Optional[Clock] = None, *,
+                     startup_rr_factor: int = 0, rtsp_nat: bool = False) -> None: ...
+        def atomic(self) -> ContextManager[object]: ...
+        def now(self) -> float: ...
+        def bind(self, name: str, weight: int = 1) -> None: ...
+        def unbind(self, name: str) -> None: ...
+        def set_state(self, name: str, state: str) -> None: ...
+        def set_method(self, method: str) -> None: ...
+        def drain(self, name: str) -> None: ...
+        def state(self, name: str) -> str: ...
+        def weight(self, name: str) -> int: ...
+        def info(self, name: str) -> Info: ...
+        def __contains__(self, name: object) -> bool: ...
+        @property
+        def method(self) -> str: ...
+        @property
+        def services(self) -> Tuple[str, ...]: ...
+        @property
+        def startup_rr_factor(self) -> int: ...
+        @startup_rr_factor.setter
+        def startup_rr_factor(self, value: int) -> None: ...
+        @property
+        def startup_rr_left(self) -> int: ...
+        @property
+        def rtsp_nat(self) -> bool: ...
+        @rtsp_nat.setter
+        def rtsp_nat(self, value: bool) -> None: ...
+        def _set_deadline(self, t: float) -> None: ...
+        def _set_cap(self, name: str, cap: Optional[int]) -> None: ...
+        def _set_ejected(self, name: str, ejected: bool) -> None: ...
+        def _set_outlier_failures(self, k: int) -> None: ...
+        def _totals(self) -> Totals: ...
+        def _is_open(self, name: str) -> bool: ...
+        def _selections(self, name: str) -> Tuple[int, int, int]: ...
 else:
     _EngineBase = object
 
@@ -101,7 +138,7 @@ class VirtualServerFacade(_EngineBase):
         if type(name) is not str:
             raise _errors.bad_type("name", name, "a str")
         super().__init__(method, clock, startup_rr_factor=startup_rr_factor, rtsp_nat=rtsp_nat)
-        self.name = name
+        self.name = name  #: the vserver's name, shown by show()
         self._rate, self._unit, self._interval = settings
         self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
         self._outliers: Dict[str, _Outlier] = {}  # for the services ever ejected since bind
@@ -118,26 +155,32 @@ class VirtualServerFacade(_EngineBase):
 
     @property
     def new_service_request(self) -> int:
+        """Slow start's step: requests per second, or a percentage (0: slow start off)."""
         return self._rate
 
     @property
     def new_service_request_unit(self) -> str:
+        """"PER_SECOND" or "PERCENT"."""
         return self._unit
 
     @property
     def new_service_request_increment_interval(self) -> int:
+        """Seconds between slow-start steps (0: manual mode)."""
         return self._interval
 
     @property
     def outlier_failures(self) -> int:
+        """Failures in a row that eject a service (0: ejection off)."""
         return self._outlier_k
 
     @property
     def outlier_ejection_time(self) -> float:
+        """Seconds of the first ejection; each repeat adds as much, up to 300."""
         return self._ejection_time
 
     @property
     def outlier_max_ejection_percent(self) -> int:
+        """At most this share of the bound services is ejected at once."""
         return self._max_ejection_percent
 
     def set(self, **settings: Any) -> None:

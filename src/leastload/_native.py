@@ -7,9 +7,7 @@ from ._facade import VirtualServerFacade
 IMPLEMENTATION = "c"
 
 
-# The facade is typed against the reference engine, whose acquire() returns the
-# reference's Transaction: the same interface as this engine's, another class.
-class VirtualServer(VirtualServerFacade, Engine):  # type: ignore[misc]
+class VirtualServer(VirtualServerFacade, Engine):
     __doc__ = Engine.__doc__
 
 

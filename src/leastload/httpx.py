@@ -23,10 +23,17 @@ import threading
 import time
 import weakref
 from collections import deque
+from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Iterable, Iterator, List, Optional,
+                    Tuple, Type, Union)
 
 from . import tcpinfo, upstream
 from ._errors import NoServiceAvailable
 from .upstream import Backend
+from .tcpinfo import SegmentCounter
+
+# A transaction handle of either engine (the C engine's or the reference's: the same interface).
+_Handle = Any
+_Trace = Callable[[str, Dict[str, Any]], Any]
 
 __all__ = ["Transport", "NoBackendAvailable", "Backend"]
 
@@ -55,10 +62,12 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     httpx.AsyncHTTPTransport, made on first use.
     """
 
-    def __init__(self, backends, method="LEASTCONNECTION", *, retries=2, outlier_failures=5,
-                 outlier_ejection_time=30, outlier_max_ejection_percent=50, new_service_request=0,
-                 new_service_request_unit="PER_SECOND", new_service_request_increment_interval=0,
-                 engine=None, **transport_kwargs):
+    def __init__(self, backends: Union[Iterable[Union[str, Backend]], Dict[str, Union[str, Backend]]],
+                 method: str = "LEASTCONNECTION", *, retries: int = 2, outlier_failures: int = 5,
+                 outlier_ejection_time: float = 30, outlier_max_ejection_percent: int = 50,
+                 new_service_request: int = 0, new_service_request_unit: str = "PER_SECOND",
+                 new_service_request_increment_interval: int = 0, engine: Optional[Type[Any]] = None,
+                 **transport_kwargs: Any) -> None:
         upstream.check_int("retries", retries, 0, upstream.MAX_RETRIES)
         parsed = upstream.parse_backends(backends)
         self.retries = retries
@@ -71,20 +80,21 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         self._addresses = {b.name: b for b in parsed}  # may keep drained names until pruned
         self._transport_kwargs = transport_kwargs
         self._lock = threading.Lock()
-        self._sync = None
-        self._async = None
-        self._counters = weakref.WeakKeyDictionary()  # network stream -> SegmentCounter
-        self._orphans = deque()  # accounts of responses dropped without close()
+        self._sync: Optional[httpx.HTTPTransport] = None
+        self._async: Optional[httpx.AsyncHTTPTransport] = None
+        # network stream -> SegmentCounter
+        self._counters: "weakref.WeakKeyDictionary[Any, SegmentCounter]" = weakref.WeakKeyDictionary()
+        self._orphans: Deque[_Account] = deque()  # accounts of responses dropped without close()
 
     # ---- backends ------------------------------------------------------------
 
     @property
-    def backends(self):
+    def backends(self) -> Dict[str, Backend]:
         """name -> Backend for every backend bound now (draining ones included), in bind order."""
         addresses = self._addresses
         return {name: addresses[name] for name in self.vserver.services if name in addresses}
 
-    def add_backend(self, spec):
+    def add_backend(self, spec: Union[str, Backend]) -> Backend:
         """Binds a backend ("NAME=HOST:PORT[:WEIGHT]" or Backend); slow start applies to it."""
         backend = spec if isinstance(spec, Backend) else upstream.parse_backend(spec)
         with self._lock:
@@ -95,20 +105,20 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             self.vserver.bind(backend.name, backend.weight)
         return backend
 
-    def drain_backend(self, name):
+    def drain_backend(self, name: str) -> None:
         """No new requests for `name`; it is unbound when its last request ends."""
         with self._lock:
             self.vserver.drain(name)
             self._prune()
 
-    def _prune(self):
+    def _prune(self) -> None:
         vs = self.vserver
         for name in [n for n in self._addresses if n not in vs]:
             del self._addresses[name]
 
     # ---- inner transports ------------------------------------------------------
 
-    def _sync_transport(self):
+    def _sync_transport(self) -> httpx.HTTPTransport:
         inner = self._sync
         if inner is None:
             with self._lock:
@@ -117,7 +127,7 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 inner = self._sync
         return inner
 
-    def _async_transport(self):
+    def _async_transport(self) -> httpx.AsyncHTTPTransport:
         inner = self._async
         if inner is None:
             with self._lock:
@@ -126,14 +136,14 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 inner = self._async
         return inner
 
-    def close(self):
+    def close(self) -> None:
         """Closes the sync connection pool (httpx.Client calls this)."""
         self._reap()
         inner, self._sync = self._sync, None
         if inner is not None:
             inner.close()
 
-    async def aclose(self):
+    async def aclose(self) -> None:
         """Closes the async connection pool (httpx.AsyncClient calls this)."""
         self._reap()
         inner, self._async = self._async, None
@@ -142,7 +152,7 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     # ---- requests --------------------------------------------------------------
 
-    def handle_request(self, request):
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
         self._reap()
         exchange = _Exchange(self, request)
         inner = self._sync_transport()
@@ -157,8 +167,9 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                     continue
                 raise
             return exchange.respond(t, backend, response, sent_at, _SyncBody)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def handle_async_request(self, request):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self._reap()
         exchange = _Exchange(self, request)
         inner = self._async_transport()
@@ -173,8 +184,9 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                     continue
                 raise
             return exchange.respond(t, backend, response, sent_at, _AsyncBody)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _reap(self):
+    def _reap(self) -> None:
         """Ends the transactions of responses that were garbage-collected unclosed.
 
         A finalizer may run inside any call, even one of the engine's own, so
@@ -187,7 +199,7 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 return
             account.end()
 
-    def _packet_counter(self, network_stream):
+    def _packet_counter(self, network_stream: Any) -> Optional[SegmentCounter]:
         """The SegmentCounter of a pooled connection, made the first time it is seen."""
         if network_stream is None:
             return None
@@ -208,12 +220,13 @@ class _Exchange:
 
     __slots__ = ("transport", "request", "tried", "last_error", "replayable", "body", "sent_at")
 
-    def __init__(self, transport, request):
+    def __init__(self, transport: Transport, request: httpx.Request) -> None:
         self.transport = transport
         self.request = request
-        self.tried = []
-        self.last_error = None
-        self.sent_at = None
+        self.tried: List[str] = []
+        self.last_error: Optional[BaseException] = None
+        self.sent_at: Optional[float] = None
+        self.body: Union[bytes, _CountingStream]
         try:
             self.body = request.content  # bytes known up front: replayable
             self.replayable = True
@@ -221,7 +234,7 @@ class _Exchange:
             self.body = _CountingStream(request.stream)
             self.replayable = False
 
-    def acquire(self):
+    def acquire(self) -> Tuple[_Handle, Backend]:
         try:
             t = self.transport.vserver.acquire(exclude=self.tried)
         except NoServiceAvailable:
@@ -239,18 +252,18 @@ class _Exchange:
             f"down, ejected, draining or at its slow-start cap (bound: {', '.join(self.transport.vserver.services) or 'none'})",
             request=self.request)
 
-    def request_for(self, backend, make_trace):
+    def request_for(self, backend: Backend, make_trace: Callable[["_Exchange", Any], Any]) -> httpx.Request:
         """The caller's request, addressed to `backend` (Host header and body unchanged)."""
         original = self.request
         url = original.url.copy_with(scheme="http", host=backend.host, port=backend.port)
         extensions = dict(original.extensions)
         extensions["trace"] = make_trace(self, original.extensions.get("trace"))
         self.sent_at = None
-        stream = original.stream if self.replayable else self.body
+        stream = original.stream if isinstance(self.body, bytes) else self.body
         return httpx.Request(original.method, url, headers=original.headers, stream=stream,
                              extensions=extensions)
 
-    def failed(self, t, exc):
+    def failed(self, t: _Handle, exc: BaseException) -> bool:
         """Ends the attempt's transaction after `exc`; True if another backend may be tried."""
         if isinstance(exc, _NOT_SENT):
             retry = True
@@ -266,7 +279,8 @@ class _Exchange:
         self.last_error = exc
         return retry
 
-    def respond(self, t, backend, response, sent_at, body_class):
+    def respond(self, t: _Handle, backend: Backend, response: httpx.Response, sent_at: float,
+                body_class: "Union[Type[_SyncBody], Type[_AsyncBody]]") -> httpx.Response:
         """Charges the response headers and wraps the body so that its end ends `t`."""
         try:
             headers_at = time.perf_counter()
@@ -274,7 +288,7 @@ class _Exchange:
             network_stream = response.extensions.get("network_stream")
             account = _Account(t, min(max(headers_at - started, 0.0), MAX_TTFB), _status(response.status_code),
                                self.transport._packet_counter(network_stream))
-            sent = len(self.body) if self.replayable else self.body.count
+            sent = len(self.body) if isinstance(self.body, bytes) else self.body.count
             account.charge(sent=sent)
             response.stream = body_class(response.stream, account, self.transport._orphans)
             response.extensions["leastload_backend"] = backend.name
@@ -285,13 +299,13 @@ class _Exchange:
             raise
 
 
-def _status(code):
+def _status(code: int) -> int:
     # The engine takes 100..599; anything else from a backend is a bad gateway.
     return code if 100 <= code <= 599 else 502
 
 
-def _sync_trace(exchange, user_trace):
-    def trace(name, info):
+def _sync_trace(exchange: _Exchange, user_trace: Optional[_Trace]) -> _Trace:
+    def trace(name: str, info: Dict[str, Any]) -> None:
         if name.endswith("send_request_headers.started"):
             exchange.sent_at = time.perf_counter()
         if user_trace is not None:
@@ -299,8 +313,9 @@ def _sync_trace(exchange, user_trace):
     return trace
 
 
-def _async_trace(exchange, user_trace):
-    async def trace(name, info):
+def _async_trace(exchange: _Exchange,
+                 user_trace: Optional[Callable[[str, Dict[str, Any]], Awaitable[Any]]]) -> _Trace:
+    async def trace(name: str, info: Dict[str, Any]) -> None:
         if name.endswith("send_request_headers.started"):
             exchange.sent_at = time.perf_counter()
         if user_trace is not None:
@@ -311,24 +326,24 @@ def _async_trace(exchange, user_trace):
 class _CountingStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     """A one-shot request body that counts the bytes it hands out."""
 
-    def __init__(self, stream):
-        self.stream = stream
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream  # the caller's one-shot stream: sync or async
         self.count = 0
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         for chunk in self.stream:
             self.count += len(chunk)
             yield chunk
 
-    async def __aiter__(self):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self.stream:
             self.count += len(chunk)
             yield chunk
 
-    def close(self):
+    def close(self) -> None:
         self.stream.close()
 
-    async def aclose(self):
+    async def aclose(self) -> None:
         await self.stream.aclose()
 
 
@@ -337,13 +352,13 @@ class _Account:
 
     __slots__ = ("t", "ttfb", "status", "counter", "received", "settled", "finalizer")
 
-    def __init__(self, t, ttfb, status, counter):
+    def __init__(self, t: _Handle, ttfb: float, status: int, counter: Optional[SegmentCounter]) -> None:
         self.t, self.ttfb, self.status, self.counter = t, ttfb, status, counter
         self.received = 0
         self.settled = False
-        self.finalizer = None
+        self.finalizer: "Optional[weakref.finalize[..., Any]]" = None
 
-    def charge(self, sent=0, received=0):
+    def charge(self, sent: int = 0, received: int = 0) -> None:
         """Packets since the previous charge (TCP_INFO, else an estimate from the bytes)."""
         if self.counter is not None:
             packets = self.counter.take(sent, received)
@@ -352,17 +367,17 @@ class _Account:
         if sent or packets:
             self.t.record(bytes=sent, packets=packets)
 
-    def chunk(self, n):
+    def chunk(self, n: int) -> None:
         self.received += n
         self.t.record(bytes=n)
 
-    def settle(self):
+    def settle(self) -> None:
         """Charges the body's packets, once, while the connection is still open."""
         if not self.settled and not self.t.done:
             self.settled = True
             self.charge(received=self.received)
 
-    def end(self, failed=False):
+    def end(self, failed: bool = False) -> None:
         """A finish with the real status, or a failure; later calls do nothing."""
         if self.t.done:
             return
@@ -378,11 +393,11 @@ class _Account:
 
 
 class _SyncBody(httpx.SyncByteStream):
-    def __init__(self, stream, account, orphans):
+    def __init__(self, stream: Any, account: _Account, orphans: Deque[_Account]) -> None:
         self._stream, self._account = stream, account
         account.finalizer = weakref.finalize(self, orphans.append, account)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         try:
             for chunk in self._stream:
                 self._account.chunk(len(chunk))
@@ -391,7 +406,7 @@ class _SyncBody(httpx.SyncByteStream):
             self._account.end(failed=True)
             raise
 
-    def close(self):
+    def close(self) -> None:
         try:
             self._account.settle()  # read the socket's counters before the pool may close it
         finally:
@@ -402,11 +417,11 @@ class _SyncBody(httpx.SyncByteStream):
 
 
 class _AsyncBody(httpx.AsyncByteStream):
-    def __init__(self, stream, account, orphans):
+    def __init__(self, stream: Any, account: _Account, orphans: Deque[_Account]) -> None:
         self._stream, self._account = stream, account
         account.finalizer = weakref.finalize(self, orphans.append, account)
 
-    async def __aiter__(self):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._stream:
                 self._account.chunk(len(chunk))
@@ -415,7 +430,7 @@ class _AsyncBody(httpx.AsyncByteStream):
             self._account.end(failed=True)
             raise
 
-    async def aclose(self):
+    async def aclose(self) -> None:
         try:
             self._account.settle()
         finally:

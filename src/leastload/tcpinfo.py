@@ -25,6 +25,7 @@ be mixed within one vserver.
 import math
 import socket
 import struct
+from typing import Optional, Tuple
 
 TCP_INFO = getattr(socket, "TCP_INFO", None)  # 11 on Linux
 _SND_MSS = 16
@@ -35,7 +36,7 @@ _ASK = 232  # for read_mss: the kernel copies min(asked, its struct size) bytes
 DEFAULT_MSS = 1448  # Ethernet MTU 1500 less IPv4/TCP headers with timestamps
 
 
-def read_segments(sock):
+def read_segments(sock: Optional[socket.socket]) -> Optional[Tuple[int, int]]:
     """(segs_in, segs_out) of a TCP socket, or None where TCP_INFO cannot tell."""
     if TCP_INFO is None or sock is None:
         return None
@@ -49,7 +50,7 @@ def read_segments(sock):
     return segs_in, segs_out
 
 
-def read_mss(sock):
+def read_mss(sock: Optional[socket.socket]) -> int:
     """The connection's send MSS from TCP_INFO, or DEFAULT_MSS."""
     if TCP_INFO is not None and sock is not None:
         try:
@@ -57,13 +58,13 @@ def read_mss(sock):
         except OSError:
             raw = b""
         if len(raw) >= _SND_MSS + 4:
-            mss = struct.unpack_from("=I", raw, _SND_MSS)[0]
+            mss: int = struct.unpack_from("=I", raw, _SND_MSS)[0]
             if mss > 0:
                 return mss
     return DEFAULT_MSS
 
 
-def estimate_packets(sent, received, mss=DEFAULT_MSS):
+def estimate_packets(sent: int, received: int, mss: int = DEFAULT_MSS) -> int:
     """Segments for `sent` and `received` bytes when TCP_INFO is missing."""
     return (math.ceil(sent / mss) if sent else 0) + (math.ceil(received / mss) if received else 0)
 
@@ -73,19 +74,19 @@ class SegmentCounter:
 
     __slots__ = ("sock", "last", "mss")
 
-    def __init__(self, sock, from_start=False):
+    def __init__(self, sock: Optional[socket.socket], from_start: bool = False) -> None:
         """from_start: the first take() includes every segment so far (the handshake too)."""
         self.sock = sock
-        self.last = read_segments(sock)  # None: this connection falls back to the estimate
-        self.mss = read_mss(sock) if self.last is None else None
+        self.last: Optional[Tuple[int, int]] = read_segments(sock)  # None: this connection falls back to the estimate
+        self.mss: Optional[int] = read_mss(sock) if self.last is None else None
         if from_start and self.last is not None:
             self.last = (0, 0)
 
     @property
-    def exact(self):
+    def exact(self) -> bool:
         return self.last is not None
 
-    def take(self, sent=0, received=0):
+    def take(self, sent: int = 0, received: int = 0) -> int:
         """Packets since the previous take() (or since the counter was made)."""
         if self.last is not None:
             now = read_segments(self.sock)
@@ -95,4 +96,4 @@ class SegmentCounter:
                 return delta
             self.last = None
             self.mss = DEFAULT_MSS
-        return estimate_packets(sent, received, self.mss)
+        return estimate_packets(sent, received, DEFAULT_MSS if self.mss is None else self.mss)

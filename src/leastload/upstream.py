@@ -8,6 +8,7 @@ backend that joins later or comes back UP after DOWN.
 
 import re
 from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Type, Union
 
 from . import VirtualServer, _errors
 
@@ -25,11 +26,11 @@ class Backend:
     port: int
     weight: int = 1
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.name}={self.host}:{self.port}:{self.weight}"
 
 
-def parse_backend(text):
+def parse_backend(text: object) -> Backend:
     """`NAME=HOST:PORT[:WEIGHT]` -> Backend; ValueError naming the text otherwise."""
     if not isinstance(text, str):
         raise TypeError(f"backend must be a str NAME=HOST:PORT[:WEIGHT], got {text!r}")
@@ -45,7 +46,7 @@ def parse_backend(text):
     return Backend(m["name"], m["host"].strip("[]"), port, weight)
 
 
-def parse_host_port(text):
+def parse_host_port(text: str) -> Tuple[str, int]:
     """`HOST:PORT` (IPv6 in brackets) -> (host, port); ValueError naming the text otherwise."""
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
@@ -53,7 +54,7 @@ def parse_host_port(text):
     return host.strip("[]"), int(port)
 
 
-def check_int(arg, value, low, high):
+def check_int(arg: str, value: object, low: int, high: int) -> int:
     """An int in low..high (not a bool), else TypeError / ValueError naming the argument and value."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise _errors.bad_type(arg, value, f"an int in {low}..{high}")
@@ -65,13 +66,14 @@ def check_int(arg, value, low, high):
 MAX_RETRIES = 100
 
 
-def parse_backends(backends):
+def parse_backends(backends: Union[Iterable[Union[str, Backend]], Dict[str, Union[str, Backend]]]) -> List[Backend]:
     """A list of Backend from specs, Backend objects, or a {name: "HOST:PORT[:WEIGHT]"} dict."""
+    specs: Iterable[Union[str, Backend]] = backends
     if isinstance(backends, dict):
-        backends = [b if isinstance(b, Backend) else f"{name}={b}" for name, b in backends.items()]
-    if isinstance(backends, (str, bytes)):
-        raise TypeError(f"backends must be a list of NAME=HOST:PORT[:WEIGHT] or a dict, got {backends!r}")
-    result = [b if isinstance(b, Backend) else parse_backend(b) for b in backends]
+        specs = [b if isinstance(b, Backend) else f"{name}={b}" for name, b in backends.items()]
+    if isinstance(specs, (str, bytes)):
+        raise TypeError(f"backends must be a list of NAME=HOST:PORT[:WEIGHT] or a dict, got {specs!r}")
+    result = [b if isinstance(b, Backend) else parse_backend(b) for b in specs]
     if not result:
         raise ValueError("backends must name at least one backend, got none")
     names = [b.name for b in result]
@@ -81,7 +83,8 @@ def parse_backends(backends):
     return result
 
 
-def make_vserver(backends, method="LEASTCONNECTION", *, engine=None, **settings):
+def make_vserver(backends: Iterable[Backend], method: str = "LEASTCONNECTION", *,
+                 engine: Optional[Type[Any]] = None, **settings: Any) -> Any:
     """A vserver with every backend bound; settings as for VirtualServer.
 
     `engine` is the VirtualServer class (default: leastload.VirtualServer;
