@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import sys
+from typing import Any, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl
 
 try:
@@ -32,7 +33,7 @@ CHUNK = 65536  # large bodies go out in pieces, paced by the transport's flow co
 class Counters:
     __slots__ = ("requests", "bytes")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.requests = 0
         self.bytes = 0
 
@@ -40,49 +41,52 @@ class Counters:
 class BackendProtocol(asyncio.Protocol):
     """One client connection: parse requests, answer them in order."""
 
-    def __init__(self, delay, size, counters):
+    transport: asyncio.Transport  # set by connection_made, before any other callback
+
+    def __init__(self, delay: float, size: int, counters: Counters) -> None:
         self.delay, self.size, self.counters = delay, size, counters
         self.parser = httptools.HttpRequestParser(self)
-        self.transport = None
         self.url = b""
-        self.queue = []        # complete requests waiting for their turn: (url, keep_alive)
+        # complete requests waiting for their turn: (url, keep_alive, HEAD)
+        self.queue: List[Tuple[bytes, bool, bool]] = []
         self.busy = False
-        self.can_write = None  # an asyncio.Event while the transport is paused
+        self.can_write: Optional[asyncio.Event] = None  # set while the transport is paused
 
-    def connection_made(self, transport):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def data_received(self, data):
+    def data_received(self, data: bytes) -> None:
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
             self.transport.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             self.transport.close()
 
-    def on_url(self, url):
+    def on_url(self, url: bytes) -> None:
         self.url += url
 
-    def on_message_complete(self):
+    def on_message_complete(self) -> None:
         self.queue.append((self.url, self.parser.should_keep_alive(), self.parser.get_method() == b"HEAD"))
         self.url = b""
         if not self.busy:
             self.busy = True
             asyncio.ensure_future(self.answer_all())
 
-    def connection_lost(self, exc):
+    def connection_lost(self, exc: Optional[Exception]) -> None:
         self.queue.clear()
         if self.can_write is not None:
             self.can_write.set()
 
-    def pause_writing(self):
+    def pause_writing(self) -> None:
         self.can_write = asyncio.Event()
 
-    def resume_writing(self):
+    def resume_writing(self) -> None:
         if self.can_write is not None:
             self.can_write.set()
             self.can_write = None
 
-    async def answer_all(self):
+    async def answer_all(self) -> None:
         try:
             while self.queue and not self.transport.is_closing():
                 url, keep_alive, head = self.queue.pop(0)
@@ -90,7 +94,7 @@ class BackendProtocol(asyncio.Protocol):
         finally:
             self.busy = False
 
-    async def answer(self, url, keep_alive, head=False):
+    async def answer(self, url: bytes, keep_alive: bool, head: bool = False) -> None:
         path, _, query = url.partition(b"?")
         if path == b"/__stats":
             body = json.dumps({"requests": self.counters.requests, "bytes": self.counters.bytes}).encode()
@@ -125,7 +129,7 @@ class BackendProtocol(asyncio.Protocol):
         if not keep_alive:
             self.transport.close()
 
-    def send_head(self, status, length, keep_alive, body=b""):
+    def send_head(self, status: int, length: int, keep_alive: Optional[bool], body: bytes = b"") -> None:
         connection = b"" if keep_alive is None or keep_alive else b"Connection: close\r\n"
         self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Length: %d\r\nContent-Type: text/plain\r\n%s\r\n%s" % (
             status, b"OK" if status == 200 else b"Status", length, connection, body))
@@ -133,7 +137,8 @@ class BackendProtocol(asyncio.Protocol):
             self.transport.close()
 
 
-async def serve(host, port, delay=0.0, size=1024):
+async def serve(host: str, port: int, delay: float = 0.0,
+                size: int = 1024) -> Tuple[asyncio.Server, Counters]:
     """Starts one backend; returns (server, counters). The caller closes the server."""
     counters = Counters()
     loop = asyncio.get_running_loop()
@@ -142,14 +147,14 @@ async def serve(host, port, delay=0.0, size=1024):
     return server, counters
 
 
-def _host_port(text):
+def _host_port(text: str) -> Tuple[str, int]:
     try:
         return parse_host_port(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _parser():
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="leastload backends", description="Toy HTTP backends for trying the proxy.")
     p.add_argument("--listen", type=_host_port, action="append", required=True, metavar="HOST:PORT",
                    help="one backend per --listen (port 0: a free port)")
@@ -158,8 +163,8 @@ def _parser():
     return p
 
 
-async def _main(args):
-    servers = []
+async def _main(args: argparse.Namespace) -> None:
+    servers: List[asyncio.Server] = []
     for host, port in args.listen:
         server, _ = await serve(host, port, args.delay, args.size)
         servers.append(server)
@@ -168,19 +173,18 @@ async def _main(args):
     await asyncio.gather(*(s.serve_forever() for s in servers))
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.delay < 0 or args.size < 0:
         _parser().error("--delay and --size must not be negative")
+    run: Any = asyncio.run
     try:
         import uvloop
+        run = uvloop.run
     except ImportError:
-        uvloop = None
+        pass
     try:
-        if uvloop is not None:
-            uvloop.run(_main(args))
-        else:
-            asyncio.run(_main(args))
+        run(_main(args))
     except KeyboardInterrupt:
         pass
     return 0
