@@ -17,7 +17,7 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, cast
 from urllib.parse import parse_qsl
 
 try:
@@ -53,8 +53,7 @@ class BackendProtocol(asyncio.Protocol):
         self.can_write: Optional[asyncio.Event] = None  # set while the transport is paused
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # a stream transport (uvloop's too)
 
     def data_received(self, data: bytes) -> None:
         try:
