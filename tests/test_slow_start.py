@@ -183,7 +183,7 @@ OTHERS = ("S1", "S2", "S3", "S4")
 
 @pytest.mark.parametrize("method", ["ROUNDROBIN", *LEAST_METHODS])
 def test_automated_table(impl, method):
-    """Seed table 4: S5 gets 4 x floor(t / 10) req/s, the others share the rest evenly,
+    """The vendor's automated table (docs/slow-start.md): S5 gets 4 x floor(t / 10) req/s, the others share the rest evenly,
     and S5 leaves slow start at t = 50 (cap 20 x 5 UP services >= 100: fair share).
     Every second of every interval is checked, not only the printed ones."""
     vs, sim = automated_run(impl, method)
