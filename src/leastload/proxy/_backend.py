@@ -14,10 +14,15 @@ connections that carry a request a few times per timeout period.
 import asyncio
 import os
 import socket
+from typing import TYPE_CHECKING, Any, Dict, Optional, Set, Tuple, cast
 
 import httptools
 
 from ..tcpinfo import SegmentCounter
+
+if TYPE_CHECKING:
+    from ._client import ClientConnection
+    from ._exchange import Exchange
 
 # How an exchange with a backend ended.
 OK = "ok"
@@ -28,7 +33,7 @@ BAD_RESPONSE = "bad"       # unparsable response before anything was passed on
 CLIENT_GONE = "client-gone"
 
 
-def _own_socket(transport):
+def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socket], Optional[socket.socket]]:
     """A socket object for getsockopt(TCP_INFO) that is cheap to call.
 
     uvloop's transports hand out a stand-in that builds a socket object on each
@@ -44,7 +49,7 @@ def _own_socket(transport):
     try:
         own = socket.socket(fileno=os.dup(sock.fileno()))
     except OSError:
-        return sock, None
+        return cast(socket.socket, sock), None  # a stand-in with getsockopt(): used as a socket
     return own, own
 
 
@@ -53,25 +58,42 @@ class BackendConnection(asyncio.Protocol):
                  "timeout", "sent", "received", "sent_at", "last_data", "ttfb", "status", "head_only",
                  "interim", "until_eof", "complete", "keep_alive", "client_keep_alive", "_framing")
 
-    def __init__(self, pool):
+    # set by connection_made / send(), before they are read
+    transport: asyncio.Transport
+    counter: SegmentCounter
+    client: "ClientConnection"
+    t: Any  # the exchange's transaction handle (either engine's)
+    timeout: float
+    sent: int
+    received: int
+    sent_at: float
+    last_data: float
+    ttfb: Optional[float]
+    status: int
+    head_only: bool
+    interim: bool
+    until_eof: bool
+    complete: bool
+    client_keep_alive: bool
+    _framing: bool
+
+    def __init__(self, pool: "Pool") -> None:
         self.pool = pool
         self.loop = pool.loop
-        self.transport = None
         self.parser = httptools.HttpResponseParser(self)
-        self.counter = None
-        self.dup = None
-        self.exchange = None
+        self.dup: Optional[socket.socket] = None
+        self.exchange: "Optional[Exchange]" = None
         self.keep_alive = True  # a new connection may carry a request; each answer decides again
 
     # ---- asyncio.Protocol -------------------------------------------------
 
-    def connection_made(self, transport):
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
         sock, self.dup = _own_socket(transport)
         # the connection's first request is charged its handshake too
         self.counter = SegmentCounter(sock, from_start=True)
 
-    def connection_lost(self, exc):
+    def connection_lost(self, exc: Optional[Exception]) -> None:
         self.pool.forget(self)
         if self.exchange is not None:
             if self.until_eof and self.status:  # a body delimited by the close: the close ends it
@@ -84,7 +106,7 @@ class BackendConnection(asyncio.Protocol):
             self.dup.close()
             self.dup = None
 
-    def data_received(self, data):
+    def data_received(self, data: bytes) -> None:
         if self.exchange is None:  # nothing was asked: a confused backend
             self.transport.abort()
             return
@@ -109,14 +131,14 @@ class BackendConnection(asyncio.Protocol):
 
     # ---- httptools callbacks ------------------------------------------------
 
-    def on_header(self, name, value):
+    def on_header(self, name: bytes, value: bytes) -> None:
         if len(name) in (14, 17):
             lowered = name.lower()
             if lowered == b"content-length" or (lowered == b"transfer-encoding" and b"chunked" in value.lower()):
                 self._framing = True
 
-    def on_headers_complete(self):
-        status = self.parser.get_status_code()
+    def on_headers_complete(self) -> None:
+        status: int = self.parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             self.interim = True  # 1xx: passed on, the final response follows
             return
@@ -129,7 +151,7 @@ class BackendConnection(asyncio.Protocol):
             return
         self.until_eof = not self._framing
 
-    def on_message_complete(self):
+    def on_message_complete(self) -> None:
         if self.interim:
             self.interim = False
             self._framing = False
@@ -139,7 +161,7 @@ class BackendConnection(asyncio.Protocol):
 
     # ---- one exchange ----------------------------------------------------------
 
-    def send(self, exchange, payload, timeout, head_only):
+    def send(self, exchange: "Exchange", payload: bytes, timeout: float, head_only: bool) -> None:
         """Sends a request for `exchange`; its on_outcome() is called when the exchange ends."""
         self.exchange, self.client, self.t = exchange, exchange.client, exchange.t
         self.timeout, self.head_only = timeout, head_only
@@ -153,65 +175,66 @@ class BackendConnection(asyncio.Protocol):
         self.sent_at = self.last_data = self.loop.time()
         self.t.record(bytes=len(payload))
 
-    def check_timeout(self, now):
+    def check_timeout(self, now: float) -> None:
         if self.exchange is not None and now - self.last_data >= self.timeout:
             self.transport.abort()
             self._end(TIMEOUT)
 
-    def abandon(self):
+    def abandon(self) -> None:
         """The client went away mid-exchange: this connection cannot be reused."""
         if self.exchange is not None:
             self.transport.abort()
             self._end(CLIENT_GONE)
 
-    def _end(self, outcome):
+    def _end(self, outcome: str) -> None:
         exchange, self.exchange = self.exchange, None
+        assert exchange is not None  # every caller checked that an exchange is in progress
         self.pool.busy.discard(self)
         exchange.on_outcome(outcome, self)  # last: it may reuse this connection at once
 
-    def packets(self):
+    def packets(self) -> int:
         return self.counter.take(self.sent, self.received)
 
-    def reusable(self):
+    def reusable(self) -> bool:
         return self.keep_alive and not self.transport.is_closing()
 
 
 class Pool:
     """Keep-alive connections to one backend: the idle ones (newest reused first), the busy ones."""
 
-    def __init__(self, loop, host, port, max_idle):
+    def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int, max_idle: int) -> None:
         self.loop, self.host, self.port, self.max_idle = loop, host, port, max_idle
-        self.idle = {}  # insertion-ordered: popitem() takes the newest
-        self.busy = set()
+        self.idle: Dict[BackendConnection, None] = {}  # insertion-ordered: popitem() takes the newest
+        self.busy: Set[BackendConnection] = set()
         self.opened = 0
 
-    async def connect(self, timeout):
+    async def connect(self, timeout: float) -> BackendConnection:
         self.opened += 1
         _, conn = await asyncio.wait_for(
             self.loop.create_connection(lambda: BackendConnection(self), self.host, self.port), timeout)
         return conn
 
-    def take(self):
+    def take(self) -> Optional[BackendConnection]:
         while self.idle:
             conn, _ = self.idle.popitem()
             if not conn.transport.is_closing():
                 return conn
         return None
 
-    def put(self, conn):
+    def put(self, conn: BackendConnection) -> None:
         if len(self.idle) < self.max_idle and conn.reusable():
             self.idle[conn] = None
         else:
             conn.transport.close()
 
-    def forget(self, conn):
+    def forget(self, conn: BackendConnection) -> None:
         self.idle.pop(conn, None)
 
-    def check_timeouts(self, now):
+    def check_timeouts(self, now: float) -> None:
         for conn in list(self.busy):
             conn.check_timeout(now)
 
-    def close(self):
+    def close(self) -> None:
         for conn in list(self.idle):
             conn.transport.close()
         self.idle.clear()

@@ -16,6 +16,8 @@ import signal
 import socket
 import subprocess
 import sys
+from types import FrameType
+from typing import Any, Callable, Coroutine, List, Optional, Sequence, Tuple, Union
 
 from .._errors import METHODS
 from ..upstream import parse_host_port
@@ -26,15 +28,15 @@ log = logging.getLogger("leastload.proxy")
 WORKER_START_TIMEOUT = 60.0
 
 
-def _host_port(text):
+def _host_port(text: str) -> Tuple[str, int]:
     try:
         return parse_host_port(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive(kind):
-    def convert(text):
+def _positive(kind: Callable[[str], Union[int, float]]) -> Callable[[str], Union[int, float]]:
+    def convert(text: str) -> Union[int, float]:
         try:
             value = kind(text)
         except ValueError:
@@ -45,7 +47,7 @@ def _positive(kind):
     return convert
 
 
-def _parser():
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="leastload proxy",
         description="An asyncio HTTP/1.1 reverse proxy: every request picks its backend through the engine.",
@@ -103,7 +105,7 @@ def _parser():
     return p
 
 
-def _proxy_from(args):
+def _proxy_from(args: argparse.Namespace) -> Proxy:
     return Proxy(
         args.backend, args.method, listen=args.listen, retries=args.retries,
         connect_timeout=args.connect_timeout, timeout=args.timeout, client_timeout=args.client_timeout,
@@ -118,12 +120,13 @@ def _proxy_from(args):
         startup_rr_factor=args.startup_rr_factor)
 
 
-async def _serve(proxy):
+async def _serve(proxy: Proxy) -> None:
     await proxy.start()
     host, port = proxy.address
     print(f"listening on {host}:{port}", flush=True)
-    if proxy.admin_address is not None:
-        log.warning("admin: GET http://%s:%d/leastload/status", *proxy.admin_address)
+    admin = proxy.admin_address
+    if admin is not None:
+        log.warning("admin: GET http://%s:%d/leastload/status", *admin)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -132,7 +135,7 @@ async def _serve(proxy):
     await proxy.close()
 
 
-def _run_loop(kind, coro):
+def _run_loop(kind: str, coro: Coroutine[Any, Any, None]) -> None:
     if kind != "asyncio":
         try:
             import uvloop
@@ -141,24 +144,25 @@ def _run_loop(kind, coro):
                 raise SystemExit("leastload proxy: --loop uvloop, but uvloop is not installed "
                                  "(pip install leastload[proxy])") from None
         else:
-            return uvloop.run(coro)
-    return asyncio.run(coro)
+            uvloop.run(coro)
+            return
+    asyncio.run(coro)
 
 
-def _run_workers(args, argv):
+def _run_workers(args: argparse.Namespace, argv: List[str]) -> int:
     """The parent of --workers N: start them on one port, wait for them, pass signals on."""
     host, port = args.listen
-    holder = None
+    holder: Optional[socket.socket] = None
     if port == 0:  # every worker must get the same port: reserve one, held until they listen
         holder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         holder.bind((host, 0))
         port = holder.getsockname()[1]
     base = _without(argv, ("--workers", "--listen", "--admin"))
-    children = []
-    stopping = []
+    children: "List[subprocess.Popen[str]]" = []
+    stopping: List[int] = []
 
-    def stop(signum, frame):  # set before the first worker starts: none is left behind
+    def stop(signum: int, frame: Optional[FrameType]) -> None:  # set before the first worker starts: none is left behind
         stopping.append(signum)
         for child in children:
             if child.poll() is None:
@@ -200,8 +204,9 @@ def _run_workers(args, argv):
                 child.stdout.close()
 
 
-def _first_line(child, timeout):
+def _first_line(child: "subprocess.Popen[str]", timeout: float) -> str:
     import selectors
+    assert child.stdout is not None  # started with stdout=PIPE
     with selectors.DefaultSelector() as sel:
         sel.register(child.stdout, selectors.EVENT_READ)
         if not sel.select(timeout):
@@ -209,9 +214,10 @@ def _first_line(child, timeout):
         return child.stdout.readline().strip()
 
 
-def _without(argv, options):
+def _without(argv: Sequence[str], options: Sequence[str]) -> List[str]:
     """argv without the given options and their values (both `--opt V` and `--opt=V`)."""
-    out, skip = [], False
+    out: List[str] = []
+    skip = False
     for arg in argv:
         if skip:
             skip = False
@@ -222,7 +228,7 @@ def _without(argv, options):
     return out
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     args = parser.parse_args(argv)

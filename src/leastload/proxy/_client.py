@@ -8,12 +8,17 @@ arrival order: pipelined requests wait their turn.
 
 import asyncio
 from collections import deque
+from typing import TYPE_CHECKING, Deque, List, Optional, Set, Tuple, Union, cast
 
 import httptools
 
 from ..upstream import IDEMPOTENT
 from ._exchange import Exchange
 from ._http import error_response
+
+if TYPE_CHECKING:
+    from ._backend import BackendConnection
+    from ._proxy import Proxy
 
 # Headers that belong to one hop (RFC 9110 7.6.1) or that the proxy sets itself.
 _DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding",
@@ -27,7 +32,7 @@ MAX_HEAD = 65536
 class Request:
     __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only")
 
-    def __init__(self, method, payload, keep_alive):
+    def __init__(self, method: str, payload: bytes, keep_alive: bool) -> None:
         self.method = method
         self.payload = payload
         self.keep_alive = keep_alive
@@ -36,24 +41,32 @@ class Request:
 
 
 class ClientConnection(asyncio.Protocol):
-    def __init__(self, proxy):
+    transport: asyncio.Transport  # set by connection_made, before any other callback
+    url: bytes
+    headers: List[Tuple[bytes, bytes]]
+    head_size: int
+    body: bytearray
+    too_large: bool
+
+    def __init__(self, proxy: "Proxy") -> None:
         self.proxy = proxy
-        self.loop = proxy.loop
+        assert proxy.loop is not None  # connections come in once the proxy runs
+        self.loop: asyncio.AbstractEventLoop = proxy.loop
         self.parser = httptools.HttpRequestParser(self)
-        self.transport = None
         self.peer = b"unknown"
-        self.queue = deque()
+        # requests in arrival order, or a refusal: (status, text)
+        self.queue: Deque[Union[Request, Tuple[int, str]]] = deque()
         self.busy = False
         self.gone = False
         self.paused = False
-        self.backend = None  # the BackendConnection of the exchange in progress
+        self.backend: "Optional[BackendConnection]" = None  # the exchange in progress
         self.idle_since = 0.0
-        self.idle_timer = None
+        self.idle_timer: Optional[asyncio.TimerHandle] = None
         self.refused = False
         self.in_next = False
         self._reset_message()
 
-    def _reset_message(self):
+    def _reset_message(self) -> None:
         self.url = b""
         self.headers = []
         self.head_size = 0
@@ -62,8 +75,8 @@ class ClientConnection(asyncio.Protocol):
 
     # ---- asyncio.Protocol -------------------------------------------------
 
-    def connection_made(self, transport):
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = str(peer[0]).encode()
@@ -71,7 +84,7 @@ class ClientConnection(asyncio.Protocol):
         self.idle_since = self.loop.time()
         self.idle_timer = self.loop.call_later(self.proxy.client_timeout, self._on_idle_timer)
 
-    def connection_lost(self, exc):
+    def connection_lost(self, exc: Optional[Exception]) -> None:
         self.gone = True
         self.proxy.clients.discard(self)
         self.queue.clear()
@@ -80,7 +93,7 @@ class ClientConnection(asyncio.Protocol):
         if self.backend is not None:
             self.backend.abandon()
 
-    def data_received(self, data):
+    def data_received(self, data: bytes) -> None:
         self.idle_since = self.loop.time()
         if self.refused:
             return
@@ -91,17 +104,17 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserError:
             self._refuse(400, "malformed request")
 
-    def pause_writing(self):  # the client reads slower than the backend sends: slow the backend down
+    def pause_writing(self) -> None:  # the client reads slower than the backend sends: slow the backend down
         self.paused = True
         if self.backend is not None:
             self.backend.transport.pause_reading()
 
-    def resume_writing(self):
+    def resume_writing(self) -> None:
         self.paused = False
         if self.backend is not None:
             self.backend.transport.resume_reading()
 
-    def _on_idle_timer(self):
+    def _on_idle_timer(self) -> None:
         self.idle_timer = None
         if self.gone:
             return
@@ -113,47 +126,47 @@ class ClientConnection(asyncio.Protocol):
 
     # ---- httptools callbacks ------------------------------------------------
 
-    def on_url(self, url):
+    def on_url(self, url: bytes) -> None:
         self.url += url
         self.head_size += len(url)
 
-    def on_header(self, name, value):
+    def on_header(self, name: bytes, value: bytes) -> None:
         self.head_size += len(name) + len(value)
         self.headers.append((name, value))
 
-    def on_headers_complete(self):
+    def on_headers_complete(self) -> None:
         if self.head_size > MAX_HEAD:
             raise httptools.HttpParserError("head too large")  # caught in data_received
         for name, value in self.headers:
             if len(name) == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the body is read here, then sent on
 
-    def on_body(self, body):
+    def on_body(self, body: bytes) -> None:
         if len(self.body) + len(body) > self.proxy.max_body:
             self.too_large = True
         elif not self.too_large:
             self.body += body
 
-    def on_message_complete(self):
+    def on_message_complete(self) -> None:
         if self.parser.should_upgrade():
             self._refuse(501, "upgrade and CONNECT are not supported by this proxy")
             return
         if self.too_large:
             self._refuse(413, f"request body larger than {self.proxy.max_body} bytes")
             return
-        raw_method = self.parser.get_method()
+        raw_method: bytes = self.parser.get_method()
         method = _METHOD_NAMES.get(raw_method) or raw_method.decode("ascii", "replace")
         self.queue.append(Request(method, self._payload(method, raw_method), self.parser.should_keep_alive()))
         self._reset_message()
         if not self.busy and not self.in_next:
             self._next()
 
-    def _payload(self, method, raw_method):
+    def _payload(self, method: str, raw_method: bytes) -> bytes:
         """The request as sent to a backend: HTTP/1.1, keep-alive, hop-by-hop headers dropped."""
-        parts = [raw_method, b" ", self.url, b" HTTP/1.1\r\n"]
-        kept = []
+        parts: List[bytes] = [raw_method, b" ", self.url, b" HTTP/1.1\r\n"]
+        kept: List[Tuple[bytes, bytes, bytes]] = []
         forwarded = self.peer
-        named = None  # headers a Connection header names as hop-by-hop
+        named: Optional[Set[bytes]] = None  # headers a Connection header names as hop-by-hop
         for name, value in self.headers:
             lowered = name.lower()
             if lowered in _DROP:
@@ -177,21 +190,21 @@ class ClientConnection(asyncio.Protocol):
 
     # ---- answering ------------------------------------------------------------
 
-    def _refuse(self, status, text):
+    def _refuse(self, status: int, text: str) -> None:
         """A request this proxy will not forward: answer in turn and close (the stream is unusable)."""
         self.refused = True
         self.queue.append((status, text))
         if not self.busy and not self.in_next:
             self._next()
 
-    def _next(self):
+    def _next(self) -> None:
         """Starts the queued requests in order, each when the one before it is done."""
         self.in_next = True  # an exchange that ends at once returns here instead of recursing
         try:
             while self.queue and not self.busy and not self.gone:
                 item = self.queue.popleft()
                 if isinstance(item, tuple):  # a refusal: (status, text)
-                    self.transport.write(error_response(*item, True))
+                    self.transport.write(error_response(item[0], item[1], True))
                     self.transport.close()
                     self.queue.clear()
                     return
@@ -200,7 +213,7 @@ class ClientConnection(asyncio.Protocol):
         finally:
             self.in_next = False
 
-    def exchange_done(self, keep_going):
+    def exchange_done(self, keep_going: bool) -> None:
         self.busy = False
         self.idle_since = self.loop.time()
         if self.gone:

@@ -16,10 +16,16 @@ The engine sees, per request:
 """
 
 import asyncio
+from typing import TYPE_CHECKING, Any, List, Optional
 
 from .. import NoServiceAvailable
 from . import _backend
 from ._http import error_response
+
+if TYPE_CHECKING:
+    from ._backend import BackendConnection, Pool
+    from ._client import ClientConnection, Request
+    from ._proxy import BackendCounters
 
 CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: not the backend's fault
 
@@ -27,15 +33,17 @@ CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: n
 class Exchange:
     __slots__ = ("proxy", "client", "request", "tried", "t", "reused", "counters")
 
-    def __init__(self, client, request):
+    counters: "BackendCounters"  # set by start(), with t
+
+    def __init__(self, client: "ClientConnection", request: "Request") -> None:
         self.proxy = client.proxy
         self.client = client
         self.request = request
-        self.tried = []
-        self.t = None
+        self.tried: List[str] = []
+        self.t: Any = None  # the attempt's transaction handle (either engine's)
         self.reused = False
 
-    def start(self):
+    def start(self) -> None:
         """Picks a backend (excluding those tried) and sends the request there."""
         proxy = self.proxy
         try:
@@ -53,11 +61,11 @@ class Exchange:
         conn = pool.take()
         self.reused = conn is not None
         if conn is None:
-            proxy.loop.create_task(self._connect(pool))
+            self.client.loop.create_task(self._connect(pool))
         else:
             self._send(conn)
 
-    async def _connect(self, pool):
+    async def _connect(self, pool: "Pool") -> None:
         try:
             conn = await pool.connect(self.proxy.connect_timeout)
         except (OSError, asyncio.TimeoutError) as exc:
@@ -71,7 +79,7 @@ class Exchange:
             return
         self._send(conn)
 
-    def _send(self, conn):
+    def _send(self, conn: "BackendConnection") -> None:
         client = self.client
         client.backend = conn
         if client.paused:
@@ -79,12 +87,13 @@ class Exchange:
         request = self.request
         conn.send(self, request.payload, self.proxy.timeout, request.head_only)
 
-    def on_outcome(self, outcome, conn):
+    def on_outcome(self, outcome: str, conn: "Optional[BackendConnection]") -> None:
         """The backend connection's report; ends the transaction exactly once per attempt."""
         client, proxy, t = self.client, self.proxy, self.t
         client.backend = None
         name = t.service
         if outcome is _backend.OK:
+            assert conn is not None  # an answer came on it
             packets = conn.packets()
             if packets:
                 t.record(packets=packets)
@@ -97,6 +106,7 @@ class Exchange:
             client.exchange_done(self.request.keep_alive and conn.client_keep_alive)
             return
         if outcome is _backend.CLIENT_GONE:
+            assert conn is not None  # the exchange was on it
             t.finish(ttfb=conn.ttfb if conn.status else None, status=conn.status or CLIENT_CLOSED)
             client.exchange_done(False)
             return
@@ -105,7 +115,7 @@ class Exchange:
             # same backend, same transaction; not the backend's failure.
             self.counters.stale += 1
             self.reused = False
-            proxy.loop.create_task(self._connect(proxy.pools[name]))
+            client.loop.create_task(self._connect(proxy.pools[name]))
             return
         self.counters.failures += 1
         if conn is not None:
@@ -128,7 +138,7 @@ class Exchange:
         else:
             self._answer_error(502, "backend failed")
 
-    def _answer_error(self, status, text):
+    def _answer_error(self, status: int, text: str) -> None:
         client = self.client
         keep_alive = self.request.keep_alive
         if not client.gone:

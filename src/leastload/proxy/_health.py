@@ -10,6 +10,12 @@ they are not transactions and do not count as load.
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+
+from ..upstream import Backend
+
+if TYPE_CHECKING:
+    from ._proxy import Proxy
 
 log = logging.getLogger("leastload.proxy")
 
@@ -17,34 +23,37 @@ KINDS = ("none", "tcp", "http")
 
 
 class HealthMonitor:
-    def __init__(self, proxy, backend, kind, path, interval, timeout, fall, rise):
+    def __init__(self, proxy: "Proxy", backend: Backend, kind: str, path: str, interval: float,
+                 timeout: float, fall: int, rise: int) -> None:
         self.proxy, self.backend = proxy, backend
         self.kind, self.path = kind, path
         self.interval, self.timeout, self.fall, self.rise = interval, timeout, fall, rise
         self.failures = 0   # probes failed in a row
         self.successes = 0  # probes passed in a row
         self.probes = 0
-        self.last_error = None
-        self.task = None
+        self.last_error: Optional[str] = None
+        self.task: "Optional[asyncio.Task[None]]" = None
 
-    def start(self):
+    def start(self) -> None:
+        assert self.proxy.loop is not None  # the proxy starts its monitors once it runs
         self.task = self.proxy.loop.create_task(self._run())
 
-    async def _run(self):
+    async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
             ok, why = await self._probe()
             self.probes += 1
             self._judge(ok, why)
 
-    async def _probe(self):
+    async def _probe(self) -> Tuple[bool, Optional[str]]:
         b = self.backend
-        writer = None
+        writer: Optional[asyncio.StreamWriter] = None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(b.host, b.port), self.timeout)
+            reader, opened = await asyncio.wait_for(asyncio.open_connection(b.host, b.port), self.timeout)
+            writer = opened
             if self.kind == "tcp":
                 return True, None
-            writer.write(f"GET {self.path} HTTP/1.1\r\nHost: {b.host}:{b.port}\r\nConnection: close\r\n"
+            opened.write(f"GET {self.path} HTTP/1.1\r\nHost: {b.host}:{b.port}\r\nConnection: close\r\n"
                          f"User-Agent: leastload-health\r\n\r\n".encode())
             line = await asyncio.wait_for(reader.readline(), self.timeout)
             parts = line.split()
@@ -58,7 +67,7 @@ class HealthMonitor:
             if writer is not None:
                 writer.close()
 
-    def _judge(self, ok, why):
+    def _judge(self, ok: bool, why: Optional[str]) -> None:
         vs, name = self.proxy.vserver, self.backend.name
         if name not in vs:
             return
@@ -76,10 +85,10 @@ class HealthMonitor:
                 vs.set_state(name, "DOWN")
                 log.warning("backend %s is DOWN (%d probes failed, last: %s)", name, self.failures, why)
 
-    def status(self):
+    def status(self) -> Dict[str, Any]:
         return {"check": self.kind, "probes": self.probes, "failures_in_row": self.failures,
                 "successes_in_row": self.successes, "last_error": self.last_error}
 
-    def stop(self):
+    def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()

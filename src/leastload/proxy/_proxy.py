@@ -3,11 +3,11 @@
 import asyncio
 import collections
 import logging
-
 from dataclasses import asdict
+from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union
 
 from .. import _errors, upstream
-from ..upstream import check_int
+from ..upstream import Backend, check_int
 from . import _admin, _backend, _client, _health
 
 log = logging.getLogger("leastload.proxy")
@@ -18,14 +18,14 @@ class BackendCounters:
 
     __slots__ = ("requests", "retries", "failures", "stale", "by_class")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.requests = 0   # attempts sent to it (a retry elsewhere counts there)
         self.retries = 0    # requests that failed here and went on to another backend
         self.failures = 0   # refused, reset, timed out, garbled, or a 5xx answer
         self.stale = 0      # pooled connections found closed, the request resent on a new one
         self.by_class = [0] * 6  # answers by status class: [1] 1xx ... [5] 5xx
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, int]:
         counts = {"requests": self.requests, "retries": self.retries, "failures": self.failures,
                   "stale": self.stale}
         counts.update({f"{k}xx": self.by_class[k] for k in range(1, 6)})
@@ -35,11 +35,11 @@ class BackendCounters:
 class Stats:
     """Counters per backend, and the answers the proxy wrote itself (502/503/504)."""
 
-    def __init__(self, names):
+    def __init__(self, names: Iterable[str]) -> None:
         self.backends = {name: BackendCounters() for name in names}
-        self.answered_by_proxy = collections.Counter()
+        self.answered_by_proxy: "Counter[int]" = collections.Counter()
 
-    def of(self, name):
+    def of(self, name: str) -> BackendCounters:
         counters = self.backends.get(name)
         if counters is None:
             counters = self.backends[name] = BackendCounters()
@@ -64,10 +64,14 @@ class Proxy:
     outlier_ejection_time, outlier_max_ejection_percent, new_service_request, ...).
     """
 
-    def __init__(self, backends, method="LEASTCONNECTION", *, listen=("127.0.0.1", 8080), retries=2,
-                 connect_timeout=3.0, timeout=30.0, client_timeout=60.0, max_body=16 << 20, pool_size=256,
-                 health_check="tcp", health_path="/", health_interval=5.0, health_timeout=2.0,
-                 health_fall=3, health_rise=1, admin=None, reuse_port=False, engine=None, **vserver_settings):
+    def __init__(self, backends: Union[Iterable[Union[str, Backend]], Dict[str, Union[str, Backend]]],
+                 method: str = "LEASTCONNECTION", *, listen: Tuple[str, int] = ("127.0.0.1", 8080),
+                 retries: int = 2, connect_timeout: float = 3.0, timeout: float = 30.0,
+                 client_timeout: float = 60.0, max_body: int = 16 << 20, pool_size: int = 256,
+                 health_check: str = "tcp", health_path: str = "/", health_interval: float = 5.0,
+                 health_timeout: float = 2.0, health_fall: int = 3, health_rise: int = 1,
+                 admin: Optional[Tuple[str, int]] = None, reuse_port: bool = False,
+                 engine: Optional[Type[Any]] = None, **vserver_settings: Any) -> None:
         self.backends = {b.name: b for b in upstream.parse_backends(backends)}
         check_int("retries", retries, 0, upstream.MAX_RETRIES)
         for arg, value in (("connect_timeout", connect_timeout), ("timeout", timeout),
@@ -88,26 +92,28 @@ class Proxy:
         self.listen, self.admin_listen, self.reuse_port = listen, admin, reuse_port
         self.retries, self.connect_timeout, self.timeout = retries, float(connect_timeout), float(timeout)
         self.client_timeout, self.max_body, self.pool_size = float(client_timeout), max_body, pool_size
-        self.health = (health_check, health_path, float(health_interval), float(health_timeout),
-                       health_fall, health_rise)
+        self.health: Tuple[str, str, float, float, int, int] = (
+            health_check, health_path, float(health_interval), float(health_timeout), health_fall, health_rise)
         self.stats = Stats(self.backends)
-        self.clients = set()
-        self.loop = None
-        self.pools = {}
-        self.monitors = {}
-        self.server = None
-        self.admin = None
-        self._watch = self._sweeper = None
-        self._seen = {"outlier_events": None, "slow_start_exits": None}
+        self.clients: Set[_client.ClientConnection] = set()
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.pools: Dict[str, _backend.Pool] = {}
+        self.monitors: Dict[str, _health.HealthMonitor] = {}
+        self.server: Optional[asyncio.Server] = None
+        self.admin: Optional[asyncio.Server] = None
+        self._watch: "Optional[asyncio.Task[None]]" = None
+        self._sweeper: "Optional[asyncio.Task[None]]" = None
+        # the newest event of each list already logged (by identity)
+        self._seen: Dict[str, Optional[Tuple[float, str, str]]] = {"outlier_events": None, "slow_start_exits": None}
 
     # ---- life cycle -----------------------------------------------------------
 
-    async def start(self):
-        self.loop = asyncio.get_running_loop()
+    async def start(self) -> "Proxy":
+        self.loop = loop = asyncio.get_running_loop()
         for b in self.backends.values():
-            self.pools[b.name] = _backend.Pool(self.loop, b.host, b.port, self.pool_size)
+            self.pools[b.name] = _backend.Pool(loop, b.host, b.port, self.pool_size)
         host, port = self.listen
-        self.server = await self.loop.create_server(
+        self.server = await loop.create_server(
             lambda: _client.ClientConnection(self), host, port, reuse_address=True,
             reuse_port=self.reuse_port or None, backlog=4096)
         kind = self.health[0]
@@ -117,21 +123,28 @@ class Proxy:
                 monitor.start()
         if self.admin_listen is not None:
             self.admin = await _admin.start(self, *self.admin_listen)
-        self._watch = self.loop.create_task(self._watch_events())
-        self._sweeper = self.loop.create_task(self._sweep())
+        self._watch = loop.create_task(self._watch_events())
+        self._sweeper = loop.create_task(self._sweep())
         return self
 
     @property
-    def address(self):
+    def address(self) -> Tuple[str, int]:
         """(host, port) the proxy listens on."""
-        return self.server.sockets[0].getsockname()[:2]
+        assert self.server is not None, "the proxy is not started"
+        host, port = self.server.sockets[0].getsockname()[:2]
+        return host, port
 
     @property
-    def admin_address(self):
-        return None if self.admin is None else self.admin.sockets[0].getsockname()[:2]
+    def admin_address(self) -> Optional[Tuple[str, int]]:
+        """(host, port) of the admin port, None when it is off."""
+        if self.admin is None:
+            return None
+        host, port = self.admin.sockets[0].getsockname()[:2]
+        return host, port
 
-    async def close(self, grace=5.0):
+    async def close(self, grace: float = 5.0) -> None:
         """Stops listening, lets open requests finish for up to `grace` seconds, closes the rest."""
+        assert self.server is not None and self.loop is not None, "the proxy is not started"
         self.server.close()
         if self.admin is not None:
             self.admin.close()
@@ -146,22 +159,24 @@ class Proxy:
             pool.close()
         if self._watch is not None:
             self._watch.cancel()
+        if self._sweeper is not None:
             self._sweeper.cancel()
         self._log_events()
         await asyncio.sleep(0)  # let the aborted transports report connection_lost
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "Proxy":
         return await self.start()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def serve_forever(self):
+    async def serve_forever(self) -> None:
+        assert self.server is not None, "the proxy is not started"
         await self.server.serve_forever()
 
     # ---- backends at run time ---------------------------------------------------
 
-    def add_backend(self, spec):
+    def add_backend(self, spec: Union[str, Backend]) -> Backend:
         """Adds `NAME=HOST:PORT[:WEIGHT]` to a running proxy (a new service: slow start applies)."""
         backend = upstream.parse_backend(spec) if isinstance(spec, str) else spec
         if backend.name in self.vserver:
@@ -180,18 +195,18 @@ class Proxy:
                 monitor.start()
         return backend
 
-    def drain_backend(self, name):
+    def drain_backend(self, name: str) -> None:
         """No new requests for `name`; it is unbound when its last request ends (vs.drain)."""
         self.vserver.drain(name)
 
     # ---- observability ----------------------------------------------------------
 
-    def status(self):
+    def status(self) -> Dict[str, Any]:
         """What GET /leastload/status returns: the vserver's show(), the proxy's counters, the monitors."""
         view = self.vserver.show()
-        backends = {}
+        backends: Dict[str, Dict[str, Any]] = {}
         for name, b in self.backends.items():
-            entry = {"address": f"{b.host}:{b.port}", "weight": b.weight,
+            entry: Dict[str, Any] = {"address": f"{b.host}:{b.port}", "weight": b.weight,
                      "idle_connections": len(self.pools[name].idle) if name in self.pools else 0,
                      "connections_opened": self.pools[name].opened if name in self.pools else 0}
             if name in self.monitors:
@@ -205,28 +220,28 @@ class Proxy:
         return {"vserver": asdict(view), "show": str(view), "backends": backends,
                 "answered_by_proxy": {str(k): v for k, v in self.stats.answered_by_proxy.items()}}
 
-    def note_failure(self, name, why):
+    def note_failure(self, name: str, why: object) -> None:
         log.debug("backend %s failed: %s", name, why)
         self._log_events()
 
-    async def _sweep(self):
+    async def _sweep(self) -> None:
         """Ends the exchanges whose backend has been silent for `timeout` (one timer for all)."""
         tick = min(1.0, max(0.01, self.timeout / 10))
         while True:
             await asyncio.sleep(tick)
-            now = self.loop.time()
+            now = asyncio.get_running_loop().time()
             for pool in list(self.pools.values()):
                 pool.check_timeouts(now)
 
-    async def _watch_events(self):
+    async def _watch_events(self) -> None:
         while True:
             await asyncio.sleep(1.0)
             self._log_events()
 
-    def _log_events(self):
+    def _log_events(self) -> None:
         """Logs ejections, returns and slow-start exits the engine recorded since the last look."""
         for attr in ("outlier_events", "slow_start_exits"):
-            events = getattr(self.vserver, attr)
+            events: List[Tuple[float, str, str]] = getattr(self.vserver, attr)
             last = self._seen[attr]
             start = 0
             if last is not None:
@@ -242,7 +257,7 @@ class Proxy:
                 self._seen[attr] = events[-1]
 
 
-def _check_seconds(arg, value):
+def _check_seconds(arg: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _errors.bad_type(arg, value, "a number of seconds")
     if not 0 < value <= 86400:  # also rejects NaN
