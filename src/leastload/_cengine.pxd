@@ -144,3 +144,12 @@ cdef extern from "ll_floor.h" nogil:
     # the floor the batch path is measured against (benchmarks only)
     int ll_floor_replay(const ll_trace *trace, ll_method method, const uint8_t *weights,
                         uint32_t n_services, int32_t *chosen)
+
+
+cdef extern from "ll_xxh64.h" nogil:
+    # XXH64 (the hash methods' key and name hash)
+    uint64_t ll_xxh64(const void *data, size_t length, uint64_t seed)
+
+
+cdef extern from "ll_hash.h" nogil:
+    uint32_t ll_neg_log2(uint64_t x)

@@ -1112,3 +1112,14 @@ def _floor_replay(trace, method, chosen):
     if rc < 0:
         raise ValueError(f"floor replay refused the trace (error {rc})")
     return True
+
+
+def _hash64(const unsigned char[::1] data not None, uint64_t seed):
+    """XXH64 of `data` with `seed`, from the C core (checked against the published vectors)."""
+    cdef size_t n = <size_t>data.shape[0]
+    return ll_xxh64(&data[0] if n else NULL, n, seed)
+
+
+def _neg_log2(uint64_t x):
+    """The hash methods' fixed-point -log2 from the C core (tests compare it with the reference's)."""
+    return ll_neg_log2(x)
