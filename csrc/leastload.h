@@ -18,6 +18,7 @@
  *   -EOVERFLOW  a counter would leave its documented range
  *   -ENOMEM     allocation failed
  *   -ERANGE     ll_finish on a service with no active transaction
+ *   -ENOTSUP    a method this engine does not implement (yet)
  */
 #ifndef LEASTLOAD_H
 #define LEASTLOAD_H
@@ -34,14 +35,34 @@ extern "C" {
 #define LL_MAX_TTFB_US 3600000000u /* one hour: keeps active*TTFB in 64 bits */
 #define LL_NO_CAP UINT32_MAX     /* ll_set_cap: the service is not capped   */
 
+/* The methods. Each is one row of the method table (ll_method.h) and its
+ * family's file; a value whose row is not supported yet is refused with
+ * -ENOTSUP (ll_method_supported()). The Python registry checks its names
+ * and values against ll_method_name() at import. */
 typedef enum {
     LL_ROUNDROBIN = 0,
     LL_LEASTCONNECTION = 1,
     LL_LEASTRESPONSETIME = 2,
     LL_LEASTBANDWIDTH = 3,
     LL_LEASTPACKETS = 4,
-    LL_METHOD_COUNT = 5
+    LL_LEASTREQUEST = 5,
+    LL_LRTM = 6,
+    LL_CUSTOMLOAD = 7,
+    LL_SOURCEIPHASH = 8,
+    LL_DESTINATIONIPHASH = 9,
+    LL_SRCIPDESTIPHASH = 10,
+    LL_SRCIPSRCPORTHASH = 11,
+    LL_URLHASH = 12,
+    LL_DOMAINHASH = 13,
+    LL_CALLIDHASH = 14,
+    LL_TOKEN = 15,
+    LL_METHOD_COUNT = 16
 } ll_method;
+
+/* The method's name as the vendor spells it, or NULL out of range. */
+const char *ll_method_name(int method);
+/* 1 when this engine implements the method. */
+int ll_method_supported(int method);
 
 typedef enum { LL_UP = 0, LL_DOWN = 1, LL_OUT_OF_SERVICE = 2, LL_STATE_COUNT = 3 } ll_state;
 
@@ -51,7 +72,7 @@ typedef struct ll_vserver ll_vserver;
 typedef struct {
     uint64_t bytes;          /* bytes in the current 14-second window      */
     uint64_t packets;        /* packets in the current 14-second window    */
-    uint64_t load;           /* N of the vserver's method (LRT: microseconds) */
+    uint64_t load;           /* N of the vserver's method (LRT, LRTM: microseconds) */
     uint64_t selected;       /* selections since bind                      */
     uint32_t active;         /* open transactions                          */
     uint32_t ttfb_us;        /* smoothed TTFB in microseconds (0: none yet) */
@@ -66,6 +87,10 @@ typedef struct {
     uint8_t ejected;         /* ll_set_ejected: no picks until it returns  */
     uint32_t fails_in_row;   /* consecutive failed transactions            */
     uint64_t failures;       /* failed transactions since bind             */
+    uint32_t probe_us;       /* smoothed monitor response time (LRTM), us  */
+    uint8_t probe_known;     /* 1 once a probe was recorded                */
+    uint8_t custom_over;     /* CUSTOMLOAD: a metric at or over its threshold */
+    uint64_t custom_load;    /* CUSTOMLOAD: the reported load              */
 } ll_info;
 
 /* Aggregates over the bound services, kept up to date by every call that
@@ -171,6 +196,17 @@ int ll_begin(ll_vserver *vs, uint32_t slot);
  * Returns 0 or LL_END_* bits for the caller to act on; -ERANGE if nothing
  * is active. */
 int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed);
+
+/* A monitor probe's response time (LRTM's input, under any method): the
+ * first sample sets the service's average, later ones move it an eighth of
+ * the way, rounded half up, as ll_finish() does for TTFB. rtt_us <=
+ * LL_MAX_TTFB_US. -ENOMEM the first time if the probe array cannot be had. */
+int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us);
+/* CUSTOMLOAD's input: the service's load as its metrics give it, and
+ * whether one of them is at or over its threshold (then it is not
+ * eligible under CUSTOMLOAD). -ENOMEM the first time if the array cannot
+ * be had. */
+int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_threshold);
 
 int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out);
 /* Bytes allocated by the engine (for the memory figures). */

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "leastload.h"
+#include "ll_method.h"
 #include "ll_tree.h"
 
 #define LL_LIVE 0x8000u          /* window_mask: the slot has an entry in live[] */
@@ -35,6 +36,7 @@ typedef struct {
 
 struct ll_vserver {
     ll_method method;
+    const ll_method_ops *ops;  /* &ll_methods[method]                     */
     uint32_t n_slots;        /* slots in use, holes included               */
     uint32_t n_bound;        /* bound services                             */
     uint32_t n_capped;       /* slots with a slow-start cap                */
@@ -64,6 +66,10 @@ struct ll_vserver {
      * until the next roll drops it. */
     uint32_t n_live;
     uint32_t *live;          /* [capacity] the live slots, in no order      */
+    /* Inputs of one method each, allocated on their first use (NULL until
+     * then), so the others pay no memory for them. */
+    uint32_t *probe;         /* [capacity] LRTM: smoothed probe us + 1; 0: none */
+    uint64_t *custom;        /* [capacity] CUSTOMLOAD: load | LL_CUSTOM_OVER    */
 };
 
 /* Recomputes key[slot] from the service and fixes the tree. */
@@ -74,10 +80,6 @@ void ll_refresh(ll_vserver *vs, uint32_t slot);
  * move the window first, and by the batch path (ll_replay.c), whose own
  * invariants make those checks redundant: one definition, no call between. */
 
-static inline int ll_method_uses_active(ll_method m)
-{
-    return m == LL_LEASTCONNECTION || m == LL_LEASTRESPONSETIME;
-}
 
 /* Gives the slot an entry in the live set unless it has one. */
 static inline void ll_live_add(ll_vserver *vs, uint32_t slot)
@@ -103,7 +105,7 @@ static inline int ll_record_core(ll_vserver *vs, uint32_t slot, uint64_t bytes, 
     }
     vs->bytes[slot] += bytes;
     vs->packets[slot] += packets;
-    if ((vs->method == LL_LEASTBANDWIDTH && bytes) || (vs->method == LL_LEASTPACKETS && packets))
+    if ((vs->ops->load == LL_N_BYTES && bytes) || (vs->ops->load == LL_N_PACKETS && packets))
         ll_refresh(vs, slot);
     return 0;
 }
@@ -126,7 +128,7 @@ static inline int ll_finish_core(ll_vserver *vs, uint32_t slot, int has_ttfb, ui
     } else {
         s->fails_in_row = 0;
     }
-    if (ll_method_uses_active(vs->method))
+    if (vs->ops->counts_active)
         ll_refresh(vs, slot);
     int flags = 0;
     if (s->draining && s->active == 0)

@@ -24,6 +24,7 @@ static inline uint64_t ll_key_low(ll_key k) { return (uint64_t)k; }
 static inline uint64_t ll_key_high(ll_key k) { return (uint64_t)(k >> 64); }
 static inline int ll_key_fits64(ll_key k) { return (k >> 64) == 0; }
 static inline ll_key ll_key_from_parts(uint64_t hi, uint64_t lo) { return (ll_key)hi << 64 | lo; }
+static inline ll_key ll_key_plus_one(ll_key k) { return k + 1; }  /* finite keys stay below 2^79 */
 static inline ll_key ll_key_make(uint64_t n, uint32_t weight)
 {
     if (n <= UINT64_MAX / 10000u) {  /* the usual case: one narrow division */
@@ -50,6 +51,7 @@ static inline uint64_t ll_key_low(ll_key k) { return k.lo; }
 static inline uint64_t ll_key_high(ll_key k) { return k.hi; }
 static inline int ll_key_fits64(ll_key k) { return k.hi == 0; }
 static inline ll_key ll_key_from_parts(uint64_t hi, uint64_t lo) { ll_key k = { hi, lo }; return k; }
+static inline ll_key ll_key_plus_one(ll_key k) { k.lo++; k.hi += k.lo == 0; return k; }
 /* q * 10000 as a 128-bit (hi, lo) pair, from 32-bit halves. */
 static inline ll_key ll_key_make(uint64_t n, uint32_t weight)
 {

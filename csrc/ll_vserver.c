@@ -24,6 +24,8 @@
 #include <string.h>
 
 #include "ll_internal.h"
+#include "ll_least.h"
+#include "ll_roundrobin.h"
 
 #define LL_MAX_SLOTS (1u << 30)
 
@@ -53,16 +55,11 @@ static int slot_is_live(const ll_svc *s)
     return (s->window_mask & LL_BUCKET_BITS) != 0 || s->sel_this != 0 || s->sel_last != 0;
 }
 
+/* N as ll_service_info() reports it: the family's, or activity where the
+ * method has no N (ROUNDROBIN, the hash methods). */
 static uint64_t load_of(const ll_vserver *vs, uint32_t slot)
 {
-    const ll_svc *s = &vs->svc[slot];
-    switch (vs->method) {
-    case LL_LEASTCONNECTION: return s->active;
-    case LL_LEASTRESPONSETIME: return (uint64_t)s->active * s->ttfb_us; /* < 2^64: see LL_MAX_TTFB_US */
-    case LL_LEASTBANDWIDTH: return vs->bytes[slot];
-    case LL_LEASTPACKETS: return vs->packets[slot];
-    default: return s->active; /* ROUNDROBIN has no N; report activity */
-    }
+    return vs->ops->family == LL_FAMILY_LEAST ? ll_least_n(vs, slot) : vs->svc[slot].active;
 }
 
 static ll_key key_of(const ll_vserver *vs, uint32_t slot)
@@ -71,9 +68,9 @@ static ll_key key_of(const ll_vserver *vs, uint32_t slot)
     /* unbound slots are zeroed, so their state byte is LL_UP: test bound too */
     if (s->state != LL_UP || !s->bound || s->draining || s->ejected || s->sel_this >= s->cap)
         return LL_KEY_INF;
-    if (vs->method == LL_ROUNDROBIN)  /* heavier first: rounds admit weight >= round */
-        return ll_key_small(LL_MAX_WEIGHT - s->weight);
-    return ll_key_make(load_of(vs, slot), s->weight);
+    if (vs->ops->family == LL_FAMILY_ROUNDROBIN)
+        return ll_rr_key(vs, slot);
+    return ll_least_key(vs, slot);
 }
 
 void ll_refresh(ll_vserver *vs, uint32_t slot)
@@ -135,6 +132,8 @@ static void free_arrays(ll_vserver *vs)
     free(vs->bytes_bkt);
     free(vs->packets_bkt);
     free(vs->live);
+    free(vs->probe);
+    free(vs->custom);
 }
 
 /* Moves everything into arrays for `capacity` slots. On -ENOMEM nothing
@@ -154,7 +153,9 @@ static int resize(ll_vserver *vs, uint32_t capacity)
     n.bytes_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.bytes_bkt);
     n.packets_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.packets_bkt);
     n.live = malloc((size_t)capacity * sizeof *n.live);
-    if (!n.tree.cell || !n.tree.arg || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
+    n.probe = vs->probe ? calloc(capacity, sizeof *n.probe) : NULL;
+    n.custom = vs->custom ? calloc(capacity, sizeof *n.custom) : NULL;
+    if ((vs->probe && !n.probe) || (vs->custom && !n.custom) || !n.tree.cell || !n.tree.arg || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
         || !n.packets_bkt || !n.live) {
         free_arrays(&n);
         return -ENOMEM;
@@ -169,6 +170,10 @@ static int resize(ll_vserver *vs, uint32_t capacity)
         memcpy(n.bytes, vs->bytes, used * sizeof *n.bytes);
         memcpy(n.packets, vs->packets, used * sizeof *n.packets);
         memcpy(n.live, vs->live, vs->n_live * sizeof *n.live);
+        if (vs->probe)
+            memcpy(n.probe, vs->probe, used * sizeof *n.probe);
+        if (vs->custom)
+            memcpy(n.custom, vs->custom, used * sizeof *n.custom);
         for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
             memcpy(n.bytes_bkt + (size_t)b * capacity, vs->bytes_bkt + (size_t)b * vs->capacity,
                    used * sizeof *n.bytes_bkt);
@@ -183,12 +188,13 @@ static int resize(ll_vserver *vs, uint32_t capacity)
 
 ll_vserver *ll_create(ll_method method, int64_t sec)
 {
-    if ((unsigned)method >= LL_METHOD_COUNT)
+    if ((unsigned)method >= LL_METHOD_COUNT || !ll_methods[method].supported)
         return NULL;
     ll_vserver *vs = calloc(1, sizeof *vs);
     if (!vs)
         return NULL;
     vs->method = method;
+    vs->ops = &ll_methods[method];
     vs->rr_round = 1;
     vs->cursor = -1;
     vs->cur_sec = sec;
@@ -219,6 +225,7 @@ size_t ll_memory_bytes(const ll_vserver *vs)
 {
     size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS) + sizeof(uint32_t);
     size_t per_leaf = 2 * sizeof(uint64_t) + 2 * sizeof(uint32_t);  /* ll_tree's cell and arg */
+    per_slot += (vs->probe ? sizeof *vs->probe : 0) + (vs->custom ? sizeof *vs->custom : 0);
     return sizeof *vs + (size_t)vs->capacity * per_slot + (size_t)vs->tree.P * per_leaf;
 }
 
@@ -243,6 +250,10 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
     s->state = LL_UP;
     s->bound = 1;
     s->cap = LL_NO_CAP;
+    if (vs->probe)
+        vs->probe[slot] = 0;
+    if (vs->custom)
+        vs->custom[slot] = 0;
     vs->n_bound++;
     count_svc(vs, slot, +1);
     ll_refresh(vs, slot);
@@ -257,6 +268,10 @@ static void clear_slot(ll_vserver *vs, uint32_t slot)
     /* its entry in live[] stays until the next roll drops it: keep the bit that says so */
     vs->svc[slot].window_mask = had_entry ? (uint16_t)LL_LIVE : 0;
     vs->bytes[slot] = vs->packets[slot] = 0;
+    if (vs->probe)
+        vs->probe[slot] = 0;
+    if (vs->custom)
+        vs->custom[slot] = 0;
     for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
         vs->bytes_bkt[(size_t)b * vs->capacity + slot] = 0;
         vs->packets_bkt[(size_t)b * vs->capacity + slot] = 0;
@@ -293,6 +308,10 @@ void ll_compact(ll_vserver *vs)
             vs->svc[j] = vs->svc[i];
             vs->bytes[j] = vs->bytes[i];
             vs->packets[j] = vs->packets[i];
+            if (vs->probe)
+                vs->probe[j] = vs->probe[i];
+            if (vs->custom)
+                vs->custom[j] = vs->custom[i];
             for (size_t b = 0; b < LL_WINDOW_SECONDS; b++) {
                 vs->bytes_bkt[b * C + j] = vs->bytes_bkt[b * C + i];
                 vs->packets_bkt[b * C + j] = vs->packets_bkt[b * C + i];
@@ -380,7 +399,10 @@ int ll_set_method(ll_vserver *vs, ll_method method)
 {
     if ((unsigned)method >= LL_METHOD_COUNT)
         return -EINVAL;
+    if (!ll_methods[method].supported)
+        return -ENOTSUP;
     vs->method = method;
+    vs->ops = &ll_methods[method];
     vs->rr_round = 1;
     refresh_all(vs);
     return 0;
@@ -421,7 +443,7 @@ static int roll_slot(ll_vserver *vs, uint32_t slot, uint32_t expiring, int one_s
         vs->bytes[slot] -= bytes;
         vs->packets[slot] -= packets;
         s->window_mask = (uint16_t)(s->window_mask & ~gone);
-        changed = (vs->method == LL_LEASTBANDWIDTH && bytes) || (vs->method == LL_LEASTPACKETS && packets);
+        changed = (vs->ops->load == LL_N_BYTES && bytes) || (vs->ops->load == LL_N_PACKETS && packets);
     }
     changed |= s->sel_this != 0 && s->cap != LL_NO_CAP;  /* a capped slot may be eligible again */
     s->sel_last = one_second ? s->sel_this : 0;
@@ -486,21 +508,16 @@ static int64_t pick(const ll_vserver *vs, uint32_t *round_out)
     *round_out = round;
     if (ll_key_eq(min, LL_KEY_INF))
         return -ENOENT;
-    if (vs->startup_left && vs->method != LL_ROUNDROBIN) {
-        /* plain round robin: any eligible (finite) key qualifies */
-        slot = ll_tree_first(t, start, LL_KEY_MAX_FINITE);
-        return slot >= 0 ? slot : ll_tree_first(t, 0, LL_KEY_MAX_FINITE);
-    }
-    if (vs->method == LL_ROUNDROBIN) {
-        /* keys are 100 - weight; round r admits keys <= 100 - r */
-        uint32_t max_weight = LL_MAX_WEIGHT - (uint32_t)ll_key_low(min);
-        slot = round <= max_weight ? ll_tree_first(t, start, ll_key_small(LL_MAX_WEIGHT - round)) : -1;
-        if (slot < 0) {
-            round = round >= max_weight ? 1 : round + 1;
-            slot = ll_tree_first(t, 0, ll_key_small(LL_MAX_WEIGHT - round));
-        }
+    if (vs->ops->family == LL_FAMILY_ROUNDROBIN) {
+        slot = ll_rr_pick(vs, start, &round);
         *round_out = round;
         return slot;
+    }
+    /* the least-load family */
+    if (vs->startup_left) {
+        /* startup round robin: any eligible (finite) key qualifies */
+        slot = ll_tree_first(t, start, LL_KEY_MAX_FINITE);
+        return slot >= 0 ? slot : ll_tree_first(t, 0, LL_KEY_MAX_FINITE);
     }
     return ll_tree_pick_min(t, start);
 }
@@ -522,7 +539,7 @@ static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round)
     }
     vs->cursor = slot;
     vs->rr_round = round;
-    if (vs->startup_left && vs->method != LL_ROUNDROBIN)
+    if (vs->startup_left && vs->ops->family == LL_FAMILY_LEAST)
         vs->startup_left--;
     s->active++;
     s->selected++;
@@ -533,7 +550,7 @@ static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round)
         vs->this_open += s->cap == LL_NO_CAP;
         ll_live_add(vs, (uint32_t)slot);
     }
-    if (ll_method_uses_active(vs->method) || s->cap != LL_NO_CAP)
+    if (vs->ops->counts_active || s->cap != LL_NO_CAP)
         ll_refresh(vs, (uint32_t)slot);
     return slot;
 }
@@ -580,7 +597,7 @@ int ll_begin(ll_vserver *vs, uint32_t slot)
     if (vs->svc[slot].active == UINT32_MAX)
         return -EOVERFLOW;
     vs->svc[slot].active++;
-    if (ll_method_uses_active(vs->method))
+    if (vs->ops->counts_active)
         ll_refresh(vs, slot);
     return 0;
 }
@@ -590,6 +607,33 @@ int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int
     if (!slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
         return -EINVAL;
     return ll_finish_core(vs, slot, has_ttfb, ttfb_us, failed);
+}
+
+int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
+{
+    if (!slot_ok(vs, slot) || rtt_us > LL_MAX_TTFB_US)
+        return -EINVAL;
+    if (!vs->probe && !(vs->probe = calloc(vs->capacity, sizeof *vs->probe)))
+        return -ENOMEM;
+    uint32_t old = vs->probe[slot];
+    /* the same smoothing as the TTFB's (ll_finish_core) */
+    uint32_t us = old ? (uint32_t)((7 * (uint64_t)(old - 1) + rtt_us + 4) / 8) : rtt_us;
+    vs->probe[slot] = us + 1;
+    if (vs->ops->load == LL_N_ACTIVE_PROBE)
+        ll_refresh(vs, slot);
+    return 0;
+}
+
+int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_threshold)
+{
+    if (!slot_ok(vs, slot) || (load & LL_CUSTOM_OVER))
+        return -EINVAL;
+    if (!vs->custom && !(vs->custom = calloc(vs->capacity, sizeof *vs->custom)))
+        return -ENOMEM;
+    vs->custom[slot] = load | (over_threshold ? LL_CUSTOM_OVER : 0);
+    if (vs->ops->load == LL_N_CUSTOM)
+        ll_refresh(vs, slot);
+    return 0;
 }
 
 int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
@@ -614,5 +658,9 @@ int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     out->ejected = s->ejected;
     out->fails_in_row = s->fails_in_row;
     out->failures = s->failures;
+    out->probe_us = ll_probe_us(vs, slot);
+    out->probe_known = vs->probe && vs->probe[slot] != 0;
+    out->custom_load = vs->custom ? vs->custom[slot] & ~LL_CUSTOM_OVER : 0;
+    out->custom_over = vs->custom && (vs->custom[slot] & LL_CUSTOM_OVER) != 0;
     return 0;
 }

@@ -27,6 +27,9 @@ from hypothesis.stateful import (
 )
 
 from leastload._errors import METHODS, STATES
+from leastload._methods import TABLE
+
+UNSUPPORTED = tuple(m.name for m in TABLE if not m.supported)  # the vendor's, refused alike
 
 SETTINGS = settings(
     # 600 examples: about 520 of them make the full 50+ steps (Hypothesis also tries short ones)
@@ -50,6 +53,15 @@ CLOCK_STEPS = st.one_of(
     st.floats(-3, 3),
     st.floats(-16, 16),
     st.sampled_from([0.001, 0.999, 1.0, 13.0, 13.999, 14.0, 15.0, 1000.0, -0.5, -14.0, -1000.0]),
+)
+# report_load(): (value, weight, threshold) per metric, with bad ones among them
+METRIC_SPECS = st.one_of(
+    st.tuples(st.integers(0, 120), st.integers(1, 100), st.integers(1, 100)),
+    st.sampled_from([(1, 0, 10), (1, 101, 10), (-1, 1, 10), (1, 1, 0), (2**62, 2, 10), (1.5, 1, 10), (1, 1)]),
+)
+METRICS = st.one_of(
+    st.dictionaries(st.sampled_from(["cpu", "mem", "conns"]), METRIC_SPECS, max_size=3),
+    st.sampled_from([None, [("cpu", (1, 1, 10))], {7: (1, 1, 10)}]),
 )
 CAPS = st.one_of(st.none(), st.integers(0, 3), st.sampled_from([-1, 2**32 - 1, 1.5]))
 READS = st.sampled_from(["load", "score", "info", "weight", "state", "active", "ejection"])
@@ -189,7 +201,7 @@ class EnginesAgree(RuleBasedStateMachine):
     def set_state(self, name, state):
         self.both(lambda vs: vs.set_state(name, state))
 
-    @rule(method=st.sampled_from(METHODS + ("FASTEST",)))
+    @rule(method=st.sampled_from(METHODS + ("FASTEST",) + UNSUPPORTED[:1]))
     def set_method(self, method):
         self.both(lambda vs: vs.set_method(method))
 
@@ -208,6 +220,14 @@ class EnginesAgree(RuleBasedStateMachine):
     @rule(name=NAMES)
     def begin(self, name):
         self.both(lambda vs: vs.begin(name))
+
+    @rule(name=ANY_NAME, rtt=TTFBS)
+    def probe(self, name, rtt):
+        self.both(lambda vs: vs.probe(name, rtt))
+
+    @rule(name=ANY_NAME, metrics=METRICS)
+    def report_load(self, name, metrics):
+        self.both(lambda vs: vs.report_load(name, metrics))
 
     @rule(name=NAMES, ttfb=TTFBS, status=STATUSES)
     def finish(self, name, ttfb, status):

@@ -14,7 +14,13 @@ cdef extern from "leastload.h" nogil:
         LL_LEASTRESPONSETIME
         LL_LEASTBANDWIDTH
         LL_LEASTPACKETS
+        LL_LEASTREQUEST
+        LL_LRTM
+        LL_CUSTOMLOAD
         LL_METHOD_COUNT
+
+    const char *ll_method_name(int method)
+    int ll_method_supported(int method)
 
     ctypedef enum ll_state:
         LL_UP
@@ -42,6 +48,10 @@ cdef extern from "leastload.h" nogil:
         uint8_t ejected
         uint32_t fails_in_row
         uint64_t failures
+        uint32_t probe_us
+        uint8_t probe_known
+        uint8_t custom_over
+        uint64_t custom_load
 
     ctypedef struct ll_totals:
         uint32_t bound
@@ -87,6 +97,8 @@ cdef extern from "leastload.h" nogil:
     int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets)
     int ll_begin(ll_vserver *vs, uint32_t slot)
     int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
+    int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
+    int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_threshold)
     int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     size_t ll_memory_bytes(const ll_vserver *vs)
 

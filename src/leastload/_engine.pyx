@@ -22,8 +22,12 @@ from time import monotonic as _time_monotonic
 
 from . import _errors
 from ._errors import METHODS, STATES
+from . import _methods
 
-cdef dict _METHOD_INDEX = {name: i for i, name in enumerate(METHODS)}
+cdef dict _METHOD_INDEX = {m.name: m.value for m in _methods.TABLE}
+# the C core's method table must be the registry's: checked once, at import
+_methods.check_against_c([ll_method_name(i).decode() for i in range(LL_METHOD_COUNT)],
+                         [bool(ll_method_supported(i)) for i in range(LL_METHOD_COUNT)])
 cdef dict _STATE_INDEX = {name: i for i, name in enumerate(STATES)}
 
 cdef enum ClockKind:
@@ -245,7 +249,7 @@ cdef class Engine:
             ll_destroy(self._vs)
 
     def __init__(self, method="LEASTCONNECTION", clock=None, *, startup_rr_factor=0, rtsp_nat=False):
-        cdef int m = _METHOD_INDEX[_errors.check_choice("method", method, METHODS)]
+        cdef int m = _METHOD_INDEX[_errors.check_method(method)]
         factor = _errors.check_startup_rr_factor(startup_rr_factor)
         _errors.check_bool("rtsp_nat", rtsp_nat)
         if clock is not None and type(clock) is not ManualClock and not callable(getattr(clock, "now", None)):
@@ -457,7 +461,7 @@ cdef class Engine:
 
     def set_method(self, method):
         """Changes the method; the weighted round restarts and so does startup round robin."""
-        cdef int m = _METHOD_INDEX[_errors.check_choice("method", method, METHODS)]
+        cdef int m = _METHOD_INDEX[_errors.check_method(method)]
         self._enter()
         try:
             _raise_for_rc(ll_set_method(self._vs, <ll_method>m), "set_method")
@@ -481,7 +485,7 @@ cdef class Engine:
     def method(self):
         self._enter()
         try:
-            return METHODS[<int>ll_get_method(self._vs)]
+            return _methods.TABLE[<int>ll_get_method(self._vs)].name
         finally:
             self._leave()
 
@@ -689,6 +693,29 @@ cdef class Engine:
             _raise_for(rc, "record", name)
         return 0
 
+    def probe(self, name, rtt):
+        """A monitor probe's response time in seconds: LRTM's input (kept under any
+        method). The first sets the average, later ones move it an eighth of the way."""
+        self._enter()
+        try:
+            slot = self._slot(name)
+            us = _errors.check_ttfb(rtt, "rtt")
+            _raise_for_rc(ll_probe(self._vs, slot, us), "probe", name)
+        finally:
+            self._leave()
+
+    def report_load(self, name, metrics):
+        """CUSTOMLOAD's input: {metric: (value, weight, threshold)}; the load is the sum
+        of value * weight, and a value at or over its threshold makes the service
+        ineligible under CUSTOMLOAD until a report says otherwise."""
+        self._enter()
+        try:
+            slot = self._slot(name)
+            load, over = _errors.check_custom_metrics(metrics)
+            _raise_for_rc(ll_set_custom_load(self._vs, slot, load, over), "report_load", name)
+        finally:
+            self._leave()
+
     def begin(self, name):
         """One more active transaction, dispatched without select()."""
         self._enter()
@@ -824,7 +851,7 @@ cdef class Engine:
             self._leave()
 
     cdef object _load_of(self, ll_info *info):
-        if ll_get_method(self._vs) == LL_LEASTRESPONSETIME:
+        if _methods.TABLE[<int>ll_get_method(self._vs)].unit == "seconds":
             return <double>info.load / 1e6
         return info.load
 
@@ -848,6 +875,9 @@ cdef class Engine:
             "ejected": bool(i.ejected),
             "failures": i.failures,
             "consecutive_failures": i.fails_in_row,
+            "probe": (i.probe_us / 1e6) if i.probe_known else None,
+            "custom_load": i.custom_load,
+            "over_threshold": bool(i.custom_over),
             "load": self._load_of(i),
             "score": self._score_of(i),
         }
@@ -1079,7 +1109,7 @@ def _floor_replay(trace, method, chosen):
     LEASTCONNECTION and LEASTBANDWIDTH on a trace whose services are all bound from
     the start, with no events. Returns False when a key grows too wide for the
     packed tree (the floor does not apply to that trace)."""
-    cdef int m = _METHOD_INDEX[_errors.check_choice("method", method, METHODS)]
+    cdef int m = _METHOD_INDEX[_errors.check_method(method)]
     if m != LL_LEASTCONNECTION and m != LL_LEASTBANDWIDTH:
         raise ValueError(f"the floor replays LEASTCONNECTION and LEASTBANDWIDTH, got {method!r}")
     if len(trace.event_time) or not trace.initially_bound.all():

@@ -5,7 +5,9 @@ exception type *and* the same message from the C engine and the reference.
 """
 import math
 import operator
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
+
+from ._methods import ALL_METHODS, METHODS
 
 
 class NoServiceAvailable(LookupError):
@@ -94,14 +96,50 @@ def check_choice(arg: str, value: object, choices: Sequence[str]) -> str:
     return value
 
 
-def check_ttfb(ttfb: object) -> int:
-    """TTFB in seconds (0..3600) -> integer microseconds, rounded half up."""
+def check_method(method: object) -> str:
+    """A method this engine implements; the vendor's others are named as such."""
+    if type(method) is str and method in ALL_METHODS and method not in METHODS:
+        raise ValueError(f"method: {method} is the vendor's, but not supported by this engine yet "
+                         f"(supported: {', '.join(METHODS)})")
+    return check_choice("method", method, METHODS)
+
+
+def check_ttfb(ttfb: object, arg: str = "ttfb") -> int:
+    """A time in seconds (0..3600: a TTFB, a probe's response time) -> integer
+    microseconds, rounded half up."""
     if isinstance(ttfb, bool) or not isinstance(ttfb, (int, float)):
-        raise bad_type("ttfb", ttfb, "a number of seconds")
+        raise bad_type(arg, ttfb, "a number of seconds")
     seconds = float(ttfb)
     if not (0.0 <= seconds <= 3600.0):  # also rejects NaN
-        raise bad_value("ttfb", seconds, "a number of seconds in 0..3600")
+        raise bad_value(arg, seconds, "a number of seconds in 0..3600")
     return int(math.floor(seconds * 1e6 + 0.5))
+
+
+MAX_CUSTOM_LOAD = 2**63 - 1  # the C engine keeps a flag in the top bit
+
+
+def check_custom_metrics(metrics: object) -> Tuple[int, bool]:
+    """CUSTOMLOAD's report {metric: (value, weight, threshold)} -> (load, over):
+    load = sum of value * weight; over when a value is at or over its threshold."""
+    if not isinstance(metrics, dict):
+        raise bad_type("metrics", metrics, "a dict {name: (value, weight, threshold)}")
+    load, over = 0, False
+    for key, spec in metrics.items():
+        if type(key) is not str:
+            raise bad_type("metrics", key, "str metric names")
+        if not (isinstance(spec, tuple) and len(spec) == 3):
+            raise bad_type(f"metrics[{key!r}]", spec, "a (value, weight, threshold) tuple")
+        value, weight, threshold = spec
+        value = check_count(f"metrics[{key!r}] value", value)
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise bad_value(f"metrics[{key!r}] weight", weight, "an int in 1..100")
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+            raise bad_value(f"metrics[{key!r}] threshold", threshold, "an int >= 1")
+        load += value * weight
+        over = over or value >= threshold
+    if load > MAX_CUSTOM_LOAD:
+        raise OverflowError(f"metrics: the load (sum of value * weight) must stay below 2**63, got {load}")
+    return load, over
 
 
 def check_status(status: object) -> int:
@@ -147,7 +185,6 @@ def check_time(now: object) -> float:
     return seconds
 
 
-METHODS = ("ROUNDROBIN", "LEASTCONNECTION", "LEASTRESPONSETIME", "LEASTBANDWIDTH", "LEASTPACKETS")
 STATES = ("UP", "DOWN", "OUT_OF_SERVICE")
 
 

@@ -202,7 +202,7 @@ class VirtualServerFacade(_EngineBase):
             settings.get("new_service_request_unit", self._unit),
             settings.get("new_service_request_increment_interval", self._interval))
         if "method" in settings:
-            _errors.check_choice("method", settings["method"], _errors.METHODS)
+            _errors.check_method(settings["method"])
         if "startup_rr_factor" in settings:
             _errors.check_startup_rr_factor(settings["startup_rr_factor"])
         if "rtsp_nat" in settings:

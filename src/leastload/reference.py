@@ -19,9 +19,10 @@ from types import TracebackType
 from typing import Any, Callable, Literal, Collection, ContextManager, Dict, List, Optional, Tuple, Type, TypeVar, Union, cast
 
 from . import _errors
-from ._errors import (METHODS, STATES, DuplicateService, NoServiceAvailable, TransactionEnded,
+from ._errors import (STATES, DuplicateService, NoServiceAvailable, TransactionEnded,
                       UnknownService)
 from ._facade import VirtualServerFacade
+from ._methods import BY_NAME, IN_SECONDS
 from ._types import Clock, Info, Snapshot, Totals
 
 __all__ = ["ManualClock", "Engine", "VirtualServer", "Transaction", "NoServiceAvailable",
@@ -32,6 +33,18 @@ MAX_ACTIVE = 2**32 - 1  # active transactions are 32-bit in the C engine
 MAX_TOTAL = 2**64 - 1  # window totals are 64-bit
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+# N of each method, one function each: what the method counts for a service.
+N_OF: Dict[str, Callable[["_Service"], int]] = {
+    "ROUNDROBIN": lambda s: s.active,  # no N of its own: activity is reported
+    "LEASTCONNECTION": lambda s: s.active,
+    "LEASTREQUEST": lambda s: s.active,  # a transaction here is one request
+    "LEASTRESPONSETIME": lambda s: s.active * s.ttfb_us,
+    "LRTM": lambda s: s.active * s.probe_us,
+    "LEASTBANDWIDTH": lambda s: sum(s.bytes.values()),
+    "LEASTPACKETS": lambda s: sum(s.packets.values()),
+    "CUSTOMLOAD": lambda s: s.custom_load,
+}
 
 
 class ManualClock:
@@ -120,7 +133,8 @@ class Transaction:
 class _Service:
     __slots__ = ("name", "seq", "weight", "state", "bytes", "packets", "active", "ttfb_us",
                  "ttfb_known", "cap", "sel_this_sec", "sel_last_sec", "selected",
-                 "draining", "ejected", "failures", "fails_in_row")
+                 "draining", "ejected", "failures", "fails_in_row", "probe_us", "probe_known",
+                 "custom_load", "custom_over")
 
     def __init__(self, name: str, seq: int, weight: int) -> None:
         self.name = name
@@ -140,6 +154,10 @@ class _Service:
         self.ejected = False  # passive outlier ejection (the facade decides)
         self.failures = 0  # failed transactions since bind
         self.fails_in_row = 0
+        self.probe_us = 0  # smoothed monitor response time (LRTM), microseconds
+        self.probe_known = False
+        self.custom_load = 0  # CUSTOMLOAD: the load its metrics give
+        self.custom_over = False  # CUSTOMLOAD: a metric at or over its threshold
 
 
 class Engine:
@@ -163,7 +181,7 @@ class Engine:
                 self._depth -= 1
 
     def _init(self, method: str, clock: Optional[Clock], startup_rr_factor: int, rtsp_nat: bool) -> None:
-        _errors.check_choice("method", method, METHODS)
+        _errors.check_method(method)
         factor = _errors.check_startup_rr_factor(startup_rr_factor)
         _errors.check_bool("rtsp_nat", rtsp_nat)
         if clock is None:
@@ -274,7 +292,7 @@ class Engine:
     @_atomic
     def set_method(self, method: str) -> None:
         """Switches the method; the round-robin round and startup round robin start over."""
-        self._method = _errors.check_choice("method", method, METHODS)
+        self._method = _errors.check_method(method)
         self._rr_round = 1
         self._startup_rr_left = self._startup_rr_factor
 
@@ -359,18 +377,21 @@ class Engine:
     # -- selection ------------------------------------------------------------
 
     def _n(self, s: _Service) -> int:
-        """N of the method, an exact int (LEASTRESPONSETIME: microseconds)."""
-        if self._method == "LEASTBANDWIDTH":
-            return sum(s.bytes.values())
-        if self._method == "LEASTPACKETS":
-            return sum(s.packets.values())
-        if self._method == "LEASTRESPONSETIME":
-            return s.active * s.ttfb_us
-        return s.active  # LEASTCONNECTION; ROUNDROBIN reports active
+        """N of the method, an exact int (LEASTRESPONSETIME, LRTM: microseconds)."""
+        return N_OF[self._method](s)
 
     def _eligible(self, s: _Service) -> bool:
         return (s.state == "UP" and not s.draining and not s.ejected
-                and (s.cap is None or s.sel_this_sec < s.cap))
+                and (s.cap is None or s.sel_this_sec < s.cap)
+                and not (self._method == "CUSTOMLOAD" and s.custom_over))
+
+    def _key(self, s: _Service) -> int:
+        """The exact sort key of an eligible service: floor(Nw). CUSTOMLOAD puts
+        idle services first (0) and the others one above their Nw."""
+        key = self._n(s) * 10000 // s.weight
+        if self._method == "CUSTOMLOAD":
+            return 0 if s.active == 0 else key + 1
+        return key
 
     def _first_after_cursor(self, candidates: List[_Service]) -> _Service:
         """The first candidate (in bind order) strictly after the cursor, else the first."""
@@ -399,13 +420,13 @@ class Engine:
         if not eligible:
             raise _errors.no_service()
         rr_round = self._rr_round
-        startup = self._startup_rr_left > 0 and self._method != "ROUNDROBIN"
+        startup = self._startup_rr_left > 0 and BY_NAME[self._method].family == "least"
         if startup:  # plain round robin: ROUNDROBIN neither uses nor counts it down
             chosen = self._first_after_cursor(eligible)
         elif self._method == "ROUNDROBIN":
             chosen, rr_round = self._round_robin(eligible)
         else:
-            keys = {s.name: self._n(s) * 10000 // s.weight for s in eligible}
+            keys = {s.name: self._key(s) for s in eligible}
             lowest = min(keys.values())
             chosen = self._first_after_cursor([s for s in eligible if keys[s.name] == lowest])
         if chosen.active == MAX_ACTIVE:
@@ -449,6 +470,23 @@ class Engine:
         # still self._second, as no time passed.
         s.bytes[self._second] = s.bytes.get(self._second, 0) + nbytes
         s.packets[self._second] = s.packets.get(self._second, 0) + npackets
+
+    @_atomic
+    def probe(self, name: str, rtt: float) -> None:
+        """A monitor probe's response time in seconds: LRTM's input (kept under any
+        method). The first sets the average, later ones move it an eighth of the way."""
+        s = self._get(name)
+        us = _errors.check_ttfb(rtt, "rtt")
+        s.probe_us = (7 * s.probe_us + us + 4) // 8 if s.probe_known else us
+        s.probe_known = True
+
+    @_atomic
+    def report_load(self, name: str, metrics: Dict[str, Tuple[int, int, int]]) -> None:
+        """CUSTOMLOAD's input: {metric: (value, weight, threshold)}; the load is the sum
+        of value * weight, and a value at or over its threshold makes the service
+        ineligible under CUSTOMLOAD until a report says otherwise."""
+        s = self._get(name)
+        s.custom_load, s.custom_over = _errors.check_custom_metrics(metrics)
 
     @_atomic
     def begin(self, name: str) -> None:
@@ -543,7 +581,7 @@ class Engine:
 
     def _load(self, s: _Service) -> Union[int, float]:
         n = self._n(s)
-        return float(n) / 1e6 if self._method == "LEASTRESPONSETIME" else n
+        return float(n) / 1e6 if self._method in IN_SECONDS else n
 
     def _score(self, s: _Service) -> float:
         return float(self._load(s)) * 10000.0 / s.weight
@@ -610,6 +648,9 @@ class Engine:
             "ejected": s.ejected,
             "failures": s.failures,
             "consecutive_failures": s.fails_in_row,
+            "probe": s.probe_us / 1e6 if s.probe_known else None,
+            "custom_load": s.custom_load,
+            "over_threshold": s.custom_over,
             "load": self._load(s),
             "score": self._score(s),
         }

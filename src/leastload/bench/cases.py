@@ -9,19 +9,14 @@ the builder that draws random loads.
 """
 from time import perf_counter_ns
 
-# The operation each method is measured with, one call at a time: traffic
-# methods pair select() with record(); the others with finish(), so that load
-# stays steady however long the loop runs.
-PAIR_OF_METHOD = {
-    "LEASTBANDWIDTH": "select+record",
-    "LEASTPACKETS": "select+record",
-    "LEASTCONNECTION": "select+finish",
-    "LEASTRESPONSETIME": "select+finish",
-    "ROUNDROBIN": "select+finish",
-}
+from .._methods import TABLE
+
+# The operation each method is measured with, one call at a time (the
+# registry's `pair`): traffic methods pair select() with record(); the others
+# with finish(), so that load stays steady however long the loop runs.
+PAIR_OF_METHOD = {m.name: m.pair for m in TABLE if m.supported}
 METHODS = tuple(PAIR_OF_METHOD)
-SHORT = {"LEASTBANDWIDTH": "LB", "LEASTPACKETS": "LP", "LEASTCONNECTION": "LC",
-         "LEASTRESPONSETIME": "LRT", "ROUNDROBIN": "RR"}
+SHORT = {m.name: m.short for m in TABLE if m.supported}
 
 REQUEST_BYTES, REQUEST_PACKETS = 1_000, 2  # what one record() in a loop adds
 TTFB = 0.02  # seconds, what finish() reports under LEASTRESPONSETIME
@@ -51,7 +46,8 @@ def loaded(impl, method, n, *, seed=0, clock=None, monotonic=False):
     """The random-load case: random weights and loads, so keys are rarely tied.
 
     Traffic methods get random window totals; the others 1..8 active
-    transactions each (LEASTRESPONSETIME also a random TTFB per service).
+    transactions each (with a random TTFB per service; LRTM a random probe,
+    CUSTOMLOAD a random reported load too).
     """
     import numpy as np
 
@@ -71,6 +67,12 @@ def loaded(impl, method, n, *, seed=0, clock=None, monotonic=False):
             for _ in range(a + 1):
                 begin(name)
             finish(name, ttfb)  # sets the TTFB, leaves a active
+        if method == "LRTM":
+            for name, rtt in zip(all_names, rng.uniform(0.001, 0.5, n).tolist()):
+                vs.probe(name, rtt)
+        elif method == "CUSTOMLOAD":
+            for name, cpu in zip(all_names, rng.integers(0, 80, n).tolist()):
+                vs.report_load(name, {"cpu": (cpu, 1, 100)})
     return vs, clock
 
 

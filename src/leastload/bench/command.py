@@ -216,6 +216,14 @@ def floor_ns(method, trace, chosen, repeats, budget):
     return min(runs)
 
 
+def every_method(plan, n=64):
+    """Each method's per-call pair at n (C engine, the random-load case), and its
+    ratio to LEASTCONNECTION's measured in the same run."""
+    rows = {m: per_call(_native(), m, n, plan, reference=False)[0] for m in cases.METHODS}
+    return [{"method": m, "pair": cases.PAIR_OF_METHOD[m], "n": n, "ns": ns,
+             "over_lc": ns / rows["LEASTCONNECTION"]} for m, ns in rows.items()]
+
+
 # ---- the run --------------------------------------------------------------------
 
 def run(plan, progress=None):
@@ -263,6 +271,8 @@ def run(plan, progress=None):
             m["replay_speedup"] = m["replay_ns_ref"] / m["replay_ns_c"]
             row["methods"][method] = m
         results["rows"].append(row)
+    step("every method's per-call pair at n=64")
+    results["methods_n64"] = every_method(plan)
     results["worst_select"] = []
     for n in plan.worst_sizes:
         for method in plan.methods:
@@ -328,6 +338,11 @@ def targets(results):
                              ("percall_speedup", "per-call C vs reference, x faster (every n, method)", 10.0)):
         v, where = worst(key, lambda r, k: min((m[k] for m in r["methods"].values()), default=None), False)
         out.append(_target(name, v, limit, lower_is_better=False, where=where))
+    every = results.get("methods_n64") or []
+    if every:
+        worst_m = max(every, key=lambda r: r["over_lc"])
+        out.append(_target("per-call pair of every method / LEASTCONNECTION's at n=64", worst_m["over_lc"], 2.0,
+                           where=f"worst: {worst_m['method']}"))
     for w in results.get("worst_select", ()):
         if w["n"] >= 10**6:
             out.append(_target(f"worst single select() {w['method']} at n={w['n']:,}, every second rolling, ms",
@@ -365,7 +380,7 @@ def _progress(total):
 
 
 def _steps(plan):
-    return 1 + len(plan.sizes) * (5 + 5 * len(plan.methods)) + len(plan.worst_sizes) * len(plan.methods)
+    return 2 + len(plan.sizes) * (5 + 5 * len(plan.methods)) + len(plan.worst_sizes) * len(plan.methods)
 
 
 def _method_arg(text):

@@ -67,6 +67,11 @@ def text(results):
            "(select() / _noop(1) compares with the two measured beside select() at each n)",
            f"{meta['statistic']}; {meta['machine']}, Python {meta['python']}",
            f"trace: {meta['trace']}", ""]
+    for r in results.get("methods_n64", ()):
+        out.append(f"per-call {r['pair']} {r['method']} at n={r['n']}: {r['ns']:.1f} ns, "
+                   f"{r['over_lc']:.2f}x LEASTCONNECTION's")
+    if results.get("methods_n64"):
+        out.append("")
     for w in results.get("worst_select", ()):
         out.append(f"worst single select() at n={w['n']:,}, {w['method']}, every second rolling: "
                    f"{w['worst_ms']:.3f} ms (mean {w['mean_us']:.2f} us)")

@@ -1,0 +1,58 @@
+/*
+ * ll_least.h - the least-load family (internal): LEASTCONNECTION,
+ * LEASTREQUEST, LEASTRESPONSETIME, LRTM, LEASTBANDWIDTH, LEASTPACKETS,
+ * CUSTOMLOAD.
+ *
+ * Each method's N (its row's load kind), its key floor(N * 10000 / weight)
+ * (ll_key.h: exact, so equal Nw tie), and the pick: the lowest key, ties
+ * to the first slot after the cursor in cyclic bind order, found by the
+ * tournament tree (ll_tree.h) in O(log n).
+ */
+#ifndef LL_LEAST_H
+#define LL_LEAST_H
+
+#include "ll_internal.h"
+
+#define LL_CUSTOM_OVER ((uint64_t)1 << 63)  /* custom[]: a metric at or over its threshold */
+
+/* The smoothed probe of a slot in microseconds (0: none yet). probe[] keeps
+ * it plus one, so that 0 means "no probe". */
+static inline uint32_t ll_probe_us(const ll_vserver *vs, uint32_t slot)
+{
+    return vs->probe && vs->probe[slot] ? vs->probe[slot] - 1 : 0;
+}
+
+/* N of the vserver's method for one slot. The products stay below 2^64:
+ * active < 2^32 and a smoothed time <= LL_MAX_TTFB_US < 2^32. */
+static inline uint64_t ll_least_n(const ll_vserver *vs, uint32_t slot)
+{
+    const ll_svc *s = &vs->svc[slot];
+    switch ((ll_load_kind)vs->ops->load) {
+    case LL_N_ACTIVE_TTFB: return (uint64_t)s->active * s->ttfb_us;
+    case LL_N_BYTES: return vs->bytes[slot];
+    case LL_N_PACKETS: return vs->packets[slot];
+    case LL_N_ACTIVE_PROBE: return (uint64_t)s->active * ll_probe_us(vs, slot);
+    case LL_N_CUSTOM: return vs->custom ? vs->custom[slot] & ~LL_CUSTOM_OVER : 0;
+    case LL_N_ACTIVE: break;
+    }
+    return s->active;
+}
+
+/* The key of an eligible slot. CUSTOMLOAD: a service with a metric over its
+ * threshold is not eligible, an idle one comes first (key 0), the others
+ * by their weighted load (one above, so none ties with an idle one). */
+static inline ll_key ll_least_key(const ll_vserver *vs, uint32_t slot)
+{
+    const ll_svc *s = &vs->svc[slot];
+    if (vs->ops->load == LL_N_CUSTOM) {
+        uint64_t c = vs->custom ? vs->custom[slot] : 0;
+        if (c & LL_CUSTOM_OVER)
+            return LL_KEY_INF;
+        if (s->active == 0)
+            return ll_key_small(0);
+        return ll_key_plus_one(ll_key_make(c, s->weight));
+    }
+    return ll_key_make(ll_least_n(vs, slot), s->weight);
+}
+
+#endif /* LL_LEAST_H */

@@ -1,0 +1,59 @@
+"""The method registry: every load-balancing method once, for every part that needs it.
+
+A row says what the C core's method table says (its name and enum value in
+csrc/leastload.h, its family, whether this engine implements it) and what the
+Python side needs around it: the unit of N as `load()` and `show()` report it,
+and the per-call pair the benchmarks time. The C engine checks its own table
+against this one when it is imported (`check_against_c`), so the two cannot
+drift apart silently.
+
+Adding a least-X method: its row here, its row and N in the C core
+(csrc/ll_methods.c, csrc/ll_least.h), its N in the reference
+(`reference.N_OF`), and its tests.
+"""
+from typing import NamedTuple
+
+
+class Method(NamedTuple):
+    name: str        # as the vendor spells it
+    value: int       # the C enum's value (csrc/leastload.h)
+    family: str      # "least", "roundrobin" or "hash"
+    unit: str        # what N counts; "seconds": kept in microseconds, shown as seconds
+    pair: str        # the per-call pair the benchmarks time
+    short: str       # its abbreviation in benchmark tables and on the command line
+    supported: bool  # False: the vendor's method, not implemented by this engine yet
+
+
+TABLE = (
+    Method("ROUNDROBIN", 0, "roundrobin", "active transactions", "select+finish", "RR", True),
+    Method("LEASTCONNECTION", 1, "least", "active transactions", "select+finish", "LC", True),
+    Method("LEASTRESPONSETIME", 2, "least", "seconds", "select+finish", "LRT", True),
+    Method("LEASTBANDWIDTH", 3, "least", "bytes", "select+record", "LB", True),
+    Method("LEASTPACKETS", 4, "least", "packets", "select+record", "LP", True),
+    Method("LEASTREQUEST", 5, "least", "active requests", "select+finish", "LR", True),
+    Method("LRTM", 6, "least", "seconds", "select+finish", "LRTM", True),
+    Method("CUSTOMLOAD", 7, "least", "load", "select+finish", "CL", True),
+    Method("SOURCEIPHASH", 8, "hash", "active transactions", "select+finish", "SIPH", False),
+    Method("DESTINATIONIPHASH", 9, "hash", "active transactions", "select+finish", "DIPH", False),
+    Method("SRCIPDESTIPHASH", 10, "hash", "active transactions", "select+finish", "SDIPH", False),
+    Method("SRCIPSRCPORTHASH", 11, "hash", "active transactions", "select+finish", "SIPPH", False),
+    Method("URLHASH", 12, "hash", "active transactions", "select+finish", "URLH", False),
+    Method("DOMAINHASH", 13, "hash", "active transactions", "select+finish", "DOMH", False),
+    Method("CALLIDHASH", 14, "hash", "active transactions", "select+finish", "CIDH", False),
+    Method("TOKEN", 15, "hash", "active transactions", "select+finish", "TOKEN", False),
+)
+
+BY_NAME = {m.name: m for m in TABLE}
+METHODS = tuple(m.name for m in TABLE if m.supported)  # what VirtualServer(method=...) accepts
+ALL_METHODS = tuple(m.name for m in TABLE)              # the vendor's, this engine's or not
+IN_SECONDS = frozenset(m.name for m in TABLE if m.unit == "seconds")
+
+
+def check_against_c(names, supported):
+    """Raises ImportError unless the C core's table (its names in enum order, and
+    which it implements) is this registry's."""
+    mine = [(m.name, m.supported) for m in sorted(TABLE, key=lambda m: m.value)]
+    theirs = list(zip(names, supported))
+    if [m.value for m in sorted(TABLE, key=lambda m: m.value)] != list(range(len(TABLE))) or mine != theirs:
+        raise ImportError(f"leastload's C method table {theirs} does not match the Python registry {mine}: "
+                          "rebuild the package")
