@@ -209,6 +209,15 @@ int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us);
 int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_threshold);
 
 int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out);
+
+/* ---- the hash methods ---------------------------------------------------
+ * The caller hashes each service's name once (ll_set_name_hash, after
+ * ll_bind) and each request's key (XXH64 with the vserver's seed, ll_xxh64.h).
+ * ll_select_hash() picks by weighted rendezvous hashing over the eligible
+ * slots (ll_hash.c) on a hash method, and as ll_select_excluding() on any
+ * other method (the key is ignored). O(n), never allocates. */
+int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash);
+int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uint32_t *excluded, size_t n_excluded);
 /* Bytes allocated by the engine (for the memory figures). */
 size_t ll_memory_bytes(const ll_vserver *vs);
 

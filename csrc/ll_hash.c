@@ -16,8 +16,8 @@
  * linearly: within 3 units of 2^-20 of the real value.
  *
  * L never grows as x grows, so between two slots of equal weight the
- * greater x wins outright: L is computed only when weights differ, and a
- * vserver whose weights are all equal never computes it.
+ * greater x wins outright: a vserver whose eligible weights are all equal
+ * computes no L, and one with several weights computes one L a weight.
  */
 #include "ll_hash.h"
 #include "ll_log2_table.h"
@@ -59,44 +59,112 @@ static inline int eligible(const ll_tree *t, uint32_t slot)
     return !ll_key_eq(ll_tree_wide_key(t, slot), LL_KEY_INF);
 }
 
-int64_t ll_hash_pick(const ll_vserver *vs, uint64_t key_hash)
+static inline uint64_t score(uint64_t key_hash, const ll_svc *s)
+{
+    return ll_xxh64_avalanche(key_hash ^ s->name_hash);
+}
+
+/* The pick over several weights. Between equal weights the greater x
+ * wins, so each weight's best slot is found by x alone (the first on a
+ * tie); only those, one a weight, are compared by L / w. A candidate whose
+ * lower bound of L (from its leading one bits) already loses to the best
+ * so far needs no L: with the likeliest winner taken first, about one or
+ * two logarithms a pick, however many weights. *n_weights: the number of
+ * distinct eligible weights seen. */
+static int64_t weighted_pick(const ll_vserver *vs, uint64_t key_hash, uint32_t *n_weights)
 {
     const ll_tree *t = &vs->tree;
-    if (ll_key_eq(ll_tree_min_key(t), LL_KEY_INF))
-        return -ENOENT;
-    int64_t best = -1;
-    uint64_t best_x = 0, best_w = 0, best_l = 0;
-    int best_l_known = 0;
+    int64_t class_slot[LL_MAX_WEIGHT + 1];
+    uint64_t class_x[LL_MAX_WEIGHT + 1];
+    uint32_t bound[LL_MAX_WEIGHT + 1];
+    uint8_t used[LL_MAX_WEIGHT + 1] = { 0 };
+    uint8_t list[LL_MAX_WEIGHT];  /* the weights seen, in no order */
+    uint32_t n = 0;
     for (uint32_t i = 0; i < vs->n_slots; i++) {
         if (!eligible(t, i))
             continue;
         const ll_svc *s = &vs->svc[i];
-        uint64_t x = ll_xxh64_avalanche(key_hash ^ s->name_hash);
-        uint64_t w = s->weight;
-        int better;
-        if (best < 0) {
-            better = 1;
-        } else if (w == best_w) {
-            better = x > best_x;  /* equal weights: L ordered against x */
-        } else {
-            uint64_t l = ll_neg_log2(x);
-            if (!best_l_known)
-                best_l = ll_neg_log2(best_x);
-            /* L / w < best_L / best_w, exactly: both sides < 2^26 * 100 */
-            uint64_t lhs = l * best_w, rhs = best_l * w;
-            better = lhs < rhs || (lhs == rhs && x > best_x);
-            if (better) {
-                best_l = l;
-                best_l_known = 1;
-            }
+        uint64_t x = score(key_hash, s);
+        uint32_t w = s->weight;
+        if (!used[w]) {
+            used[w] = 1;
+            list[n++] = (uint8_t)w;
+        } else if (x <= class_x[w]) {
+            continue;
         }
-        if (better) {
-            if (best < 0 || w == best_w)
-                best_l_known = 0;  /* computed again if a weight differs later */
-            best = i;
+        class_x[w] = x;
+        class_slot[w] = i;
+    }
+    *n_weights = n;
+    if (n == 1)
+        return class_slot[list[0]];
+    /* the likeliest winner first: the least bound / w */
+    uint32_t first = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t w = list[k];
+        uint64_t ones = ~class_x[w];
+        bound[w] = ll_neg_log2_ones[ones ? floor_log2_complement(ones) : 64];
+        if (!first || (uint64_t)bound[w] * first < (uint64_t)bound[first] * w)
+            first = w;
+    }
+    int64_t best = class_slot[first];
+    uint64_t best_x = class_x[first], best_w = first, best_l = ll_neg_log2(best_x);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t w = list[k];
+        if (w == first || (uint64_t)bound[w] * best_w > best_l * w)
+            continue;  /* its L / w cannot come below best_L / best_w */
+        uint64_t x = class_x[w], l = ll_neg_log2(x);
+        /* L / w against best_L / best_w, exactly: both sides < 2^26 * 100 */
+        uint64_t lhs = l * best_w, rhs = best_l * w;
+        if (lhs < rhs || (lhs == rhs && (x > best_x || (x == best_x && class_slot[w] < best)))) {
+            best = class_slot[w];
             best_x = x;
             best_w = w;
+            best_l = l;
         }
     }
+    return best;
+}
+
+/* The equal-weight scan from `first` (an eligible slot) on, in the packed
+ * layout (a leaf LL_TREE_EMPTY is not eligible). Returns -1 as soon as an
+ * eligible weight differs from the first one's. */
+static inline int64_t equal_pick(const ll_vserver *vs, uint64_t key_hash, uint32_t first)
+{
+    const uint64_t *leaf = vs->tree.cell + vs->tree.P;
+    const ll_svc *svc = vs->svc;
+    uint32_t w0 = svc[first].weight;
+    uint64_t best_x = score(key_hash, &svc[first]);
+    int64_t best = first;
+    for (uint32_t i = first + 1; i < vs->n_slots; i++) {
+        if (leaf[i] == LL_TREE_EMPTY)
+            continue;
+        if (svc[i].weight != w0)
+            return -1;
+        uint64_t x = score(key_hash, &svc[i]);
+        best = x > best_x ? (int64_t)i : best;
+        best_x = x > best_x ? x : best_x;
+    }
+    return best;
+}
+
+int64_t ll_hash_pick(ll_vserver *vs, uint64_t key_hash)
+{
+    const ll_tree *t = &vs->tree;
+    if (ll_key_eq(ll_tree_min_key(t), LL_KEY_INF))
+        return -ENOENT;
+    /* The last pick's finding (one weight or several) chooses the pass;
+     * the equal-weight pass gives way at the first weight that differs. */
+    if (!vs->hash_mixed && !t->wide) {
+        uint32_t first = 0;
+        while (t->cell[t->P + first] == LL_TREE_EMPTY)  /* one is eligible: the minimum is finite */
+            first++;
+        int64_t best = equal_pick(vs, key_hash, first);
+        if (best >= 0)
+            return best;
+    }
+    uint32_t n_weights;
+    int64_t best = weighted_pick(vs, key_hash, &n_weights);
+    vs->hash_mixed = n_weights > 1;
     return best;
 }

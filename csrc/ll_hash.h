@@ -17,7 +17,8 @@
 uint32_t ll_neg_log2(uint64_t x);
 
 /* The eligible slot (finite tree key) that key hash `key_hash` maps to,
- * or -ENOENT. */
-int64_t ll_hash_pick(const ll_vserver *vs, uint64_t key_hash);
+ * or -ENOENT. Notes in vs->hash_mixed whether the eligible weights
+ * differed (the next pick's choice of pass); nothing else changes. */
+int64_t ll_hash_pick(ll_vserver *vs, uint64_t key_hash);
 
 #endif /* LL_HASH_H */

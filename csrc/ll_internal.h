@@ -47,6 +47,7 @@ struct ll_vserver {
     uint64_t startup_left;   /* plain round-robin picks still to serve     */
     uint32_t full_slot;      /* the slot behind the last -EOVERFLOW of a select */
     uint32_t outlier_k;      /* consecutive failures that flag an outlier; 0 off */
+    uint32_t hash_mixed;     /* hash methods: the last pick saw several weights  */
     ll_totals totals;        /* aggregates kept by count_svc(), O(1) to read */
     uint64_t this_up;        /* what totals.last_up will be after the next second: */
     uint64_t this_open;      /* sel_this summed like last_up / last_open          */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ll_hash.h"
 #include "ll_internal.h"
 #include "ll_least.h"
 #include "ll_roundrobin.h"
@@ -513,8 +514,9 @@ static int64_t pick(const ll_vserver *vs, uint32_t *round_out)
         *round_out = round;
         return slot;
     }
-    /* the least-load family */
-    if (vs->startup_left) {
+    /* the least-load family; also the hash family's pick without a key
+     * (DOMAINHASH without a domain), which takes no startup round robin */
+    if (vs->startup_left && vs->ops->family == LL_FAMILY_LEAST) {
         /* startup round robin: any eligible (finite) key qualifies */
         slot = ll_tree_first(t, start, LL_KEY_MAX_FINITE);
         return slot >= 0 ? slot : ll_tree_first(t, 0, LL_KEY_MAX_FINITE);
@@ -663,4 +665,29 @@ int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     out->custom_load = vs->custom ? vs->custom[slot] & ~LL_CUSTOM_OVER : 0;
     out->custom_over = vs->custom && (vs->custom[slot] & LL_CUSTOM_OVER) != 0;
     return 0;
+}
+
+/* ---- the hash family (ll_hash.c picks) ---------------------------------- */
+
+int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
+{
+    if (!slot_ok(vs, slot))
+        return -EINVAL;
+    vs->svc[slot].name_hash = name_hash;
+    return 0;
+}
+
+int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uint32_t *excluded, size_t n_excluded)
+{
+    uint32_t round = vs->rr_round;
+    advance(vs, sec);
+    /* excluded slots hide behind an infinite key, as in ll_select_excluding */
+    for (size_t i = 0; i < n_excluded; i++)
+        if (slot_ok(vs, excluded[i]))
+            ll_tree_set(&vs->tree, excluded[i], LL_KEY_INF);
+    int64_t slot = vs->ops->family == LL_FAMILY_HASH ? ll_hash_pick(vs, key_hash) : pick(vs, &round);
+    for (size_t i = 0; i < n_excluded; i++)
+        if (slot_ok(vs, excluded[i]))
+            ll_refresh(vs, excluded[i]);
+    return slot < 0 ? slot : take(vs, slot, round);
 }

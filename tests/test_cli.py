@@ -75,7 +75,7 @@ def test_show_warns_about_unmodelled_lines_and_strict_refuses(tmp_path):
 def bad_files(tmp_path):
     (tmp_path / "bad.conf").write_text("add service S1 10.0.0.1 HTTP 80\nbind lb vserver nope S1\n")
     (tmp_path / "token.conf").write_text("add service S1 10.0.0.1 HTTP 80\n"
-                                         "add lb vserver v HTTP -lbMethod TOKEN\nbind lb vserver v S1\n")
+                                         "add lb vserver v HTTP -lbMethod USER_TOKEN\nbind lb vserver v S1\n")
     (tmp_path / "bad.toml").write_text('[service.S1]\nhost = "10.0.0.1"\ntype = "HTTP"\nport = 80\nweight = 0\n')
     (tmp_path / "empty.conf").write_text("# nothing\n")
     (tmp_path / "lonely.conf").write_text("add lb vserver v HTTP\n")
@@ -141,7 +141,7 @@ BAD = [
     # simulate: config and workload files
     (("simulate", "missing.conf"), "missing.conf: no such file"),
     (("simulate", "bad.conf"), "bad.conf:2: no lb vserver named 'nope' (add lb vserver first)"),
-    (("simulate", "token.conf"), "token.conf:2: lbMethod TOKEN is not supported by this engine yet (it has "
+    (("simulate", "token.conf"), "token.conf:2: lbMethod USER_TOKEN is not supported by this engine yet (it has "
                                  f"{', '.join(METHODS)})"),
     (("simulate", "empty.conf"), "leastload simulate: CONFIG: empty.conf has no lb vserver to simulate"),
     (("simulate", "lonely.conf"), "leastload simulate: CONFIG: lb vserver 'v' has no service bound and no --event "

@@ -37,7 +37,7 @@ def test_build_binds_in_order_with_weights_and_states(impl):
     assert api.state("S3") == "UP"
 
 
-@pytest.mark.parametrize("method", ["TOKEN", "USER_TOKEN", "STATICPROXIMITY"])
+@pytest.mark.parametrize("method", ["USER_TOKEN", "STATICPROXIMITY"])
 def test_a_method_the_engine_lacks_is_an_error_naming_its_line(impl, method):
     assert method not in METHODS  # methods of the vendor's the engine does not have
     text = CONFIG + f"set lb vserver api -lbMethod {method}\n"

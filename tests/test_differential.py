@@ -12,6 +12,7 @@ from inside now() (unbind, bind, drain, ...) before returning the time: the
 inner calls' outcomes, ejection() of every service and outlier_events are
 compared too.
 """
+import ipaddress
 import math
 import os
 
@@ -85,6 +86,28 @@ EXCLUDES = st.tuples(
     st.sampled_from(["none", "set", "set", "list", "tuple", "generator", "dict keys", "str", "bytes", "int",
                      "bad item", "bytes item"]),
     st.lists(st.sampled_from(["a", "b", "c", "d", "e", "zz", ""]), max_size=4),
+)
+# select(key=...): every form a hash method takes, and some it does not; the other
+# methods ignore the key
+_IP_TEXTS = ["10.0.0.1", "10.0.0.200", "10.0.7.1", "::ffff:10.0.0.1", "2001:db8::1", "2001:db8:0:1::1"]
+IP_KEYS = st.one_of(st.sampled_from(_IP_TEXTS), st.sampled_from(_IP_TEXTS).map(ipaddress.ip_address),
+                    st.sampled_from(_IP_TEXTS).map(lambda t: ipaddress.ip_address(t).packed))
+TEXT_KEYS = st.one_of(st.sampled_from(["/", "/a", "/b?x=1", "Example.COM", "example.com.", "", ".", "caf\u00e9"]),
+                      st.text(max_size=12), st.binary(max_size=12))
+KEYS = st.one_of(
+    IP_KEYS, TEXT_KEYS,
+    st.tuples(IP_KEYS, IP_KEYS),
+    st.tuples(IP_KEYS, st.one_of(st.integers(0, 65535), st.sampled_from([-1, 65536, True, "80"]))),
+    st.sampled_from([None, 5, 1.5, ["10.0.0.1", 80], ("10.0.0.1",), b"\x01\x02\x03", "10.0.0.256"]),
+)
+HASH_SETTINGS = st.one_of(
+    st.fixed_dictionaries({}, optional={
+        "netmask": st.sampled_from(["255.255.255.255", "255.255.255.0", "255.255.0.0", "0.0.0.0"]),
+        "v6netmasklen": st.sampled_from([0, 48, 64, 127, 128]),
+        "hashlength": st.sampled_from([1, 2, 5, 80, 4096]),
+        "hash_seed": st.one_of(st.integers(0, 2**64 - 1), st.just(0))}),
+    st.sampled_from([{"netmask": "255.0.255.0"}, {"v6netmasklen": 129}, {"hashlength": 0},
+                     {"hash_seed": -1}, {"hash_seed": 1, "netmask": 24}]),
 )
 OUTLIER_FAILURES = st.one_of(st.integers(0, 3), st.sampled_from([-1, 2**32, 1.5, True, "2"]))
 OUTLIER_TIMES = st.one_of(st.sampled_from([0.5, 1, 2.5, 3, 10, 30, 300]), st.floats(0.01, 20),
@@ -258,11 +281,39 @@ class EnginesAgree(RuleBasedStateMachine):
         for _ in range(count):
             self.both(lambda vs: vs.select(exclude=make_exclude(exclude)))
 
-    # ---- transactions: both handles of a pair get the same call ----------------
+    @rule(key=KEYS, exclude=EXCLUDES, count=st.integers(1, 4))
+    def select_key(self, key, exclude, count):
+        for _ in range(count):
+            self.both(lambda vs: vs.select(exclude=make_exclude(exclude), key=key))
 
-    @rule(k=st.one_of(st.integers(1, 6), st.sampled_from([0, -1, 1.5, True])), exclude=EXCLUDES)
-    def select_many(self, k, exclude):
-        self.both(lambda vs: vs.select_many(k, exclude=make_exclude(exclude)))
+    @rule(method=st.sampled_from([m for m in METHODS if m.endswith("HASH") or m == "TOKEN"] or METHODS),
+          keys=st.lists(KEYS, min_size=1, max_size=6))
+    def hash_method_keys(self, method, keys):
+        # a hash method and a burst of its keys (drawn methods are mostly not hash methods)
+        self.both(lambda vs: vs.set_method(method))
+        for key in keys:
+            self.both(lambda vs: vs.select(key=key))
+
+    @rule(settings=HASH_SETTINGS)
+    def set_hash_settings(self, settings):
+        self.both(lambda vs: vs.set(**settings))
+        self.both(lambda vs: (vs.netmask, vs.v6netmasklen, vs.hashlength, vs.hash_seed))
+
+    @rule(key=KEYS, exclude=EXCLUDES)
+    def acquire_key(self, key, exclude):
+        got = []
+
+        def call(vs):
+            handle = vs.acquire(exclude=make_exclude(exclude), key=key)
+            got.append(handle)
+            return handle
+
+        results = [outcome(lambda vs=vs: call(vs)) for vs in self.vservers]
+        assert results[0] == results[1]
+        if len(got) == 2:
+            self.handles.append(tuple(got))
+
+    # ---- transactions: both handles of a pair get the same call ----------------
 
     @rule(exclude=EXCLUDES)
     def acquire(self, exclude):

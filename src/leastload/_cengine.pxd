@@ -101,6 +101,8 @@ cdef extern from "leastload.h" nogil:
     int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_threshold)
     int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     size_t ll_memory_bytes(const ll_vserver *vs)
+    int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
+    int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uint32_t *excluded, size_t n_excluded)
 
 
 cdef extern from "ll_replay.h" nogil:

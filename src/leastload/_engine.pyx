@@ -12,15 +12,22 @@ from libc.errno cimport EINVAL, ENOENT, ENOMEM, EOVERFLOW, ERANGE
 from libc.math cimport INFINITY, floor
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
 from cpython.pythread cimport PyThread_get_thread_ident
 cimport cython
 
 from ._cengine cimport *
 
+import ipaddress
 import threading
 from time import monotonic as _time_monotonic
 
-from . import _errors
+from . import _errors, _hash
+from ._methods import NEEDS_KEY as _NEEDS_KEY
 from ._errors import METHODS, STATES
 from . import _methods
 
@@ -121,6 +128,38 @@ cdef inline int _raise_for_rc(int rc, str op, object name=None) except -1:
 
 
 cdef class Engine
+
+
+# the key forms _fast_key_hash reads
+cdef enum:
+    KEY_URL = 1
+    KEY_WHOLE = 2
+    KEY_DOMAIN = 3
+    KEY_ONE_IP = 4
+    KEY_IP_IP = 5
+    KEY_IP_PORT = 6
+    MAX_HASHLENGTH_BUF = 4096  # _hash.MAX_HASHLENGTH; also more than two addresses and a port
+
+cdef dict _KEY_KINDS = {"URLHASH": KEY_URL, "CALLIDHASH": KEY_WHOLE, "TOKEN": KEY_WHOLE, "DOMAINHASH": KEY_DOMAIN,
+                        "SOURCEIPHASH": KEY_ONE_IP, "DESTINATIONIPHASH": KEY_ONE_IP,
+                        "SRCIPDESTIPHASH": KEY_IP_IP, "SRCIPSRCPORTHASH": KEY_IP_PORT}
+assert MAX_HASHLENGTH_BUF == _hash.MAX_HASHLENGTH
+cdef object _IPv4Address = ipaddress.IPv4Address
+cdef object _IPv6Address = ipaddress.IPv6Address
+
+
+cdef inline bint all_zero(const unsigned char *p, int n) noexcept:
+    cdef int i
+    for i in range(n):
+        if p[i]:
+            return False
+    return True
+
+
+cdef inline uint64_t _name_hash(str name) except? 0:
+    """A service's fixed hash for the hash methods (the reference's _hash.name_hash)."""
+    cdef bytes data = name.encode("utf-8", "surrogatepass")
+    return ll_xxh64(<const char *>data, <size_t>len(data), 0)
 
 
 cdef object _exclude_names(object exclude):
@@ -224,6 +263,15 @@ cdef class Engine:
     cdef uint64_t _startup_factor
     cdef bint _rtsp_nat
     cdef bint _outlier_on    # outlier ejection on: finish and fail read the clock
+    # hash methods: the method's key form (None: not a hash method), its settings, the seed
+    cdef object _key_form
+    cdef str _method_name
+    cdef object _key_settings
+    cdef uint64_t _hash_seed
+    cdef int _key_kind       # KEY_*: which key form _fast_key_hash reads
+    cdef Py_ssize_t _hashlength
+    cdef uint32_t _v4mask
+    cdef int _v6len
     cdef _Hold _hold
     # the guard: who holds the vserver, how deeply, and who waits for it
     cdef unsigned long _owner
@@ -237,6 +285,11 @@ cdef class Engine:
         self._slots = {}
         self._deadline = INFINITY
         self._cond = threading.Condition(threading.Lock())
+        self._key_settings = _hash.KeySettings()
+        self._hash_seed = _hash.DEFAULT_HASH_SEED
+        self._hashlength = self._key_settings.hashlength
+        self._v4mask = self._key_settings.v4mask
+        self._v6len = self._key_settings.v6len
         cdef _Hold hold = _Hold.__new__(_Hold)
         hold._engine = self
         self._hold = hold
@@ -259,6 +312,7 @@ cdef class Engine:
             if self._depth > 1:
                 raise RuntimeError("a vserver cannot be re-initialized from inside one of its own calls")
             self._init_locked(m, clock, factor, rtsp_nat)
+            self._set_key_form(method)
         finally:
             self._leave()
 
@@ -397,6 +451,7 @@ cdef class Engine:
             slot = ll_bind(self._vs, w)
             if slot < 0:
                 _raise_for(slot, "bind")
+            ll_set_name_hash(self._vs, <uint32_t>slot, _name_hash(name))
             assert slot == len(self._names)
             self._next_serial += 1
             self._names.append(name)
@@ -466,6 +521,26 @@ cdef class Engine:
         try:
             _raise_for_rc(ll_set_method(self._vs, <ll_method>m), "set_method")
             ll_set_startup_rr(self._vs, self._startup_factor)
+            self._set_key_form(method)
+        finally:
+            self._leave()
+
+    cdef int _set_key_form(self, str method) except -1:
+        self._key_form = _hash.KEY_FORMS.get(method)
+        self._method_name = method
+        self._key_kind = _KEY_KINDS.get(method, 0)
+        return 0
+
+    def _set_hash_settings(self, key_settings, seed):
+        """The hash methods' settings (checked by the facade)."""
+        cdef uint64_t s = seed
+        self._enter()
+        try:
+            self._key_settings = key_settings
+            self._hash_seed = s
+            self._hashlength = key_settings.hashlength
+            self._v4mask = key_settings.v4mask
+            self._v6len = key_settings.v6len
         finally:
             self._leave()
 
@@ -590,15 +665,121 @@ cdef class Engine:
 
     # ---- the request path ---------------------------------------------
 
-    def select(self, exclude=None):
+    def select(self, exclude=None, key=None):
         """Picks a service, counts one new active transaction on it, returns its name.
-        `exclude`: names skipped for this pick only (unknown names are ignored)."""
+        `exclude`: names skipped for this pick only (unknown names are ignored).
+        `key`: the request's value a hash method hashes (ignored by the other methods)."""
         names = None if exclude is None else _exclude_names(exclude)
         self._enter()
         try:
-            return self._names[self._pick(names)]
+            if self._key_form is None:
+                return self._names[self._pick(names)]
+            return self._names[self._pick_key(names, key)]
         finally:
             self._leave()
+
+    cdef int64_t _pick_key(self, object names, object key) except -1:
+        """select()'s work on a hash method: the key checked and hashed before the clock
+        is read, then the rendezvous pick (DOMAINHASH without a domain: _pick)."""
+        cdef uint64_t h
+        cdef int64_t slot
+        if not self._fast_key_hash(key, &h):
+            data = self._key_form(key, self._key_settings)  # checks the key; the rules' one place
+            if data is None:
+                return self._pick(names)
+            h = ll_xxh64(<const char *>data, <size_t>len(<bytes>data), self._hash_seed)
+        if names is None:
+            slot = ll_select_hash(self._vs, self._tick(), h, NULL, 0)
+        else:
+            slot = self._pick_excluding(names, h, True)
+        if slot < 0:
+            self._raise_select(slot)
+        return slot
+
+    cdef int _fast_key_hash(self, object key, uint64_t *out) except -1:
+        """The hash of the common key forms without a Python call (exact str and bytes,
+        exact ipaddress objects, tuples of them); the same bytes as _hash.KEY_FORMS.
+        Returns 0 for anything else (and for a key to refuse): the general path decides."""
+        cdef unsigned char buf[MAX_HASHLENGTH_BUF]
+        cdef const char *text
+        cdef Py_ssize_t size, n, m
+        cdef int kind = self._key_kind
+        if kind <= KEY_DOMAIN:
+            if type(key) is str and PyUnicode_IS_ASCII(key):
+                text = PyUnicode_AsUTF8AndSize(key, &size)
+            elif type(key) is bytes:
+                text = PyBytes_AS_STRING(key)
+                size = PyBytes_GET_SIZE(key)
+            else:
+                return 0
+            if kind == KEY_WHOLE:
+                if size == 0:
+                    return 0  # refused there
+            elif kind == KEY_URL:
+                if size > self._hashlength:
+                    size = self._hashlength
+            else:
+                if size and text[size - 1] == b'.':
+                    size -= 1  # the root's dot
+                if size == 0:
+                    return 0  # no domain: the general path says so
+                if size > self._hashlength:
+                    size = self._hashlength
+                for n in range(size):  # ASCII letters lowered, as bytes.lower()
+                    buf[n] = <unsigned char>text[n] + 32 if b'A' <= text[n] <= b'Z' else <unsigned char>text[n]
+                text = <const char *>buf
+            out[0] = ll_xxh64(text, <size_t>size, self._hash_seed)
+            return 1
+        if kind == KEY_ONE_IP:
+            n = self._address_bytes(key, buf)
+        elif type(key) is not tuple or len(<tuple>key) != 2:
+            return 0
+        elif kind == KEY_IP_IP:
+            n = self._address_bytes((<tuple>key)[0], buf)
+            if n > 0:
+                m = self._address_bytes((<tuple>key)[1], buf + n)
+                n = n + m if m > 0 else -1
+        else:
+            n = self._address_bytes((<tuple>key)[0], buf)
+            port = (<tuple>key)[1]
+            if n > 0 and type(port) is int and 0 <= port <= 65535:
+                buf[n] = <unsigned char>(<long>port >> 8)
+                buf[n + 1] = <unsigned char>(<long>port & 0xFF)
+                n += 2
+            else:
+                n = -1
+        if n <= 0:
+            return 0
+        out[0] = ll_xxh64(buf, <size_t>n, self._hash_seed)
+        return 1
+
+    cdef Py_ssize_t _address_bytes(self, object addr, unsigned char *out) except -2:
+        """An exact IPv4Address or IPv6Address as _hash hashes it (a tag byte and the masked
+        address; IPv4-mapped IPv6 as IPv4), written to out; its length, or -1: not one."""
+        cdef uint32_t v
+        cdef const unsigned char *p
+        cdef int i, keep
+        if type(addr) is _IPv4Address:
+            v = <uint32_t>int(addr) & self._v4mask
+        elif type(addr) is _IPv6Address:
+            packed = addr.packed
+            p = <const unsigned char *>PyBytes_AS_STRING(packed)
+            if all_zero(p, 10) and p[10] == 0xFF and p[11] == 0xFF:  # IPv4-mapped
+                v = ((<uint32_t>p[12] << 24) | (<uint32_t>p[13] << 16) | (<uint32_t>p[14] << 8) | p[15]) & self._v4mask
+            else:
+                out[0] = 6
+                for i in range(16):
+                    keep = self._v6len - 8 * i  # bits of this byte inside the prefix
+                    out[1 + i] = p[i] if keep >= 8 else (p[i] & <unsigned char>(0xFF << (8 - keep))) if keep > 0 else 0
+                return 17
+        else:
+            return -1
+        out[0] = 4
+        out[1] = <unsigned char>(v >> 24)
+        out[2] = <unsigned char>(v >> 16)
+        out[3] = <unsigned char>(v >> 8)
+        out[4] = <unsigned char>v
+        return 5
 
     cdef int64_t _pick(self, object names) except -1:
         """select()'s work, the vserver held: reads the clock, then picks (skipping the
@@ -612,7 +793,7 @@ cdef class Engine:
             self._raise_select(slot)
         return slot
 
-    cdef int64_t _pick_excluding(self, object names) except? -2:
+    cdef int64_t _pick_excluding(self, object names, uint64_t key_hash=0, bint hashed=False) except? -2:
         cdef uint32_t stack_buf[16]
         cdef uint32_t *buf = stack_buf
         cdef size_t n = 0
@@ -627,6 +808,8 @@ cdef class Engine:
                 if found is not None:
                     buf[n] = <uint32_t>found
                     n += 1
+            if hashed:
+                return ll_select_hash(self._vs, sec, key_hash, buf, n)
             return ll_select_excluding(self._vs, sec, buf, n)
         finally:
             if buf != stack_buf:
@@ -637,13 +820,13 @@ cdef class Engine:
             raise _errors.active_overflow(self._names[ll_full_slot(self._vs)])
         return _raise_for(rc, "select")
 
-    def acquire(self, exclude=None):
-        """Picks like select(exclude) and returns the transaction as a handle."""
+    def acquire(self, exclude=None, key=None):
+        """Picks like select(exclude, key) and returns the transaction as a handle."""
         cdef Transaction tx
         names = None if exclude is None else _exclude_names(exclude)
         self._enter()
         try:
-            slot = self._pick(names)
+            slot = self._pick(names) if self._key_form is None else self._pick_key(names, key)
             name = self._names[slot]
             serial = self._serials[slot]  # read before any allocation can run a finalizer
             tx = Transaction.__new__(Transaction)
@@ -969,6 +1152,8 @@ cdef class Engine:
         anything, and _replay_locked again before C reads the arrays."""
         if self._clock_kind != CLOCK_KIND_MANUAL or clock is not self._clock:
             raise ValueError("replay needs the vserver's own ManualClock as clock")
+        if self._key_form is not None and self._method_name in _NEEDS_KEY:
+            raise ValueError(f"replay: {self._method_name} picks by each request's key, which a trace does not carry")
         n = len(trace.arrival)
         if n >= 0xFFFFFFFF:
             raise ValueError(f"a replay takes fewer than 2**32 requests, got {n}")

@@ -18,9 +18,9 @@ times (ramp boundaries, ejection ends) sit in one heap with lazy deletion.
 
 import heapq
 import math
-from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Optional, Tuple, Union
 
-from . import _errors
+from . import _errors, _hash
 from ._show import ServiceView, VServerView
 from ._types import Clock, Info, Totals
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
         def __init__(self, method: str = "LEASTCONNECTION", clock: Optional[Clock] = None, *,
                      startup_rr_factor: int = 0, rtsp_nat: bool = False) -> None: ...
         def atomic(self) -> ContextManager[object]: ...
-        def select(self, exclude: Optional[Collection[str]] = None) -> str: ...
         def now(self) -> float: ...
         def bind(self, name: str, weight: int = 1) -> None: ...
         def unbind(self, name: str) -> None: ...
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
         def _totals(self) -> Totals: ...
         def _is_open(self, name: str) -> bool: ...
         def _selections(self, name: str) -> Tuple[int, int, int]: ...
+        def _set_hash_settings(self, key_settings: _hash.KeySettings, seed: int) -> None: ...
 else:
     _EngineBase = object
 
@@ -121,6 +121,14 @@ def _check_settings(rate: object, unit: object, interval: object) -> Tuple[int, 
 _Timer = Tuple[float, int, str, Union[_Ramp, _Outlier]]
 
 
+def _check_hash_settings(netmask: object, v6netmasklen: object, hashlength: object,
+                         hash_seed: object) -> Tuple[str, _hash.KeySettings, int]:
+    text, mask = _hash.check_netmask(netmask)
+    key_settings = _hash.KeySettings(mask, _hash.check_v6netmasklen(v6netmasklen),
+                                     _hash.check_hashlength(hashlength))
+    return text, key_settings, _hash.check_hash_seed(hash_seed)
+
+
 class VirtualServerFacade(_EngineBase):
     """Settings, slow start and show() over an engine class (mixed in before it)."""
 
@@ -130,7 +138,9 @@ class VirtualServerFacade(_EngineBase):
                  new_service_request: int = 0, new_service_request_unit: str = "PER_SECOND",
                  new_service_request_increment_interval: int = 0, startup_rr_factor: int = 0,
                  rtsp_nat: bool = False, outlier_failures: int = 0, outlier_ejection_time: float = 30,
-                 outlier_max_ejection_percent: int = 50, name: str = "vserver") -> None:
+                 outlier_max_ejection_percent: int = 50, name: str = "vserver",
+                 netmask: object = _hash.DEFAULT_NETMASK, v6netmasklen: int = _hash.DEFAULT_V6NETMASKLEN,
+                 hashlength: int = _hash.DEFAULT_HASHLENGTH, hash_seed: int = _hash.DEFAULT_HASH_SEED) -> None:
         settings = _check_settings(new_service_request, new_service_request_unit,
                                    new_service_request_increment_interval)
         outlier = (_errors.check_outlier_failures(outlier_failures),
@@ -138,7 +148,10 @@ class VirtualServerFacade(_EngineBase):
                    _errors.check_ejection_percent(outlier_max_ejection_percent))
         if type(name) is not str:
             raise _errors.bad_type("name", name, "a str")
+        hashing = _check_hash_settings(netmask, v6netmasklen, hashlength, hash_seed)
         super().__init__(method, clock, startup_rr_factor=startup_rr_factor, rtsp_nat=rtsp_nat)
+        self._netmask, self._key_settings, self._hash_seed = hashing
+        self._set_hash_settings(self._key_settings, self._hash_seed)
         self.name = name  #: the vserver's name, shown by show()
         self._rate, self._unit, self._interval = settings
         self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
@@ -184,17 +197,39 @@ class VirtualServerFacade(_EngineBase):
         """At most this share of the bound services is ejected at once."""
         return self._max_ejection_percent
 
+    @property
+    def netmask(self) -> str:
+        """Hash methods: the IPv4 mask applied to addresses before hashing."""
+        return self._netmask
+
+    @property
+    def v6netmasklen(self) -> int:
+        """Hash methods: the IPv6 prefix length kept before hashing (0..128)."""
+        return self._key_settings.v6len
+
+    @property
+    def hashlength(self) -> int:
+        """URLHASH, DOMAINHASH: the leading bytes hashed (1..4096)."""
+        return self._key_settings.hashlength
+
+    @property
+    def hash_seed(self) -> int:
+        """Hash methods: the XXH64 seed of the request keys (0..2**64-1)."""
+        return self._hash_seed
+
     def set(self, **settings: Any) -> None:
         """Changes settings of a running vserver, like `set lb vserver`.
 
         Accepts method, new_service_request, new_service_request_unit,
         new_service_request_increment_interval, startup_rr_factor, rtsp_nat,
-        outlier_failures, outlier_ejection_time and outlier_max_ejection_percent.
+        outlier_failures, outlier_ejection_time, outlier_max_ejection_percent, and the
+        hash methods' netmask, v6netmasklen, hashlength and hash_seed.
         Everything is checked before anything changes.
         """
         known = {"method", "new_service_request", "new_service_request_unit",
                  "new_service_request_increment_interval", "startup_rr_factor", "rtsp_nat",
-                 "outlier_failures", "outlier_ejection_time", "outlier_max_ejection_percent"}
+                 "outlier_failures", "outlier_ejection_time", "outlier_max_ejection_percent",
+                 "netmask", "v6netmasklen", "hashlength", "hash_seed"}
         for key in settings:
             if key not in known:
                 raise TypeError(f"set() got an unknown setting {key!r}")
@@ -212,8 +247,14 @@ class VirtualServerFacade(_EngineBase):
         ejection_time = _errors.check_ejection_time(settings.get("outlier_ejection_time", self._ejection_time))
         percent = _errors.check_ejection_percent(
             settings.get("outlier_max_ejection_percent", self._max_ejection_percent))
+        hashing = _check_hash_settings(settings.get("netmask", self._netmask),
+                                       settings.get("v6netmasklen", self._key_settings.v6len),
+                                       settings.get("hashlength", self._key_settings.hashlength),
+                                       settings.get("hash_seed", self._hash_seed))
         with self.atomic():
             now = self.now() if (self._ramps or self._outliers) else None
+            self._netmask, self._key_settings, self._hash_seed = hashing
+            self._set_hash_settings(self._key_settings, self._hash_seed)
             self._apply_settings(settings, rate, unit, interval, now)
             self._outlier_k, self._ejection_time, self._max_ejection_percent = outlier_k, ejection_time, percent
             self._set_outlier_failures(outlier_k)
@@ -289,27 +330,6 @@ class VirtualServerFacade(_EngineBase):
             super().drain(name)  # unbinds at once if nothing is active
             if name in self and self._ramps and not self._has_others_up():
                 self._end_all(now)  # it was the last normal service: nobody takes the surplus
-
-    def select_many(self, k: int, exclude: Optional[Collection[str]] = None) -> List[str]:
-        """k distinct services in the method's order, each charged one transaction
-        (for hedged requests): the first is what select() picks, the next what it
-        picks with the first excluded too, and so on, as one step for other
-        threads. Fewer than k when fewer are eligible; NoServiceAvailable when none."""
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise _errors.bad_type("k", k, "an int >= 1")
-        if k < 1:
-            raise _errors.bad_value("k", k, "an int >= 1")
-        skip = _errors.check_exclude(exclude)
-        picks: List[str] = []
-        with self.atomic():
-            for _ in range(k):
-                try:
-                    picks.append(self.select(exclude=skip + picks))
-                except _errors.NoServiceAvailable:
-                    if not picks:
-                        raise
-                    break
-        return picks
 
     def slow_start(self, name: str) -> Optional[Dict[str, Any]]:
         """Where `name` stands in slow start: None, or a dict of its ramp."""
@@ -534,4 +554,7 @@ class VirtualServerFacade(_EngineBase):
             new_service_request=self._rate, new_service_request_unit=self._unit,
             new_service_request_increment_interval=self._interval,
             startup_rr_factor=self.startup_rr_factor, startup_rr_left=self.startup_rr_left,
-            services=tuple(services))
+            services=tuple(services),
+            hashing=(f"netmask {self._netmask}, v6netmasklen {self._key_settings.v6len}, "
+                     f"hashlength {self._key_settings.hashlength}, hash_seed {self._hash_seed}"
+                     if self.method in _hash.HASH_METHODS else None))

@@ -18,7 +18,7 @@ need not be computed at all.
 import functools
 import ipaddress
 import math
-from typing import Callable, Dict, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 __all__ = ["HASH_METHODS", "KEY_FORMS", "KeySettings", "xxh64", "name_hash", "score", "neg_log2",
            "rendezvous_rank", "key_bytes", "check_netmask", "check_v6netmasklen",
@@ -294,6 +294,23 @@ def key_bytes(method: str, key: object, v4mask: int, v6len: int, hashlength: int
     Raises TypeError/ValueError naming `key` for a form the method does not take.
     """
     return KEY_FORMS[method](key, KeySettings(v4mask, v6len, hashlength))
+
+
+def example_keys(method: str, count: int) -> List[object]:
+    """`count` distinct request keys of the form `method` takes (benchmarks, examples)."""
+    if method in ("SOURCEIPHASH", "DESTINATIONIPHASH"):
+        return [ipaddress.IPv4Address(0x0A000000 + 7919 * i) for i in range(count)]
+    if method == "SRCIPDESTIPHASH":
+        return [(ipaddress.IPv4Address(0x0A000000 + 7919 * i), ipaddress.IPv4Address(0xC0A80001)) for i in range(count)]
+    if method == "SRCIPSRCPORTHASH":
+        return [(ipaddress.IPv4Address(0x0A000000 + 7919 * (i >> 4)), 1024 + (i & 15)) for i in range(count)]
+    if method == "DOMAINHASH":
+        return [f"shop{i}.example.com" for i in range(count)]
+    if method == "CALLIDHASH":
+        return [f"{i:08x}@pc33.example.com" for i in range(count)]
+    if method == "TOKEN":
+        return [f"session-{i:012x}" for i in range(count)]
+    return [f"/catalog/item/{i}?lang=en" for i in range(count)]
 
 
 # ---- the settings -------------------------------------------------------------------

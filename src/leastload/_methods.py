@@ -33,20 +33,23 @@ TABLE = (
     Method("LEASTREQUEST", 5, "least", "active requests", "select+finish", "LR", True),
     Method("LRTM", 6, "least", "seconds", "select+finish", "LRTM", True),
     Method("CUSTOMLOAD", 7, "least", "load", "select+finish", "CL", True),
-    Method("SOURCEIPHASH", 8, "hash", "active transactions", "select+finish", "SIPH", False),
-    Method("DESTINATIONIPHASH", 9, "hash", "active transactions", "select+finish", "DIPH", False),
-    Method("SRCIPDESTIPHASH", 10, "hash", "active transactions", "select+finish", "SDIPH", False),
-    Method("SRCIPSRCPORTHASH", 11, "hash", "active transactions", "select+finish", "SIPPH", False),
-    Method("URLHASH", 12, "hash", "active transactions", "select+finish", "URLH", False),
-    Method("DOMAINHASH", 13, "hash", "active transactions", "select+finish", "DOMH", False),
-    Method("CALLIDHASH", 14, "hash", "active transactions", "select+finish", "CIDH", False),
-    Method("TOKEN", 15, "hash", "active transactions", "select+finish", "TOKEN", False),
+    Method("SOURCEIPHASH", 8, "hash", "active transactions", "select(key)+finish", "SIPH", True),
+    Method("DESTINATIONIPHASH", 9, "hash", "active transactions", "select(key)+finish", "DIPH", True),
+    Method("SRCIPDESTIPHASH", 10, "hash", "active transactions", "select(key)+finish", "SDIPH", True),
+    Method("SRCIPSRCPORTHASH", 11, "hash", "active transactions", "select(key)+finish", "SIPPH", True),
+    Method("URLHASH", 12, "hash", "active transactions", "select(key)+finish", "URLH", True),
+    Method("DOMAINHASH", 13, "hash", "active transactions", "select(key)+finish", "DOMH", True),
+    Method("CALLIDHASH", 14, "hash", "active transactions", "select(key)+finish", "CIDH", True),
+    Method("TOKEN", 15, "hash", "active transactions", "select(key)+finish", "TOKEN", True),
 )
 
 BY_NAME = {m.name: m for m in TABLE}
 METHODS = tuple(m.name for m in TABLE if m.supported)  # what VirtualServer(method=...) accepts
 ALL_METHODS = tuple(m.name for m in TABLE)              # the vendor's, this engine's or not
 IN_SECONDS = frozenset(m.name for m in TABLE if m.unit == "seconds")
+# the hash methods whose select() needs the request's key (DOMAINHASH without one is LEASTCONNECTION)
+NEEDS_KEY = frozenset(m.name for m in TABLE if m.family == "hash" and m.name != "DOMAINHASH")
+KEYLESS_METHODS = tuple(m for m in METHODS if m not in NEEDS_KEY)  # select() works without a key
 
 
 def check_against_c(names, supported):

@@ -25,6 +25,7 @@ class VServerView:
     startup_rr_factor: int
     startup_rr_left: int
     services: "tuple[ServiceView, ...]"
+    hashing: "str | None" = None  # a hash method's settings; None for the other methods
 
     def __str__(self) -> str:
         up = sum(1 for s in self.services if s.state == "UP")
@@ -35,6 +36,8 @@ class VServerView:
             f"Increment Interval: {self.new_service_request_increment_interval}",
             f"Startup RR Factor: {self.startup_rr_factor} ({self.startup_rr_left} left)",
         ]
+        if self.hashing is not None:
+            lines.append(f"Hash: {self.hashing}")
         if self.services:
             lines.append("")
             lines.append(f"{'#':>3}  {'service':<16} {'state':<14} {'weight':>6} {'N':>14} {'Nw':>16} "

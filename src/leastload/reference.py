@@ -18,7 +18,7 @@ import time
 from types import TracebackType
 from typing import Any, Callable, Literal, Collection, ContextManager, Dict, List, Optional, Tuple, Type, TypeVar, Union, cast
 
-from . import _errors
+from . import _errors, _hash
 from ._errors import (STATES, DuplicateService, NoServiceAvailable, TransactionEnded,
                       UnknownService)
 from ._facade import VirtualServerFacade
@@ -44,7 +44,13 @@ N_OF: Dict[str, Callable[["_Service"], int]] = {
     "LEASTBANDWIDTH": lambda s: sum(s.bytes.values()),
     "LEASTPACKETS": lambda s: sum(s.packets.values()),
     "CUSTOMLOAD": lambda s: s.custom_load,
+    # the hash methods pick by key (_rendezvous); N is what DOMAINHASH without a domain uses
+    **{m: (lambda s: _active(s)) for m in _hash.HASH_METHODS},
 }
+
+
+def _active(s: "_Service") -> int:
+    return s.active
 
 
 class ManualClock:
@@ -134,7 +140,7 @@ class _Service:
     __slots__ = ("name", "seq", "weight", "state", "bytes", "packets", "active", "ttfb_us",
                  "ttfb_known", "cap", "sel_this_sec", "sel_last_sec", "selected",
                  "draining", "ejected", "failures", "fails_in_row", "probe_us", "probe_known",
-                 "custom_load", "custom_over")
+                 "custom_load", "custom_over", "name_hash")
 
     def __init__(self, name: str, seq: int, weight: int) -> None:
         self.name = name
@@ -158,6 +164,7 @@ class _Service:
         self.probe_known = False
         self.custom_load = 0  # CUSTOMLOAD: the load its metrics give
         self.custom_over = False  # CUSTOMLOAD: a metric at or over its threshold
+        self.name_hash = _hash.name_hash(name)  # hash methods: the service's side of the score
 
 
 class Engine:
@@ -201,6 +208,8 @@ class Engine:
         self._rr_round = 1
         self._deadline: float = math.inf
         self._outlier_k = 0  # consecutive failures that call _on_outlier; 0: off
+        self._key_settings = _hash.KeySettings()  # hash methods: netmask, v6netmasklen, hashlength
+        self._hash_seed = _hash.DEFAULT_HASH_SEED
 
     def atomic(self) -> ContextManager[object]:
         """A context manager holding the vserver: other threads' calls wait until it exits."""
@@ -409,11 +418,29 @@ class Engine:
         return next(s for s in eligible if s.weight >= r), r
 
     @_atomic
-    def select(self, exclude: Optional[Collection[str]] = None) -> str:
+    def _set_hash_settings(self, key_settings: _hash.KeySettings, seed: int) -> None:
+        """The hash methods' settings (checked by the facade)."""
+        self._key_settings = key_settings
+        self._hash_seed = seed
+
+    def _key_data(self, key: object) -> Optional[bytes]:
+        """The bytes a hash method hashes for `key` (validated); None: not a hash
+        method (the key is ignored), or DOMAINHASH without a domain."""
+        form = _hash.KEY_FORMS.get(self._method)
+        return None if form is None else form(key, self._key_settings)
+
+    def _rendezvous(self, eligible: List[_Service], data: bytes) -> _Service:
+        """The hash methods' pick: the least rank (_hash.rendezvous_rank)."""
+        key_h = _hash.xxh64(data, self._hash_seed)
+        return min(eligible, key=lambda s: _hash.rendezvous_rank(key_h, s.name_hash, s.weight, s.seq))
+
+    @_atomic
+    def select(self, exclude: Optional[Collection[str]] = None, key: object = None) -> str:
         """Picks a service, counts one new active transaction on it, returns its name.
         `exclude`: names skipped for this pick only (unknown names are ignored).
         Raises NoServiceAvailable when no service is UP and eligible."""
         names = _errors.check_exclude(exclude)
+        data = self._key_data(key)
         self._tick()
         skip = set(names)  # unknown names never match a service: ignored
         eligible = [s for s in self._services.values() if self._eligible(s) and s.name not in skip]
@@ -421,8 +448,10 @@ class Engine:
             raise _errors.no_service()
         rr_round = self._rr_round
         startup = self._startup_rr_left > 0 and BY_NAME[self._method].family == "least"
-        if startup:  # plain round robin: ROUNDROBIN neither uses nor counts it down
+        if startup:  # plain round robin, the least-load family only: neither ROUNDROBIN nor a hash method uses or counts it down
             chosen = self._first_after_cursor(eligible)
+        elif data is not None:
+            chosen = self._rendezvous(eligible, data)
         elif self._method == "ROUNDROBIN":
             chosen, rr_round = self._round_robin(eligible)
         else:
@@ -441,9 +470,9 @@ class Engine:
         return chosen.name
 
     @_atomic
-    def acquire(self, exclude: Optional[Collection[str]] = None) -> Transaction:
-        """Picks like select(exclude) and returns the transaction as a handle."""
-        name = self.select(exclude)
+    def acquire(self, exclude: Optional[Collection[str]] = None, key: object = None) -> Transaction:
+        """Picks like select(exclude, key) and returns the transaction as a handle."""
+        name = self.select(exclude, key)
         return Transaction(self, name, self._services[name].seq)
 
     # -- counters -------------------------------------------------------------

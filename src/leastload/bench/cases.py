@@ -7,8 +7,10 @@ the elapsed nanoseconds, so the per-call figures carry one `for` step and the
 calls themselves, nothing else. numpy (leastload[sim]) is imported only by
 the builder that draws random loads.
 """
+from itertools import cycle, islice
 from time import perf_counter_ns
 
+from .._hash import example_keys
 from .._methods import TABLE
 
 # The operation each method is measured with, one call at a time (the
@@ -149,8 +151,24 @@ def loop_select_finish_ttfb(vs, k):
     return perf_counter_ns() - t
 
 
+N_KEYS = 1024  # the hash methods' pair cycles through this many request keys
+
+
+def loop_select_key_finish(keys):
+    """The hash methods' loop: select(key=...)+finish() over a cycle of request keys."""
+    def loop(vs, k):
+        select, finish = vs.select, vs.finish
+        t = perf_counter_ns()
+        for key in islice(cycle(keys), k):
+            finish(select(key=key))
+        return perf_counter_ns() - t
+    return loop
+
+
 def pair_loop(method):
     """The per-call loop a method is measured with (PAIR_OF_METHOD)."""
+    if PAIR_OF_METHOD[method] == "select(key)+finish":
+        return loop_select_key_finish(example_keys(method, N_KEYS))
     if PAIR_OF_METHOD[method] == "select+record":
         return loop_select_record
     return loop_select_finish_ttfb if method == "LEASTRESPONSETIME" else loop_select_finish
@@ -159,6 +177,9 @@ def pair_loop(method):
 def pair_step(vs, method):
     """One operation of pair_loop(method) as a no-argument callable (pytest-benchmark)."""
     select, record, finish = vs.select, vs.record, vs.finish
+    if PAIR_OF_METHOD[method] == "select(key)+finish":
+        next_key = cycle(example_keys(method, N_KEYS)).__next__
+        return lambda: finish(select(key=next_key()))
     if PAIR_OF_METHOD[method] == "select+record":
         return lambda: record(select(), REQUEST_BYTES, REQUEST_PACKETS)
     if method == "LEASTRESPONSETIME":
