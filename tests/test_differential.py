@@ -315,6 +315,10 @@ class EnginesAgree(RuleBasedStateMachine):
 
     # ---- transactions: both handles of a pair get the same call ----------------
 
+    @rule(k=st.one_of(st.integers(1, 6), st.sampled_from([0, -1, 1.5, True])), exclude=EXCLUDES)
+    def select_many(self, k, exclude):
+        self.both(lambda vs: vs.select_many(k, exclude=make_exclude(exclude)))
+
     @rule(exclude=EXCLUDES)
     def acquire(self, exclude):
         got = []

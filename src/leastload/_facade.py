@@ -18,7 +18,7 @@ times (ramp boundaries, ejection ends) sit in one heap with lazy deletion.
 
 import heapq
 import math
-from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Tuple, Union
 
 from . import _errors, _hash
 from ._show import ServiceView, VServerView
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         def __init__(self, method: str = "LEASTCONNECTION", clock: Optional[Clock] = None, *,
                      startup_rr_factor: int = 0, rtsp_nat: bool = False) -> None: ...
         def atomic(self) -> ContextManager[object]: ...
+        def select(self, exclude: Optional[Collection[str]] = None) -> str: ...
         def now(self) -> float: ...
         def bind(self, name: str, weight: int = 1) -> None: ...
         def unbind(self, name: str) -> None: ...
@@ -330,6 +331,27 @@ class VirtualServerFacade(_EngineBase):
             super().drain(name)  # unbinds at once if nothing is active
             if name in self and self._ramps and not self._has_others_up():
                 self._end_all(now)  # it was the last normal service: nobody takes the surplus
+
+    def select_many(self, k: int, exclude: Optional[Collection[str]] = None) -> List[str]:
+        """k distinct services in the method's order, each charged one transaction
+        (for hedged requests): the first is what select() picks, the next what it
+        picks with the first excluded too, and so on, as one step for other
+        threads. Fewer than k when fewer are eligible; NoServiceAvailable when none."""
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise _errors.bad_type("k", k, "an int >= 1")
+        if k < 1:
+            raise _errors.bad_value("k", k, "an int >= 1")
+        skip = _errors.check_exclude(exclude)
+        picks: List[str] = []
+        with self.atomic():
+            for _ in range(k):
+                try:
+                    picks.append(self.select(exclude=skip + picks))
+                except _errors.NoServiceAvailable:
+                    if not picks:
+                        raise
+                    break
+        return picks
 
     def slow_start(self, name: str) -> Optional[Dict[str, Any]]:
         """Where `name` stands in slow start: None, or a dict of its ramp."""
