@@ -141,6 +141,11 @@ class _Service:
                  "ttfb_known", "cap", "sel_this_sec", "sel_last_sec", "selected",
                  "draining", "ejected", "failures", "fails_in_row", "probe_us", "probe_known",
                  "custom_load", "custom_over", "name_hash")
+    # declared here for N_OF's functions above, which read them before this class is seen
+    active: int
+    ttfb_us: int
+    probe_us: int
+    custom_load: int
 
     def __init__(self, name: str, seq: int, weight: int) -> None:
         self.name = name
