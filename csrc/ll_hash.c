@@ -59,33 +59,31 @@ static inline int eligible(const ll_tree *t, uint32_t slot)
     return !ll_key_eq(ll_tree_wide_key(t, slot), LL_KEY_INF);
 }
 
-static inline uint64_t score(uint64_t key_hash, const ll_svc *s)
+/* Slot i's score; name hashes not set yet (a C caller's omission) count as 0. */
+static inline uint64_t score(uint64_t key_hash, const uint64_t *name_hash, uint32_t i)
 {
-    return ll_xxh64_avalanche(key_hash ^ s->name_hash);
+    return ll_xxh64_avalanche(key_hash ^ (name_hash ? name_hash[i] : 0));
 }
 
 /* The pick over several weights. Between equal weights the greater x
  * wins, so each weight's best slot is found by x alone (the first on a
  * tie); only those, one a weight, are compared by L / w. A candidate whose
  * lower bound of L (from its leading one bits) already loses to the best
- * so far needs no L: with the likeliest winner taken first, about one or
- * two logarithms a pick, however many weights. *n_weights: the number of
+ * so far needs no L: a few logarithms a pick, however many weights. *n_weights: the number of
  * distinct eligible weights seen. */
 static int64_t weighted_pick(const ll_vserver *vs, uint64_t key_hash, uint32_t *n_weights)
 {
     const ll_tree *t = &vs->tree;
     int64_t class_slot[LL_MAX_WEIGHT + 1];
     uint64_t class_x[LL_MAX_WEIGHT + 1];
-    uint32_t bound[LL_MAX_WEIGHT + 1];
     uint8_t used[LL_MAX_WEIGHT + 1] = { 0 };
     uint8_t list[LL_MAX_WEIGHT];  /* the weights seen, in no order */
     uint32_t n = 0;
     for (uint32_t i = 0; i < vs->n_slots; i++) {
         if (!eligible(t, i))
             continue;
-        const ll_svc *s = &vs->svc[i];
-        uint64_t x = score(key_hash, s);
-        uint32_t w = s->weight;
+        uint64_t x = score(key_hash, vs->name_hash, i);
+        uint32_t w = vs->svc[i].weight;
         if (!used[w]) {
             used[w] = 1;
             list[n++] = (uint8_t)w;
@@ -96,24 +94,19 @@ static int64_t weighted_pick(const ll_vserver *vs, uint64_t key_hash, uint32_t *
         class_slot[w] = i;
     }
     *n_weights = n;
+    if (n == 0)
+        return -ENOENT;  /* not reached: the caller saw an eligible slot */
     if (n == 1)
         return class_slot[list[0]];
-    /* the likeliest winner first: the least bound / w */
-    uint32_t first = 0;
-    for (uint32_t k = 0; k < n; k++) {
+    int64_t best = class_slot[list[0]];
+    uint64_t best_x = class_x[list[0]], best_w = list[0], best_l = ll_neg_log2(best_x);
+    for (uint32_t k = 1; k < n; k++) {
         uint32_t w = list[k];
-        uint64_t ones = ~class_x[w];
-        bound[w] = ll_neg_log2_ones[ones ? floor_log2_complement(ones) : 64];
-        if (!first || (uint64_t)bound[w] * first < (uint64_t)bound[first] * w)
-            first = w;
-    }
-    int64_t best = class_slot[first];
-    uint64_t best_x = class_x[first], best_w = first, best_l = ll_neg_log2(best_x);
-    for (uint32_t k = 0; k < n; k++) {
-        uint32_t w = list[k];
-        if (w == first || (uint64_t)bound[w] * best_w > best_l * w)
+        uint64_t x = class_x[w], ones = ~x;
+        uint64_t bound = ll_neg_log2_ones[ones ? floor_log2_complement(ones) : 64];
+        if (bound * best_w > best_l * w)
             continue;  /* its L / w cannot come below best_L / best_w */
-        uint64_t x = class_x[w], l = ll_neg_log2(x);
+        uint64_t l = ll_neg_log2(x);
         /* L / w against best_L / best_w, exactly: both sides < 2^26 * 100 */
         uint64_t lhs = l * best_w, rhs = best_l * w;
         if (lhs < rhs || (lhs == rhs && (x > best_x || (x == best_x && class_slot[w] < best)))) {
@@ -134,14 +127,15 @@ static inline int64_t equal_pick(const ll_vserver *vs, uint64_t key_hash, uint32
     const uint64_t *leaf = vs->tree.cell + vs->tree.P;
     const ll_svc *svc = vs->svc;
     uint32_t w0 = svc[first].weight;
-    uint64_t best_x = score(key_hash, &svc[first]);
+    const uint64_t *name_hash = vs->name_hash;
+    uint64_t best_x = score(key_hash, name_hash, first);
     int64_t best = first;
     for (uint32_t i = first + 1; i < vs->n_slots; i++) {
         if (leaf[i] == LL_TREE_EMPTY)
             continue;
         if (svc[i].weight != w0)
             return -1;
-        uint64_t x = score(key_hash, &svc[i]);
+        uint64_t x = score(key_hash, name_hash, i);
         best = x > best_x ? (int64_t)i : best;
         best_x = x > best_x ? x : best_x;
     }

@@ -14,7 +14,7 @@
 #define LL_LIVE 0x8000u          /* window_mask: the slot has an entry in live[] */
 #define LL_BUCKET_BITS 0x3FFFu   /* window_mask: one bit per window bucket       */
 
-/* Per-service scalars: 56 bytes. */
+/* Per-service scalars: 48 bytes. */
 typedef struct {
     uint64_t selected;   /* selections since bind                          */
     uint64_t failures;   /* transactions that failed, since bind            */
@@ -31,7 +31,6 @@ typedef struct {
     uint8_t draining;    /* no new picks; the caller unbinds it when idle   */
     uint8_t ejected;     /* passive outlier ejection: no picks until return */
     uint16_t window_mask; /* bit b < 14: bucket b holds traffic; LL_LIVE: in live[] */
-    uint64_t name_hash;  /* hash methods: XXH64 of the name (ll_set_name_hash) */
 } ll_svc;
 
 struct ll_vserver {
@@ -70,6 +69,7 @@ struct ll_vserver {
     /* Inputs of one method each, allocated on their first use (NULL until
      * then), so the others pay no memory for them. */
     uint32_t *probe;         /* [capacity] LRTM: smoothed probe us + 1; 0: none */
+    uint64_t *name_hash;     /* [capacity] hash methods: XXH64 of each name (ll_set_name_hash) */
     uint64_t *custom;        /* [capacity] CUSTOMLOAD: load | LL_CUSTOM_OVER    */
 };
 

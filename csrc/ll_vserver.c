@@ -134,6 +134,7 @@ static void free_arrays(ll_vserver *vs)
     free(vs->packets_bkt);
     free(vs->live);
     free(vs->probe);
+    free(vs->name_hash);
     free(vs->custom);
 }
 
@@ -155,8 +156,9 @@ static int resize(ll_vserver *vs, uint32_t capacity)
     n.packets_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.packets_bkt);
     n.live = malloc((size_t)capacity * sizeof *n.live);
     n.probe = vs->probe ? calloc(capacity, sizeof *n.probe) : NULL;
+    n.name_hash = vs->name_hash ? calloc(capacity, sizeof *n.name_hash) : NULL;
     n.custom = vs->custom ? calloc(capacity, sizeof *n.custom) : NULL;
-    if ((vs->probe && !n.probe) || (vs->custom && !n.custom) || !n.tree.cell || !n.tree.arg || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
+    if ((vs->probe && !n.probe) || (vs->custom && !n.custom) || (vs->name_hash && !n.name_hash) || !n.tree.cell || !n.tree.arg || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
         || !n.packets_bkt || !n.live) {
         free_arrays(&n);
         return -ENOMEM;
@@ -173,6 +175,8 @@ static int resize(ll_vserver *vs, uint32_t capacity)
         memcpy(n.live, vs->live, vs->n_live * sizeof *n.live);
         if (vs->probe)
             memcpy(n.probe, vs->probe, used * sizeof *n.probe);
+        if (vs->name_hash)
+            memcpy(n.name_hash, vs->name_hash, used * sizeof *n.name_hash);
         if (vs->custom)
             memcpy(n.custom, vs->custom, used * sizeof *n.custom);
         for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
@@ -226,7 +230,8 @@ size_t ll_memory_bytes(const ll_vserver *vs)
 {
     size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS) + sizeof(uint32_t);
     size_t per_leaf = 2 * sizeof(uint64_t) + 2 * sizeof(uint32_t);  /* ll_tree's cell and arg */
-    per_slot += (vs->probe ? sizeof *vs->probe : 0) + (vs->custom ? sizeof *vs->custom : 0);
+    per_slot += (vs->probe ? sizeof *vs->probe : 0) + (vs->custom ? sizeof *vs->custom : 0)
+              + (vs->name_hash ? sizeof *vs->name_hash : 0);
     return sizeof *vs + (size_t)vs->capacity * per_slot + (size_t)vs->tree.P * per_leaf;
 }
 
@@ -253,6 +258,8 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
     s->cap = LL_NO_CAP;
     if (vs->probe)
         vs->probe[slot] = 0;
+    if (vs->name_hash)
+        vs->name_hash[slot] = 0;
     if (vs->custom)
         vs->custom[slot] = 0;
     vs->n_bound++;
@@ -271,6 +278,8 @@ static void clear_slot(ll_vserver *vs, uint32_t slot)
     vs->bytes[slot] = vs->packets[slot] = 0;
     if (vs->probe)
         vs->probe[slot] = 0;
+    if (vs->name_hash)
+        vs->name_hash[slot] = 0;
     if (vs->custom)
         vs->custom[slot] = 0;
     for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
@@ -311,6 +320,8 @@ void ll_compact(ll_vserver *vs)
             vs->packets[j] = vs->packets[i];
             if (vs->probe)
                 vs->probe[j] = vs->probe[i];
+            if (vs->name_hash)
+                vs->name_hash[j] = vs->name_hash[i];
             if (vs->custom)
                 vs->custom[j] = vs->custom[i];
             for (size_t b = 0; b < LL_WINDOW_SECONDS; b++) {
@@ -673,7 +684,9 @@ int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
 {
     if (!slot_ok(vs, slot))
         return -EINVAL;
-    vs->svc[slot].name_hash = name_hash;
+    if (!vs->name_hash && !(vs->name_hash = calloc(vs->capacity, sizeof *vs->name_hash)))
+        return -ENOMEM;
+    vs->name_hash[slot] = name_hash;
     return 0;
 }
 

@@ -196,6 +196,26 @@ def test_equal_and_unequal_weight_paths_agree_with_the_formula(impl):
         assert pick(vs, key) == services[ranks.index(min(ranks))][0], key
 
 
+def test_the_mapping_depends_on_names_and_weights_only(impl):
+    # a vserver switched to URLHASH after its binds, and one that unbound many (its slots
+    # compacted), map like a fresh one with the same services in the same order
+    keys = [f"/m/{i}" for i in range(2000)]
+    fresh, _ = make(impl, "URLHASH", n=8)
+    switched, _ = make(impl, "LEASTCONNECTION", n=8)
+    switched.set_method("URLHASH")
+    churned = impl.VirtualServer("URLHASH", impl.ManualClock(0.0))
+    for i in range(40):
+        churned.bind(f"x{i}")
+        if i < 8:
+            churned.bind(f"s{i}")
+    for i in range(40):
+        churned.unbind(f"x{i}")
+    assert churned.services == fresh.services
+    expected = mapping(fresh, keys)
+    assert mapping(switched, keys) == expected
+    assert mapping(churned, keys) == expected
+
+
 # ---- the defining behaviour of each method ----------------------------------------------
 
 def test_the_same_key_always_goes_to_the_same_service_whatever_the_load(impl):

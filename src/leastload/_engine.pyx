@@ -451,7 +451,9 @@ cdef class Engine:
             slot = ll_bind(self._vs, w)
             if slot < 0:
                 _raise_for(slot, "bind")
-            ll_set_name_hash(self._vs, <uint32_t>slot, _name_hash(name))
+            if self._key_form is not None and ll_set_name_hash(self._vs, <uint32_t>slot, _name_hash(name)) < 0:
+                ll_unbind(self._vs, <uint32_t>slot)  # nothing half-applied
+                raise MemoryError("leastload: cannot allocate the services' name hashes")
             assert slot == len(self._names)
             self._next_serial += 1
             self._names.append(name)
@@ -519,11 +521,23 @@ cdef class Engine:
         cdef int m = _METHOD_INDEX[_errors.check_method(method)]
         self._enter()
         try:
+            self._hash_names(method)  # may raise MemoryError: before anything changes
             _raise_for_rc(ll_set_method(self._vs, <ll_method>m), "set_method")
             ll_set_startup_rr(self._vs, self._startup_factor)
             self._set_key_form(method)
         finally:
             self._leave()
+
+    cdef int _hash_names(self, str method) except -1:
+        """Before a hash method is set: every bound service's name hash to the C core,
+        which keeps them from then on (a vserver that never hashes has none)."""
+        cdef Py_ssize_t slot
+        if method in _hash.KEY_FORMS:
+            for slot in range(len(self._names)):
+                name = self._names[slot]
+                if name is not None and ll_set_name_hash(self._vs, <uint32_t>slot, _name_hash(name)) < 0:
+                    raise MemoryError("leastload: cannot allocate the services' name hashes")
+        return 0
 
     cdef int _set_key_form(self, str method) except -1:
         self._key_form = _hash.KEY_FORMS.get(method)
