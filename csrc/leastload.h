@@ -30,7 +30,8 @@
 extern "C" {
 #endif
 
-#define LL_WINDOW_SECONDS 14     /* buckets in the bytes/packets window   */
+#define LL_WINDOW_SECONDS 14     /* the bytes/packets window's default length, seconds */
+#define LL_MAX_WINDOW_SECONDS 60 /* ll_set_window: 1..this                 */
 #define LL_MAX_WEIGHT 100        /* weights are 1..LL_MAX_WEIGHT            */
 #define LL_MAX_TTFB_US 3600000000u /* one hour: keeps active*TTFB in 64 bits */
 #define LL_NO_CAP UINT32_MAX     /* ll_set_cap: the service is not capped   */
@@ -152,6 +153,11 @@ void ll_get_totals(const ll_vserver *vs, ll_totals *out);
 /* Changes the method; restarts startup round robin (ll_set_startup_rr). */
 int ll_set_method(ll_vserver *vs, ll_method method);
 ll_method ll_get_method(const ll_vserver *vs);
+/* The bytes/packets window's length in seconds (1..LL_MAX_WINDOW_SECONDS,
+ * LL_WINDOW_SECONDS by default). Traffic of the last min(old, new) seconds
+ * is kept; O(services x seconds). -EINVAL, -ENOMEM (nothing changed). */
+int ll_set_window(ll_vserver *vs, uint32_t seconds);
+uint32_t ll_window(const ll_vserver *vs);
 /* Requests served plain round robin after the method is set (0: none). */
 void ll_set_startup_rr(ll_vserver *vs, uint64_t requests);
 uint64_t ll_startup_rr_left(const ll_vserver *vs);

@@ -11,8 +11,9 @@
 #include "ll_method.h"
 #include "ll_tree.h"
 
-#define LL_LIVE 0x8000u          /* window_mask: the slot has an entry in live[] */
-#define LL_BUCKET_BITS 0x3FFFu   /* window_mask: one bit per window bucket       */
+#define LL_LIVE 0x8000u          /* flags: the slot has an entry in live[] */
+#define LL_MASK_WINDOW 15        /* windows up to this long keep a bucket mask   */
+#define LL_BUCKET_BITS 0x7FFFu   /* flags: bit b, bucket b holds traffic (those windows) */
 
 /* Per-service scalars: 48 bytes. */
 typedef struct {
@@ -30,7 +31,7 @@ typedef struct {
     uint8_t ttfb_known;  /* the first status-200 sample sets the average   */
     uint8_t draining;    /* no new picks; the caller unbinds it when idle   */
     uint8_t ejected;     /* passive outlier ejection: no picks until return */
-    uint16_t window_mask; /* bit b < 14: bucket b holds traffic; LL_LIVE: in live[] */
+    uint16_t flags;      /* LL_LIVE: in live[]; LL_BUCKET_BITS: buckets with traffic */
 } ll_svc;
 
 struct ll_vserver {
@@ -57,8 +58,9 @@ struct ll_vserver {
     uint64_t *packets;       /* [capacity]                                 */
     /* Buckets, bucket-major ([b * capacity + slot]) so that rolling one
      * second walks one contiguous array, not one cache line per service. */
-    uint64_t *bytes_bkt;     /* [LL_WINDOW_SECONDS * capacity] */
-    uint64_t *packets_bkt;   /* [LL_WINDOW_SECONDS * capacity] */
+    uint64_t *bytes_bkt;     /* [window * capacity] */
+    uint64_t *packets_bkt;   /* [window * capacity] */
+    uint32_t window;         /* seconds (buckets) in the window, 1..LL_MAX_WINDOW_SECONDS */
     /* The live set: the slots a second boundary can change (traffic in a
      * bucket, or selections this second or last). A roll visits only these,
      * so no single call pays O(n) when the clock enters a new second. A slot
@@ -86,9 +88,9 @@ void ll_refresh(ll_vserver *vs, uint32_t slot);
 static inline void ll_live_add(ll_vserver *vs, uint32_t slot)
 {
     ll_svc *s = &vs->svc[slot];
-    if (!(s->window_mask & LL_LIVE)) {
+    if (!(s->flags & LL_LIVE)) {
         vs->live[vs->n_live++] = slot;
-        s->window_mask = (uint16_t)(s->window_mask | LL_LIVE);
+        s->flags = (uint16_t)(s->flags | LL_LIVE);
     }
 }
 
@@ -100,8 +102,11 @@ static inline int ll_record_core(ll_vserver *vs, uint32_t slot, uint64_t bytes, 
     size_t at = (size_t)vs->head * vs->capacity + slot;
     vs->bytes_bkt[at] += bytes;
     vs->packets_bkt[at] += packets;
-    if ((bytes | packets) && !(vs->svc[slot].window_mask & (1u << vs->head))) {
-        vs->svc[slot].window_mask = (uint16_t)(vs->svc[slot].window_mask | (1u << vs->head));
+    if (bytes | packets) {
+        /* a window up to LL_MASK_WINDOW long marks the bucket, so that a roll
+         * reads only buckets that hold traffic; longer ones read them all */
+        if (vs->window <= LL_MASK_WINDOW)
+            vs->svc[slot].flags = (uint16_t)(vs->svc[slot].flags | (1u << vs->head));
         ll_live_add(vs, slot);
     }
     vs->bytes[slot] += bytes;

@@ -1,5 +1,5 @@
 /*
- * ll_vserver.c - one virtual server: slots, the 14-second window, the
+ * ll_vserver.c - one virtual server: slots, the bytes/packets window, the
  * methods' sort keys and the selection.
  *
  * Every service has one exact integer key, floor(N * 10000 / weight) (see
@@ -35,10 +35,11 @@ static int slot_ok(const ll_vserver *vs, uint32_t slot)
     return slot < vs->n_slots && vs->svc[slot].bound;
 }
 
-static uint32_t floor_mod_window(int64_t sec)
+/* The bucket of second `sec` in a window of w buckets: floor mod. */
+static uint32_t floor_mod_window(int64_t sec, uint32_t w)
 {
-    int64_t m = sec % LL_WINDOW_SECONDS;
-    return (uint32_t)(m < 0 ? m + LL_WINDOW_SECONDS : m);
+    int64_t m = sec % (int64_t)w;
+    return (uint32_t)(m < 0 ? m + (int64_t)w : m);
 }
 
 /* ---- the live set ------------------------------------------------------ */
@@ -47,13 +48,14 @@ static uint32_t floor_mod_window(int64_t sec)
 static void live_drop(ll_vserver *vs, uint32_t i)
 {
     uint32_t slot = vs->live[i];
-    vs->svc[slot].window_mask = (uint16_t)(vs->svc[slot].window_mask & ~LL_LIVE);
+    vs->svc[slot].flags = (uint16_t)(vs->svc[slot].flags & ~LL_LIVE);
     vs->live[i] = vs->live[--vs->n_live];
 }
 
-static int slot_is_live(const ll_svc *s)
+static int slot_is_live(const ll_vserver *vs, uint32_t slot)
 {
-    return (s->window_mask & LL_BUCKET_BITS) != 0 || s->sel_this != 0 || s->sel_last != 0;
+    const ll_svc *s = &vs->svc[slot];
+    return (vs->bytes[slot] | vs->packets[slot]) != 0 || s->sel_this != 0 || s->sel_last != 0;
 }
 
 /* N as ll_service_info() reports it: the family's, or activity where the
@@ -152,8 +154,8 @@ static int resize(ll_vserver *vs, uint32_t capacity)
     n.svc = calloc(capacity, sizeof *n.svc);
     n.bytes = calloc(capacity, sizeof *n.bytes);
     n.packets = calloc(capacity, sizeof *n.packets);
-    n.bytes_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.bytes_bkt);
-    n.packets_bkt = calloc((size_t)capacity * LL_WINDOW_SECONDS, sizeof *n.packets_bkt);
+    n.bytes_bkt = calloc((size_t)capacity * vs->window, sizeof *n.bytes_bkt);
+    n.packets_bkt = calloc((size_t)capacity * vs->window, sizeof *n.packets_bkt);
     n.live = malloc((size_t)capacity * sizeof *n.live);
     n.probe = vs->probe ? calloc(capacity, sizeof *n.probe) : NULL;
     n.name_hash = vs->name_hash ? calloc(capacity, sizeof *n.name_hash) : NULL;
@@ -179,7 +181,7 @@ static int resize(ll_vserver *vs, uint32_t capacity)
             memcpy(n.name_hash, vs->name_hash, used * sizeof *n.name_hash);
         if (vs->custom)
             memcpy(n.custom, vs->custom, used * sizeof *n.custom);
-        for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
+        for (uint32_t b = 0; b < vs->window; b++) {
             memcpy(n.bytes_bkt + (size_t)b * capacity, vs->bytes_bkt + (size_t)b * vs->capacity,
                    used * sizeof *n.bytes_bkt);
             memcpy(n.packets_bkt + (size_t)b * capacity, vs->packets_bkt + (size_t)b * vs->capacity,
@@ -203,7 +205,8 @@ ll_vserver *ll_create(ll_method method, int64_t sec)
     vs->rr_round = 1;
     vs->cursor = -1;
     vs->cur_sec = sec;
-    vs->head = floor_mod_window(sec);
+    vs->window = LL_WINDOW_SECONDS;
+    vs->head = floor_mod_window(sec, vs->window);
     if (resize(vs, 4) < 0) {
         free(vs);
         return NULL;
@@ -228,7 +231,7 @@ int ll_reserve(ll_vserver *vs, uint32_t slots)
 
 size_t ll_memory_bytes(const ll_vserver *vs)
 {
-    size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + LL_WINDOW_SECONDS) + sizeof(uint32_t);
+    size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + (size_t)vs->window) + sizeof(uint32_t);
     size_t per_leaf = 2 * sizeof(uint64_t) + 2 * sizeof(uint32_t);  /* ll_tree's cell and arg */
     per_slot += (vs->probe ? sizeof *vs->probe : 0) + (vs->custom ? sizeof *vs->custom : 0)
               + (vs->name_hash ? sizeof *vs->name_hash : 0);
@@ -271,10 +274,10 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
 /* Empties a slot's counters (its buckets included): unbind leaves a clean hole. */
 static void clear_slot(ll_vserver *vs, uint32_t slot)
 {
-    int had_entry = (vs->svc[slot].window_mask & LL_LIVE) != 0;
+    int had_entry = (vs->svc[slot].flags & LL_LIVE) != 0;
     memset(&vs->svc[slot], 0, sizeof vs->svc[slot]);
     /* its entry in live[] stays until the next roll drops it: keep the bit that says so */
-    vs->svc[slot].window_mask = had_entry ? (uint16_t)LL_LIVE : 0;
+    vs->svc[slot].flags = had_entry ? (uint16_t)LL_LIVE : 0;
     vs->bytes[slot] = vs->packets[slot] = 0;
     if (vs->probe)
         vs->probe[slot] = 0;
@@ -282,7 +285,7 @@ static void clear_slot(ll_vserver *vs, uint32_t slot)
         vs->name_hash[slot] = 0;
     if (vs->custom)
         vs->custom[slot] = 0;
-    for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
+    for (uint32_t b = 0; b < vs->window; b++) {
         vs->bytes_bkt[(size_t)b * vs->capacity + slot] = 0;
         vs->packets_bkt[(size_t)b * vs->capacity + slot] = 0;
     }
@@ -324,7 +327,7 @@ void ll_compact(ll_vserver *vs)
                 vs->name_hash[j] = vs->name_hash[i];
             if (vs->custom)
                 vs->custom[j] = vs->custom[i];
-            for (size_t b = 0; b < LL_WINDOW_SECONDS; b++) {
+            for (size_t b = 0; b < vs->window; b++) {
                 vs->bytes_bkt[b * C + j] = vs->bytes_bkt[b * C + i];
                 vs->packets_bkt[b * C + j] = vs->packets_bkt[b * C + i];
             }
@@ -337,12 +340,12 @@ void ll_compact(ll_vserver *vs)
     }
     /* the slots moved: the live set is rebuilt, in O(n) like the rest */
     for (uint32_t i = 0; i < vs->n_slots; i++)
-        vs->svc[i].window_mask = (uint16_t)(vs->svc[i].window_mask & ~LL_LIVE);
+        vs->svc[i].flags = (uint16_t)(vs->svc[i].flags & ~LL_LIVE);
     vs->n_slots = j;
     vs->cursor = cursor;
     vs->n_live = 0;
     for (uint32_t i = 0; i < j; i++)
-        if (slot_is_live(&vs->svc[i]))
+        if (slot_is_live(vs, i))
             ll_live_add(vs, i);
     refresh_all(vs);
 }
@@ -425,6 +428,58 @@ ll_method ll_get_method(const ll_vserver *vs) { return vs->method; }
 void ll_set_startup_rr(ll_vserver *vs, uint64_t requests) { vs->startup_left = requests; }
 uint64_t ll_startup_rr_left(const ll_vserver *vs) { return vs->startup_left; }
 
+int ll_set_window(ll_vserver *vs, uint32_t seconds)
+{
+    if (seconds < 1 || seconds > LL_MAX_WINDOW_SECONDS)
+        return -EINVAL;
+    if (seconds == vs->window)
+        return 0;
+    size_t C = vs->capacity;
+    uint64_t *bytes_bkt = calloc(C * seconds, sizeof *bytes_bkt);
+    uint64_t *packets_bkt = calloc(C * seconds, sizeof *packets_bkt);
+    if (!bytes_bkt || !packets_bkt) {
+        free(bytes_bkt);
+        free(packets_bkt);
+        return -ENOMEM;
+    }
+    /* the last min(old, new) seconds move to their buckets in the new window */
+    uint32_t keep = seconds < vs->window ? seconds : vs->window;
+    uint32_t new_head = floor_mod_window(vs->cur_sec, seconds);
+    for (uint32_t k = 0; k < keep; k++) {
+        size_t from = (size_t)((vs->head + vs->window - k) % vs->window) * C;
+        size_t to = (size_t)((new_head + seconds - k) % seconds) * C;
+        memcpy(bytes_bkt + to, vs->bytes_bkt + from, vs->n_slots * sizeof *bytes_bkt);
+        memcpy(packets_bkt + to, vs->packets_bkt + from, vs->n_slots * sizeof *packets_bkt);
+    }
+    free(vs->bytes_bkt);
+    free(vs->packets_bkt);
+    vs->bytes_bkt = bytes_bkt;
+    vs->packets_bkt = packets_bkt;
+    vs->window = seconds;
+    vs->head = new_head;
+    /* totals and the live set from the buckets kept */
+    for (uint32_t i = 0; i < vs->n_slots; i++) {
+        uint64_t b = 0, p = 0;
+        for (uint32_t k = 0; k < seconds; k++) {
+            b += bytes_bkt[(size_t)k * C + i];
+            p += packets_bkt[(size_t)k * C + i];
+        }
+        vs->bytes[i] = b;
+        vs->packets[i] = p;
+        uint16_t mask = 0;
+        for (uint32_t k = 0; seconds <= LL_MASK_WINDOW && k < seconds; k++)
+            if (bytes_bkt[(size_t)k * C + i] | packets_bkt[(size_t)k * C + i])
+                mask = (uint16_t)(mask | (1u << k));
+        vs->svc[i].flags = (uint16_t)((vs->svc[i].flags & LL_LIVE) | mask);
+        if (slot_is_live(vs, i))
+            ll_live_add(vs, i);
+    }
+    refresh_all(vs);
+    return 0;
+}
+
+uint32_t ll_window(const ll_vserver *vs) { return vs->window; }
+
 /* ---- time ------------------------------------------------------------- */
 
 int64_t ll_current_second(const ll_vserver *vs) { return vs->cur_sec; }
@@ -433,28 +488,31 @@ int64_t ll_cursor(const ll_vserver *vs) { return vs->cursor; }
 uint32_t ll_rr_round(const ll_vserver *vs) { return vs->rr_round; }
 int ll_tree_is_wide(const ll_vserver *vs) { return vs->tree.wide; }
 
-/* One live slot at a second boundary: its expiring buckets (bits of
- * `expiring`) leave its totals, and its selection counts move on. Returns
- * nonzero when its key may have changed. */
-static int roll_slot(ll_vserver *vs, uint32_t slot, uint32_t expiring, int one_second)
+/* One live slot at a second boundary: its expiring buckets (the n_exp
+ * indices in exp[], and as a mask, `expiring`, for windows that keep one)
+ * leave its totals, and its selection counts move on. Returns nonzero when
+ * its key may have changed. */
+static int roll_slot(ll_vserver *vs, uint32_t slot, const uint8_t *exp, uint32_t n_exp,
+                     uint32_t expiring, int one_second)
 {
     ll_svc *s = &vs->svc[slot];
     size_t C = vs->capacity;
-    uint32_t gone = s->window_mask & expiring;
     int changed = 0;
-    if (gone) {
+    int masked = vs->window <= LL_MASK_WINDOW;
+    uint32_t gone = masked ? s->flags & expiring : 0;
+    if (masked ? gone != 0 : (vs->bytes[slot] | vs->packets[slot]) != 0) {
         uint64_t bytes = 0, packets = 0;
-        for (uint32_t b = 0; b < LL_WINDOW_SECONDS; b++) {
-            if (!(gone >> b & 1u))
+        for (uint32_t i = 0; i < n_exp; i++) {
+            if (masked && !(gone >> exp[i] & 1u))
                 continue;
-            size_t at = (size_t)b * C + slot;
+            size_t at = (size_t)exp[i] * C + slot;
             bytes += vs->bytes_bkt[at];
             packets += vs->packets_bkt[at];
             vs->bytes_bkt[at] = vs->packets_bkt[at] = 0;
         }
         vs->bytes[slot] -= bytes;
         vs->packets[slot] -= packets;
-        s->window_mask = (uint16_t)(s->window_mask & ~gone);
+        s->flags = (uint16_t)(s->flags & ~gone);
         changed = (vs->ops->load == LL_N_BYTES && bytes) || (vs->ops->load == LL_N_PACKETS && packets);
     }
     changed |= s->sel_this != 0 && s->cap != LL_NO_CAP;  /* a capped slot may be eligible again */
@@ -470,9 +528,12 @@ static int64_t roll(ll_vserver *vs, int64_t sec)
     /* sec > cur_sec, so the difference fits in 64 unsigned bits */
     uint64_t moved = (uint64_t)sec - (uint64_t)vs->cur_sec;
     int one_second = moved == 1;
-    uint32_t expiring = 0;  /* buckets head+1 .. head+moved, all of them after a long gap */
-    for (uint64_t k = 1; k <= moved && k <= LL_WINDOW_SECONDS; k++)
-        expiring |= 1u << ((vs->head + k) % LL_WINDOW_SECONDS);
+    uint8_t exp[LL_MAX_WINDOW_SECONDS];  /* buckets head+1 .. head+moved, all of them after a long gap */
+    uint32_t n_exp = 0, expiring = 0;
+    for (uint64_t k = 1; k <= moved && k <= vs->window; k++) {
+        exp[n_exp] = (uint8_t)((vs->head + k) % vs->window);
+        expiring |= 1u << (exp[n_exp++] & 31u);  /* used only while window <= LL_MASK_WINDOW */
+    }
     /* the new sel_last of every UP slot is its sel_this: the running sums become last second's */
     vs->totals.last_up = one_second ? vs->this_up : 0;
     vs->totals.last_open = one_second ? vs->this_open : 0;
@@ -481,16 +542,16 @@ static int64_t roll(ll_vserver *vs, int64_t sec)
     int rebuild = vs->n_live > vs->n_slots / 8;  /* many keys to fix: one O(n) build beats k log n */
     for (uint32_t i = vs->n_live; i-- > 0;) {  /* downwards: a removal moves in an element already seen */
         uint32_t slot = vs->live[i];
-        if (roll_slot(vs, slot, expiring, one_second)) {
+        if (roll_slot(vs, slot, exp, n_exp, expiring, one_second)) {
             n_changed++;
             if (!rebuild)
                 ll_refresh(vs, slot);
         }
-        if (!slot_is_live(&vs->svc[slot]))
+        if (!slot_is_live(vs, slot))
             live_drop(vs, i);
     }
     vs->cur_sec = sec;
-    vs->head = floor_mod_window(sec);
+    vs->head = floor_mod_window(sec, vs->window);
     if (rebuild && n_changed)
         refresh_all(vs);
     return moved > INT64_MAX ? INT64_MAX : (int64_t)moved;

@@ -202,8 +202,8 @@ class EnginesAgree(RuleBasedStateMachine):
         for clock in self.clocks:
             clock.paused = True  # the invariants must not fire a queued action
         try:
-            assert (c_vs.services, c_vs.method, c_vs.startup_rr_left, c_vs.now()) == (
-                ref_vs.services, ref_vs.method, ref_vs.startup_rr_left, ref_vs.now())
+            assert (c_vs.services, c_vs.method, c_vs.startup_rr_left, c_vs.now(), c_vs.window_seconds) == (
+                ref_vs.services, ref_vs.method, ref_vs.startup_rr_left, ref_vs.now(), ref_vs.window_seconds)
         finally:
             for clock in self.clocks:
                 clock.paused = False
@@ -231,6 +231,10 @@ class EnginesAgree(RuleBasedStateMachine):
     @rule(factor=st.one_of(st.integers(0, 6), st.sampled_from([-1, True])))
     def set_startup_rr_factor(self, factor):
         self.both(lambda vs: setattr(vs, "startup_rr_factor", factor))
+
+    @rule(seconds=st.one_of(st.integers(1, 16), st.sampled_from([60, 0, 61, 2.5, True])))
+    def set_window(self, seconds):
+        self.both(lambda vs: vs.set(window_seconds=seconds))
 
     @rule(value=st.sampled_from([True, False, 1]))
     def set_rtsp_nat(self, value):

@@ -97,6 +97,8 @@ cdef extern from "leastload.h" nogil:
     int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets)
     int ll_begin(ll_vserver *vs, uint32_t slot)
     int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
+    int ll_set_window(ll_vserver *vs, uint32_t seconds)
+    uint32_t ll_window(const ll_vserver *vs)
     int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
     int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_threshold)
     int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)

@@ -890,6 +890,20 @@ cdef class Engine:
             _raise_for(rc, "record", name)
         return 0
 
+    @property
+    def window_seconds(self):
+        """Seconds of traffic LEASTBANDWIDTH and LEASTPACKETS count (default 14)."""
+        return ll_window(self._vs)
+
+    def _set_window(self, seconds):
+        """A new window length: the traffic of the last min(old, new) seconds stays."""
+        self._enter()
+        try:
+            ll_advance(self._vs, self._tick())
+            _raise_for_rc(ll_set_window(self._vs, seconds), "set(window_seconds=...)")
+        finally:
+            self._leave()
+
     def probe(self, name, rtt):
         """A monitor probe's response time in seconds: LRTM's input (kept under any
         method). The first sets the average, later ones move it an eighth of the way."""

@@ -115,6 +115,15 @@ def check_ttfb(ttfb: object, arg: str = "ttfb") -> int:
     return int(math.floor(seconds * 1e6 + 0.5))
 
 
+def check_window_seconds(seconds: object) -> int:
+    """The bytes/packets window's length: an int in 1..60 seconds."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int):
+        raise bad_type("window_seconds", seconds, "an int in 1..60")
+    if not 1 <= seconds <= 60:
+        raise bad_value("window_seconds", seconds, "an int in 1..60")
+    return int(seconds)
+
+
 MAX_CUSTOM_LOAD = 2**63 - 1  # the C engine keeps a flag in the top bit
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         def __init__(self, method: str = "LEASTCONNECTION", clock: Optional[Clock] = None, *,
                      startup_rr_factor: int = 0, rtsp_nat: bool = False) -> None: ...
         def atomic(self) -> ContextManager[object]: ...
+        def _set_window(self, seconds: int) -> None: ...
         def select(self, exclude: Optional[Collection[str]] = None, key: object = None) -> str: ...
         def now(self) -> float: ...
         def bind(self, name: str, weight: int = 1) -> None: ...
@@ -139,11 +140,12 @@ class VirtualServerFacade(_EngineBase):
                  new_service_request: int = 0, new_service_request_unit: str = "PER_SECOND",
                  new_service_request_increment_interval: int = 0, startup_rr_factor: int = 0,
                  rtsp_nat: bool = False, outlier_failures: int = 0, outlier_ejection_time: float = 30,
-                 outlier_max_ejection_percent: int = 50, name: str = "vserver",
+                 outlier_max_ejection_percent: int = 50, window_seconds: int = 14, name: str = "vserver",
                  netmask: object = _hash.DEFAULT_NETMASK, v6netmasklen: int = _hash.DEFAULT_V6NETMASKLEN,
                  hashlength: int = _hash.DEFAULT_HASHLENGTH, hash_seed: int = _hash.DEFAULT_HASH_SEED) -> None:
         settings = _check_settings(new_service_request, new_service_request_unit,
                                    new_service_request_increment_interval)
+        window = _errors.check_window_seconds(window_seconds)
         outlier = (_errors.check_outlier_failures(outlier_failures),
                    _errors.check_ejection_time(outlier_ejection_time),
                    _errors.check_ejection_percent(outlier_max_ejection_percent))
@@ -165,6 +167,8 @@ class VirtualServerFacade(_EngineBase):
         self.outlier_events: List[Tuple[float, str, str]] = []
         self._outlier_k, self._ejection_time, self._max_ejection_percent = outlier
         self._set_outlier_failures(self._outlier_k)
+        if window != 14:
+            self._set_window(window)
 
     # ---- settings --------------------------------------------------------
 
@@ -223,14 +227,14 @@ class VirtualServerFacade(_EngineBase):
 
         Accepts method, new_service_request, new_service_request_unit,
         new_service_request_increment_interval, startup_rr_factor, rtsp_nat,
-        outlier_failures, outlier_ejection_time, outlier_max_ejection_percent, and the
-        hash methods' netmask, v6netmasklen, hashlength and hash_seed.
-        Everything is checked before anything changes.
+        outlier_failures, outlier_ejection_time, outlier_max_ejection_percent,
+        window_seconds, and the hash methods' netmask, v6netmasklen, hashlength and
+        hash_seed. Everything is checked before anything changes.
         """
         known = {"method", "new_service_request", "new_service_request_unit",
                  "new_service_request_increment_interval", "startup_rr_factor", "rtsp_nat",
                  "outlier_failures", "outlier_ejection_time", "outlier_max_ejection_percent",
-                 "netmask", "v6netmasklen", "hashlength", "hash_seed"}
+                 "window_seconds", "netmask", "v6netmasklen", "hashlength", "hash_seed"}
         for key in settings:
             if key not in known:
                 raise TypeError(f"set() got an unknown setting {key!r}")
@@ -244,6 +248,8 @@ class VirtualServerFacade(_EngineBase):
             _errors.check_startup_rr_factor(settings["startup_rr_factor"])
         if "rtsp_nat" in settings:
             _errors.check_bool("rtsp_nat", settings["rtsp_nat"])
+        if "window_seconds" in settings:
+            _errors.check_window_seconds(settings["window_seconds"])
         outlier_k = _errors.check_outlier_failures(settings.get("outlier_failures", self._outlier_k))
         ejection_time = _errors.check_ejection_time(settings.get("outlier_ejection_time", self._ejection_time))
         percent = _errors.check_ejection_percent(
@@ -268,6 +274,8 @@ class VirtualServerFacade(_EngineBase):
 
     def _apply_settings(self, settings: Dict[str, Any], rate: int, unit: str, interval: int,
                         now: Optional[float]) -> None:
+        if "window_seconds" in settings:  # first: the one change that can fail (out of memory)
+            self._set_window(settings["window_seconds"])
         if "startup_rr_factor" in settings:
             self.startup_rr_factor = settings["startup_rr_factor"]
         if "method" in settings:

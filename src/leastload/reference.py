@@ -28,7 +28,7 @@ from ._types import Clock, Info, Snapshot, Totals
 __all__ = ["ManualClock", "Engine", "VirtualServer", "Transaction", "NoServiceAvailable",
            "UnknownService", "DuplicateService", "TransactionEnded"]
 
-WINDOW_SECONDS = 14
+WINDOW_SECONDS = 14  # the bytes/packets window's default length
 MAX_ACTIVE = 2**32 - 1  # active transactions are 32-bit in the C engine
 MAX_TOTAL = 2**64 - 1  # window totals are 64-bit
 
@@ -215,6 +215,7 @@ class Engine:
         self._outlier_k = 0  # consecutive failures that call _on_outlier; 0: off
         self._key_settings = _hash.KeySettings()  # hash methods: netmask, v6netmasklen, hashlength
         self._hash_seed = _hash.DEFAULT_HASH_SEED
+        self._window = WINDOW_SECONDS  # seconds of traffic LEASTBANDWIDTH/LEASTPACKETS count
 
     def atomic(self) -> ContextManager[object]:
         """A context manager holding the vserver: other threads' calls wait until it exits."""
@@ -229,7 +230,7 @@ class Engine:
         if sec > self._second:  # earlier seconds: no time passed
             for s in self._services.values():
                 for buckets in (s.bytes, s.packets):
-                    for old in [k for k in buckets if k <= sec - WINDOW_SECONDS]:
+                    for old in [k for k in buckets if k <= sec - self._window]:
                         del buckets[old]
                 s.sel_last_sec = s.sel_this_sec if sec == self._second + 1 else 0
                 s.sel_this_sec = 0
@@ -237,6 +238,21 @@ class Engine:
         if now >= self._deadline:
             self._on_deadline(now)
         return now
+
+    @property
+    def window_seconds(self) -> int:
+        """Seconds of traffic LEASTBANDWIDTH and LEASTPACKETS count (default 14)."""
+        return self._window
+
+    @_atomic
+    def _set_window(self, seconds: int) -> None:
+        """A new window length: the traffic of the last min(old, new) seconds stays."""
+        self._tick()
+        for s in self._services.values():
+            for buckets in (s.bytes, s.packets):
+                for old in [k for k in buckets if k <= self._second - seconds]:
+                    del buckets[old]
+        self._window = seconds
 
     @_atomic
     def now(self) -> float:
