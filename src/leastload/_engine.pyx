@@ -774,7 +774,9 @@ cdef class Engine:
         cdef const unsigned char *p
         cdef int i, keep
         if type(addr) is _IPv4Address:
-            v = <uint32_t>int(addr) & self._v4mask
+            # the stdlib keeps the address as the int int(addr) returns, without int()'s call
+            ip = getattr(addr, "_ip", None)
+            v = (<uint32_t>ip if type(ip) is int else <uint32_t>int(addr)) & self._v4mask
         elif type(addr) is _IPv6Address:
             packed = addr.packed
             p = <const unsigned char *>PyBytes_AS_STRING(packed)
