@@ -57,7 +57,8 @@ typedef enum {
     LL_DOMAINHASH = 13,
     LL_CALLIDHASH = 14,
     LL_TOKEN = 15,
-    LL_METHOD_COUNT = 16
+    LL_P2C = 16,
+    LL_METHOD_COUNT = 17
 } ll_method;
 
 /* The method's name as the vendor spells it, or NULL out of range. */
@@ -158,6 +159,8 @@ ll_method ll_get_method(const ll_vserver *vs);
  * is kept; O(services x seconds). -EINVAL, -ENOMEM (nothing changed). */
 int ll_set_window(ll_vserver *vs, uint32_t seconds);
 uint32_t ll_window(const ll_vserver *vs);
+/* Seeds P2C's draws (splitmix64; the same sequence as the reference's). */
+void ll_set_rng_seed(ll_vserver *vs, uint64_t seed);
 /* Requests served plain round robin after the method is set (0: none). */
 void ll_set_startup_rr(ll_vserver *vs, uint64_t requests);
 uint64_t ll_startup_rr_left(const ll_vserver *vs);

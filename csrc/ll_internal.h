@@ -61,6 +61,7 @@ struct ll_vserver {
     uint64_t *bytes_bkt;     /* [window * capacity] */
     uint64_t *packets_bkt;   /* [window * capacity] */
     uint32_t window;         /* seconds (buckets) in the window, 1..LL_MAX_WINDOW_SECONDS */
+    uint64_t rng;            /* P2C: the state of its draws (splitmix64)      */
     /* The live set: the slots a second boundary can change (traffic in a
      * bucket, or selections this second or last). A roll visits only these,
      * so no single call pays O(n) when the clock enters a new second. A slot

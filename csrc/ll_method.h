@@ -19,6 +19,7 @@ typedef enum {
     LL_FAMILY_LEAST = 0,       /* lowest Nw = N * 10000 / weight, ties cyclic from the cursor */
     LL_FAMILY_ROUNDROBIN = 1,  /* weighted rounds in bind order                              */
     LL_FAMILY_HASH = 2,        /* the request's key decides (rendezvous)                     */
+    LL_FAMILY_SAMPLED = 3,     /* two random eligible services, the lower Nw (P2C)            */
 } ll_family;
 
 typedef enum {

@@ -24,6 +24,8 @@ const ll_method_ops ll_methods[LL_METHOD_COUNT] = {
     [LL_DOMAINHASH]        = ROW("DOMAINHASH", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 1),
     [LL_CALLIDHASH]        = ROW("CALLIDHASH", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
     [LL_TOKEN]             = ROW("TOKEN", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
+    /* not the vendor's */
+    [LL_P2C]               = ROW("P2C", 1, LL_FAMILY_SAMPLED, LL_N_ACTIVE, 1),
 };
 
 const char *ll_method_name(int method)

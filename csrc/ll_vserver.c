@@ -27,6 +27,7 @@
 #include "ll_internal.h"
 #include "ll_least.h"
 #include "ll_roundrobin.h"
+#include "ll_sampled.h"
 
 #define LL_MAX_SLOTS (1u << 30)
 
@@ -76,9 +77,20 @@ static ll_key key_of(const ll_vserver *vs, uint32_t slot)
     return ll_least_key(vs, slot);
 }
 
+/* Sets a slot's key. P2C reads single leaves only (its draws), never the
+ * tree's minimum: its keys change the leaf alone, O(1), and the inner
+ * nodes are rebuilt when the method changes. */
+static inline void set_key(ll_vserver *vs, uint32_t slot, ll_key key)
+{
+    if (vs->ops->family == LL_FAMILY_SAMPLED)
+        ll_tree_load(&vs->tree, slot, key);
+    else
+        ll_tree_set(&vs->tree, slot, key);
+}
+
 void ll_refresh(ll_vserver *vs, uint32_t slot)
 {
-    ll_tree_set(&vs->tree, slot, key_of(vs, slot));
+    set_key(vs, slot, key_of(vs, slot));
 }
 
 static void refresh_all(ll_vserver *vs)
@@ -571,14 +583,17 @@ int64_t ll_advance(ll_vserver *vs, int64_t sec) { return advance(vs, sec); }
 
 /* The slot select() would take now, and the round it would leave; no
  * side effects. -ENOENT when nothing is eligible. */
-static int64_t pick(const ll_vserver *vs, uint32_t *round_out)
+static int64_t pick(const ll_vserver *vs, uint32_t *round_out, uint64_t *rng_out)
 {
+    *rng_out = vs->rng;
     const ll_tree *t = &vs->tree;
     ll_key min = ll_tree_min_key(t);
     uint32_t start = (uint32_t)(vs->cursor + 1);
     uint32_t round = vs->rr_round;
     int64_t slot;
     *round_out = round;
+    if (vs->ops->family == LL_FAMILY_SAMPLED)
+        return ll_p2c_pick(vs, rng_out);  /* before the root: P2C keeps it stale */
     if (ll_key_eq(min, LL_KEY_INF))
         return -ENOENT;
     if (vs->ops->family == LL_FAMILY_ROUNDROBIN) {
@@ -599,12 +614,13 @@ static int64_t pick(const ll_vserver *vs, uint32_t *round_out)
 int64_t ll_peek(ll_vserver *vs, int64_t sec)
 {
     uint32_t round;
+    uint64_t rng;
     advance(vs, sec);
-    return pick(vs, &round);
+    return pick(vs, &round, &rng);
 }
 
 /* Charges a pick: the part of ll_select() after pick(). */
-static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round)
+static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round, uint64_t rng)
 {
     ll_svc *s = &vs->svc[slot];
     if (s->active == UINT32_MAX) {
@@ -613,6 +629,7 @@ static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round)
     }
     vs->cursor = slot;
     vs->rr_round = round;
+    vs->rng = rng;  /* P2C's draws are spent only by a pick that is charged */
     if (vs->startup_left && vs->ops->family == LL_FAMILY_LEAST)
         vs->startup_left--;
     s->active++;
@@ -632,28 +649,30 @@ static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round)
 int64_t ll_select(ll_vserver *vs, int64_t sec)
 {
     uint32_t round;
+    uint64_t rng;
     advance(vs, sec);
-    int64_t slot = pick(vs, &round);
-    return slot < 0 ? slot : take(vs, slot, round);
+    int64_t slot = pick(vs, &round, &rng);
+    return slot < 0 ? slot : take(vs, slot, round, rng);
 }
 
 int64_t ll_select_excluding(ll_vserver *vs, int64_t sec, const uint32_t *excluded, size_t n_excluded)
 {
     uint32_t round;
+    uint64_t rng;
     advance(vs, sec);
     /* Hide the excluded services behind an infinite key, pick, then give
      * every one its real key back (ll_refresh recomputes it, so repeats and
      * already-ineligible slots need no bookkeeping). */
     for (size_t i = 0; i < n_excluded; i++) {
         if (slot_ok(vs, excluded[i])) {
-            ll_tree_set(&vs->tree, excluded[i], LL_KEY_INF);
+            set_key(vs, excluded[i], LL_KEY_INF);
         }
     }
-    int64_t slot = pick(vs, &round);
+    int64_t slot = pick(vs, &round, &rng);
     for (size_t i = 0; i < n_excluded; i++)
         if (slot_ok(vs, excluded[i]))
             ll_refresh(vs, excluded[i]);
-    return slot < 0 ? slot : take(vs, slot, round);
+    return slot < 0 ? slot : take(vs, slot, round, rng);
 }
 
 int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets)
@@ -751,17 +770,20 @@ int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
     return 0;
 }
 
+void ll_set_rng_seed(ll_vserver *vs, uint64_t seed) { vs->rng = seed; }
+
 int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uint32_t *excluded, size_t n_excluded)
 {
     uint32_t round = vs->rr_round;
+    uint64_t rng = vs->rng;
     advance(vs, sec);
     /* excluded slots hide behind an infinite key, as in ll_select_excluding */
     for (size_t i = 0; i < n_excluded; i++)
         if (slot_ok(vs, excluded[i]))
-            ll_tree_set(&vs->tree, excluded[i], LL_KEY_INF);
-    int64_t slot = vs->ops->family == LL_FAMILY_HASH ? ll_hash_pick(vs, key_hash) : pick(vs, &round);
+            set_key(vs, excluded[i], LL_KEY_INF);
+    int64_t slot = vs->ops->family == LL_FAMILY_HASH ? ll_hash_pick(vs, key_hash) : pick(vs, &round, &rng);
     for (size_t i = 0; i < n_excluded; i++)
         if (slot_ok(vs, excluded[i]))
             ll_refresh(vs, excluded[i]);
-    return slot < 0 ? slot : take(vs, slot, round);
+    return slot < 0 ? slot : take(vs, slot, round, rng);
 }

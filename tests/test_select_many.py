@@ -56,3 +56,13 @@ def test_a_bad_exclude_charges_nothing(impl):
     with pytest.raises(TypeError, match="^exclude must be"):
         vs.select_many(2, exclude="S1")
     assert [vs.active(n) for n in vs.services] == [0, 0, 0, 0]
+
+
+def test_with_a_hash_method_the_key_gives_its_next_best_services(impl):
+    vs = make(impl, "URLHASH")
+    one = make(impl, "URLHASH")
+    picks = vs.select_many(3, key="/cart/42")
+    assert picks[0] == one.select(key="/cart/42")  # the key's own service first
+    assert len(set(picks)) == 3
+    assert picks == [*picks[:1], one.select(key="/cart/42", exclude=picks[:1]),
+                     one.select(key="/cart/42", exclude=picks[:2])]

@@ -17,6 +17,7 @@ cdef extern from "leastload.h" nogil:
         LL_LEASTREQUEST
         LL_LRTM
         LL_CUSTOMLOAD
+        LL_P2C
         LL_METHOD_COUNT
 
     const char *ll_method_name(int method)
@@ -97,6 +98,7 @@ cdef extern from "leastload.h" nogil:
     int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets)
     int ll_begin(ll_vserver *vs, uint32_t slot)
     int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
+    void ll_set_rng_seed(ll_vserver *vs, uint64_t seed)
     int ll_set_window(ll_vserver *vs, uint32_t seconds)
     uint32_t ll_window(const ll_vserver *vs)
     int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)

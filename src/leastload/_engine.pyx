@@ -296,6 +296,7 @@ cdef class Engine:
         self._vs = ll_create(LL_LEASTCONNECTION, 0)
         if self._vs == NULL:
             raise MemoryError("leastload: cannot allocate a vserver")
+        ll_set_rng_seed(self._vs, self._hash_seed)  # P2C's draws
 
     def __dealloc__(self):
         if self._vs != NULL:
@@ -544,6 +545,15 @@ cdef class Engine:
         self._method_name = method
         self._key_kind = _KEY_KINDS.get(method, 0)
         return 0
+
+    def _seed_draws(self, seed):
+        """Restarts P2C's draws from `seed` (checked by the facade)."""
+        cdef uint64_t s = seed
+        self._enter()
+        try:
+            ll_set_rng_seed(self._vs, s)
+        finally:
+            self._leave()
 
     def _set_hash_settings(self, key_settings, seed):
         """The hash methods' settings (checked by the facade)."""

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         def _is_open(self, name: str) -> bool: ...
         def _selections(self, name: str) -> Tuple[int, int, int]: ...
         def _set_hash_settings(self, key_settings: _hash.KeySettings, seed: int) -> None: ...
+        def _seed_draws(self, seed: int) -> None: ...
 else:
     _EngineBase = object
 
@@ -155,6 +156,7 @@ class VirtualServerFacade(_EngineBase):
         super().__init__(method, clock, startup_rr_factor=startup_rr_factor, rtsp_nat=rtsp_nat)
         self._netmask, self._key_settings, self._hash_seed = hashing
         self._set_hash_settings(self._key_settings, self._hash_seed)
+        self._seed_draws(self._hash_seed)  # hash_seed also seeds P2C's draws
         self.name = name  #: the vserver's name, shown by show()
         self._rate, self._unit, self._interval = settings
         self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
@@ -262,6 +264,8 @@ class VirtualServerFacade(_EngineBase):
             now = self.now() if (self._ramps or self._outliers) else None
             self._netmask, self._key_settings, self._hash_seed = hashing
             self._set_hash_settings(self._key_settings, self._hash_seed)
+            if "hash_seed" in settings:  # given: P2C's draws start over from it
+                self._seed_draws(self._hash_seed)
             self._apply_settings(settings, rate, unit, interval, now)
             self._outlier_k, self._ejection_time, self._max_ejection_percent = outlier_k, ejection_time, percent
             self._set_outlier_failures(outlier_k)
@@ -340,11 +344,12 @@ class VirtualServerFacade(_EngineBase):
             if name in self and self._ramps and not self._has_others_up():
                 self._end_all(now)  # it was the last normal service: nobody takes the surplus
 
-    def select_many(self, k: int, exclude: Optional[Collection[str]] = None) -> List[str]:
+    def select_many(self, k: int, exclude: Optional[Collection[str]] = None, key: object = None) -> List[str]:
         """k distinct services in the method's order, each charged one transaction
         (for hedged requests): the first is what select() picks, the next what it
         picks with the first excluded too, and so on, as one step for other
-        threads. Fewer than k when fewer are eligible; NoServiceAvailable when none."""
+        threads. Fewer than k when fewer are eligible; NoServiceAvailable when none.
+        `key`: the request's key for the hash methods (their next-best services for it)."""
         if isinstance(k, bool) or not isinstance(k, int):
             raise _errors.bad_type("k", k, "an int >= 1")
         if k < 1:
@@ -354,7 +359,7 @@ class VirtualServerFacade(_EngineBase):
         with self.atomic():
             for _ in range(k):
                 try:
-                    picks.append(self.select(exclude=skip + picks))
+                    picks.append(self.select(exclude=skip + picks, key=key))
                 except _errors.NoServiceAvailable:
                     if not picks:
                         raise

@@ -17,7 +17,7 @@ from typing import NamedTuple
 class Method(NamedTuple):
     name: str        # as the vendor spells it
     value: int       # the C enum's value (csrc/leastload.h)
-    family: str      # "least", "roundrobin" or "hash"
+    family: str      # "least", "roundrobin", "hash" or "sampled"
     unit: str        # what N counts; "seconds": kept in microseconds, shown as seconds
     pair: str        # the per-call pair the benchmarks time
     short: str       # its abbreviation in benchmark tables and on the command line
@@ -41,6 +41,8 @@ TABLE = (
     Method("DOMAINHASH", 13, "hash", "active transactions", "select(key)+finish", "DOMH", True),
     Method("CALLIDHASH", 14, "hash", "active transactions", "select(key)+finish", "CIDH", True),
     Method("TOKEN", 15, "hash", "active transactions", "select(key)+finish", "TOKEN", True),
+    # not the vendor's
+    Method("P2C", 16, "sampled", "active transactions", "select+finish", "P2C", True),
 )
 
 BY_NAME = {m.name: m for m in TABLE}

@@ -16,7 +16,7 @@ import math
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Literal, Collection, ContextManager, Dict, List, Optional, Tuple, Type, TypeVar, Union, cast
+from typing import Any, Callable, Literal, Collection, ContextManager, Dict, List, Optional, Set, Tuple, Type, TypeVar, Union, cast
 
 from . import _errors, _hash
 from ._errors import (STATES, DuplicateService, NoServiceAvailable, TransactionEnded,
@@ -29,6 +29,16 @@ __all__ = ["ManualClock", "Engine", "VirtualServer", "Transaction", "NoServiceAv
            "UnknownService", "DuplicateService", "TransactionEnded"]
 
 WINDOW_SECONDS = 14  # the bytes/packets window's default length
+_MASK64 = 2**64 - 1
+
+
+def _splitmix64(state: int) -> Tuple[int, int]:
+    """One step of splitmix64: (the next state, the value drawn)."""
+    state = (state + 0x9E3779B97F4A7C15) & _MASK64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return state, z ^ (z >> 31)
 MAX_ACTIVE = 2**32 - 1  # active transactions are 32-bit in the C engine
 MAX_TOTAL = 2**64 - 1  # window totals are 64-bit
 
@@ -44,6 +54,7 @@ N_OF: Dict[str, Callable[["_Service"], int]] = {
     "LEASTBANDWIDTH": lambda s: sum(s.bytes.values()),
     "LEASTPACKETS": lambda s: sum(s.packets.values()),
     "CUSTOMLOAD": lambda s: s.custom_load,
+    "P2C": lambda s: s.active,  # compared between the two services drawn
     # the hash methods pick by key (_rendezvous); N is what DOMAINHASH without a domain uses
     **{m: (lambda s: _active(s)) for m in _hash.HASH_METHODS},
 }
@@ -215,6 +226,7 @@ class Engine:
         self._outlier_k = 0  # consecutive failures that call _on_outlier; 0: off
         self._key_settings = _hash.KeySettings()  # hash methods: netmask, v6netmasklen, hashlength
         self._hash_seed = _hash.DEFAULT_HASH_SEED
+        self._rng = self._hash_seed  # P2C's draws: splitmix64's state
         self._window = WINDOW_SECONDS  # seconds of traffic LEASTBANDWIDTH/LEASTPACKETS count
 
     def atomic(self) -> ContextManager[object]:
@@ -438,11 +450,41 @@ class Engine:
             r = 1
         return next(s for s in eligible if s.weight >= r), r
 
+    def _two_choices(self, skip: Set[str]) -> Tuple[_Service, int]:
+        """P2C: two distinct eligible services drawn at random (splitmix64, each draw
+        a rank in bind order, 64 tries each; the first eligible in bind order when
+        the first choice finds none), the lower key wins, the first on a tie.
+        Returns the pick and the generator's next state."""
+        bound = list(self._services.values())
+        state = self._rng
+
+        def draw(other: Optional[_Service]) -> Optional[_Service]:
+            nonlocal state
+            for _ in range(64):
+                state, value = _splitmix64(state)
+                s = bound[value % len(bound)]
+                if s is not other and self._eligible(s) and s.name not in skip:
+                    return s
+            return None
+
+        a = draw(None)
+        if a is None:  # few eligible: the first in bind order
+            a = next(s for s in bound if self._eligible(s) and s.name not in skip)
+        if len(bound) < 2:
+            return a, state
+        b = draw(a)
+        return (b if b is not None and self._key(b) < self._key(a) else a), state
+
     @_atomic
     def _set_hash_settings(self, key_settings: _hash.KeySettings, seed: int) -> None:
         """The hash methods' settings (checked by the facade)."""
         self._key_settings = key_settings
         self._hash_seed = seed
+
+    @_atomic
+    def _seed_draws(self, seed: int) -> None:
+        """Restarts P2C's draws from `seed` (checked by the facade)."""
+        self._rng = seed
 
     def _key_data(self, key: object) -> Optional[bytes]:
         """The bytes a hash method hashes for `key` (validated); None: not a hash
@@ -467,7 +509,7 @@ class Engine:
         eligible = [s for s in self._services.values() if self._eligible(s) and s.name not in skip]
         if not eligible:
             raise _errors.no_service()
-        rr_round = self._rr_round
+        rr_round, rng = self._rr_round, self._rng
         startup = self._startup_rr_left > 0 and BY_NAME[self._method].family == "least"
         if startup:  # plain round robin, the least-load family only: neither ROUNDROBIN nor a hash method uses or counts it down
             chosen = self._first_after_cursor(eligible)
@@ -475,6 +517,8 @@ class Engine:
             chosen = self._rendezvous(eligible, data)
         elif self._method == "ROUNDROBIN":
             chosen, rr_round = self._round_robin(eligible)
+        elif self._method == "P2C":
+            chosen, rng = self._two_choices(skip)
         else:
             keys = {s.name: self._key(s) for s in eligible}
             lowest = min(keys.values())
@@ -484,6 +528,7 @@ class Engine:
         if startup:
             self._startup_rr_left -= 1
         self._rr_round = rr_round
+        self._rng = rng  # P2C's draws are spent only by a pick that is charged
         self._cursor = chosen.seq
         chosen.active += 1
         chosen.selected += 1

@@ -72,6 +72,10 @@ def text(results):
                    f"{r['over_lc']:.2f}x LEASTCONNECTION's")
     if results.get("methods_n64"):
         out.append("")
+    if results.get("p2c_by_n"):
+        out.append("P2C per-call select+finish by n: " + ", ".join(
+            f"{r['n']:,}: {r['ns']:.1f} ns" for r in results["p2c_by_n"]))
+        out.append("")
     for w in results.get("worst_select", ()):
         out.append(f"worst single select() at n={w['n']:,}, {w['method']}, every second rolling: "
                    f"{w['worst_ms']:.3f} ms (mean {w['mean_us']:.2f} us)")

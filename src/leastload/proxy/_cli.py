@@ -19,7 +19,7 @@ import sys
 from types import FrameType
 from typing import Any, Callable, Coroutine, List, Optional, Sequence, Tuple, Union
 
-from .._errors import METHODS
+from .._methods import KEYLESS_METHODS as METHODS  # the proxy passes no request key yet
 from ..upstream import parse_host_port
 from . import _health
 from ._proxy import Proxy

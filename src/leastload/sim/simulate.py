@@ -223,7 +223,7 @@ def _number(flag: str, text: Optional[str], default: float, **check: Any) -> flo
 def _default_config(args: Any, duration: int, events: list[Any]) -> Any:
     """The vserver of the flags when there is no CONFIG: S1..Sn, --method, --slow-start, --new."""
     from .._cli_args import UserError
-    from .._errors import METHODS
+    from .._methods import KEYLESS_METHODS as METHODS  # simulate draws no request keys
     from ..config import Binding, Config, Service, VServer
     from ..config.model import MAX_INCREMENT_INTERVAL, UNITS
     from .workload_file import Event
@@ -297,7 +297,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import sys
 
     from .._cli_args import OneLineParser, UserError
-    from ..config import check_supported, load
+    from .._methods import NEEDS_KEY
+    from ..config import ConfigError, check_supported, load
     from . import report, runs, workload_file
     from .progress import Progress
 
@@ -384,6 +385,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise UserError(f"CONFIG: {config.source} has no lb vserver to simulate")
     for vs in chosen:  # every check before the first run
         check_supported(config, vs)
+        if vs.lb_method in NEEDS_KEY:
+            raise ConfigError(config.source, vs.option_lines.get("lb_method", vs.line),
+                              f"lbMethod {vs.lb_method} picks by each request's key (an address, a URL, "
+                              "a token), which simulate's workloads do not carry yet")
         runs.check_events(config, vs, events, duration)
         if not vs.bindings and not any(e.action == "bind" for e in events):
             raise UserError(f"CONFIG: lb vserver {vs.name!r} has no service bound and no --event binds one")

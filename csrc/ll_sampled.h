@@ -1,0 +1,79 @@
+/*
+ * ll_sampled.h - the sampled family (internal): P2C, not the vendor's.
+ *
+ * Power of two choices: draw two distinct eligible services at random and
+ * take the one with the lower Nw (active transactions x 10000 / weight;
+ * the first drawn on a tie). O(1) expected while most services are
+ * eligible: a draw is a bound service's rank in bind order (a slot while
+ * there are no holes), redrawn when that service is not eligible. After 64
+ * draws without an eligible service, the first choice is the first
+ * eligible service in bind order (a scan) and the second is given up.
+ * P2C reads single leaves of the tree only, so its key changes set the leaf
+ * alone (O(1), not O(log n)); the inner nodes are rebuilt when the method
+ * changes.
+ *
+ * The draws are splitmix64 (a published generator: add a constant, then
+ * three xor-shift-multiply steps), each reduced modulo the number of bound
+ * services; the reference makes the same draws. A pick computes the next
+ * state without storing it; take() stores it, so a pick that fails or is
+ * only peeked at spends nothing.
+ */
+#ifndef LL_SAMPLED_H
+#define LL_SAMPLED_H
+
+#include "ll_internal.h"
+
+#define LL_P2C_TRIES 64
+
+static inline uint64_t ll_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+/* The slot of the bound service of rank r in bind order (r < n_bound). */
+static inline uint32_t ll_slot_of_rank(const ll_vserver *vs, uint32_t r)
+{
+    if (vs->n_slots == vs->n_bound)
+        return r;
+    for (uint32_t slot = 0;; slot++)  /* holes left by unbinds: O(slots), until compaction */
+        if (vs->svc[slot].bound && r-- == 0)
+            return slot;
+}
+
+/* One draw: an eligible slot, or -1. */
+static inline int64_t ll_p2c_draw(const ll_vserver *vs, uint64_t *state, int64_t other)
+{
+    for (int k = 0; k < LL_P2C_TRIES; k++) {
+        uint32_t slot = ll_slot_of_rank(vs, (uint32_t)(ll_splitmix64(state) % vs->n_bound));
+        if ((int64_t)slot != other && !ll_key_eq(ll_tree_key(&vs->tree, slot), LL_KEY_INF))
+            return slot;
+    }
+    return -1;
+}
+
+/* The pick, or -ENOENT when nothing is eligible. */
+static inline int64_t ll_p2c_pick(const ll_vserver *vs, uint64_t *state)
+{
+    if (vs->n_bound == 0)
+        return -ENOENT;
+    int64_t a = ll_p2c_draw(vs, state, -1);
+    if (a < 0) {  /* few eligible: the first in bind order, O(slots) */
+        for (uint32_t slot = 0; slot < vs->n_slots && a < 0; slot++)
+            if (!ll_key_eq(ll_tree_key(&vs->tree, slot), LL_KEY_INF))
+                a = slot;
+        if (a < 0)
+            return -ENOENT;
+    }
+    if (vs->n_bound < 2)
+        return a;  /* no second service to draw */
+    int64_t b = ll_p2c_draw(vs, state, a);
+    if (b < 0)
+        return a;
+    ll_key ka = ll_tree_key(&vs->tree, (uint32_t)a), kb = ll_tree_key(&vs->tree, (uint32_t)b);
+    return ll_key_lt(kb, ka) ? b : a;
+}
+
+#endif /* LL_SAMPLED_H */
