@@ -1,58 +1,14 @@
 /*
  * ll_floor.c - the floor of the batch path (ll_floor.h): the replay's
- * decisions with nothing but a packed tournament tree, N per service and
- * the completion queue.
+ * decisions with nothing but the engine's tournament tree (packed), N per
+ * service and the completion queue.
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "ll_floor.h"
 #include "ll_pending.h"
-
-typedef struct {
-    uint32_t P, bits;  /* leaves (a power of two), bits of a slot */
-    uint64_t *node;    /* [2P]: min of the range as key << bits | slot */
-    uint64_t key_max;  /* keys above this do not pack */
-} floor_tree;
-
-/* Sets slot's key and fixes the path up; stops where a node keeps its value. */
-static inline void tree_set(floor_tree *t, uint32_t slot, uint64_t key)
-{
-    uint64_t *node = t->node, v = key << t->bits | slot;
-    uint32_t i = t->P + slot;
-    node[i] = v;
-    for (; i > 1; i >>= 1) {
-        uint64_t sib = node[i ^ 1];
-        v = sib < v ? sib : v;  /* packed: lower key, then lower slot (bind order) */
-        if (node[i >> 1] == v)
-            return;
-        node[i >> 1] = v;
-    }
-}
-
-/* The vendor's tie rule: the first slot after the cursor holding the
- * lowest key, cyclically. A range whose packed minimum is below `limit`
- * holds the lowest key, and that minimum is its leftmost holder: climbing
- * over the ranges that cover [start, P) from the left, the first such
- * range answers without a descent. */
-static inline uint32_t tree_pick(const floor_tree *t, int64_t cursor)
-{
-    const uint64_t *node = t->node;
-    uint64_t limit = ((node[1] >> t->bits) + 1) << t->bits;
-    uint64_t mask = ((uint64_t)1 << t->bits) - 1;
-    uint32_t start = (uint32_t)(cursor + 1);
-    if (start < t->P) {
-        for (uint32_t i = t->P + start; i; i++) {
-            if (node[i] < limit)
-                return (uint32_t)(node[i] & mask);
-            while (i & 1)  /* a right child: its parent adds nothing new */
-                i >>= 1;
-            if (i == 0)
-                break;
-        }
-    }
-    return (uint32_t)(node[1] & mask);  /* wrap: the leftmost minimum */
-}
+#include "ll_tree.h"
 
 static uint32_t floor_mod_window(int64_t sec)
 {
@@ -62,7 +18,7 @@ static uint32_t floor_mod_window(int64_t sec)
 
 typedef struct {
     ll_method method;
-    floor_tree tree;
+    ll_tree tree;
     const uint8_t *weight;
     uint64_t *n;          /* N: active transactions, or window bytes */
     /* LEASTBANDWIDTH's window: service-major buckets, and the services with traffic */
@@ -81,12 +37,8 @@ static inline void set_n(floor_state *f, uint32_t s, uint64_t n)
         f->overflow = 1;
         return;
     }
-    uint64_t key = n * 10000u / f->weight[s];
-    if (key > f->tree.key_max) {
-        f->overflow = 1;
-        return;
-    }
-    tree_set(&f->tree, s, key);
+    ll_tree_set(&f->tree, s, ll_key_small(n * 10000u / f->weight[s]));
+    f->overflow |= f->tree.wide;  /* the floor is the packed tree's */
 }
 
 /* LEASTBANDWIDTH: the window moves to `sec`; buckets that leave it leave N. */
@@ -153,17 +105,15 @@ int ll_floor_replay(const ll_trace *t, ll_method method, const uint8_t *weights,
     floor_state f = { 0 };
     f.method = method;
     f.weight = weights;
-    f.tree.P = 1;
-    while (f.tree.P < n_services)
-        f.tree.P *= 2;
-    for (f.tree.bits = 1; ((uint32_t)1 << f.tree.bits) < f.tree.P; f.tree.bits++)
-        ;
-    f.tree.key_max = (UINT64_MAX >> f.tree.bits) - 1;  /* the all-ones value is the empty leaf */
+    uint32_t P = 1;
+    while (P < n_services)
+        P *= 2;
     ll_pending_queue q;
     int rc = ll_pending_init_for(&q, t->arrival, t->n);
     if (rc < 0)
         return rc;
-    f.tree.node = malloc(2 * (size_t)f.tree.P * sizeof *f.tree.node);
+    uint64_t *cell = malloc(2 * (size_t)P * sizeof *cell);
+    uint32_t *arg = malloc(2 * (size_t)P * sizeof *arg);
     f.n = calloc(n_services, sizeof *f.n);
     if (lb) {
         f.bucket = calloc((size_t)n_services * LL_WINDOW_SECONDS, sizeof *f.bucket);
@@ -171,13 +121,13 @@ int ll_floor_replay(const ll_trace *t, ll_method method, const uint8_t *weights,
         f.live = malloc(n_services * sizeof *f.live);
     }
     rc = -ENOMEM;
-    if (!f.tree.node || !f.n || (lb && (!f.bucket || !f.mask || !f.live))
+    if (!cell || !arg || !f.n || (lb && (!f.bucket || !f.mask || !f.live))
         || ll_pending_reserve(&q, t->n ? t->n : 1) < 0)
         goto out;
-    for (uint32_t i = 0; i < 2 * f.tree.P; i++)
-        f.tree.node[i] = UINT64_MAX;
+    ll_tree_init(&f.tree, P, cell, arg);
     for (uint32_t s = 0; s < n_services; s++)
-        tree_set(&f.tree, s, 0);
+        ll_tree_load(&f.tree, s, ll_key_small(0));
+    ll_tree_build(&f.tree);
     f.cur_sec = t->n ? second_of(t->arrival[0]) : 0;
     f.head = floor_mod_window(f.cur_sec);
 
@@ -198,7 +148,7 @@ int ll_floor_replay(const ll_trace *t, ll_method method, const uint8_t *weights,
             double at = t->arrival[k];
             if (lb)
                 advance(&f, second_of(at));
-            uint32_t s = tree_pick(&f.tree, cursor);
+            uint32_t s = ll_tree_pick_min(&f.tree, (uint32_t)(cursor + 1));
             cursor = s;
             chosen[k] = (int32_t)s;
             if (lb)
@@ -218,7 +168,8 @@ int ll_floor_replay(const ll_trace *t, ll_method method, const uint8_t *weights,
     rc = 0;
 out:
     ll_pending_free(&q);
-    free(f.tree.node);
+    free(cell);
+    free(arg);
     free(f.n);
     free(f.bucket);
     free(f.mask);

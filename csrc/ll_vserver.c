@@ -252,6 +252,18 @@ size_t ll_memory_bytes(const ll_vserver *vs)
 
 /* ---- services ---------------------------------------------------------- */
 
+/* The inputs only some methods allocate (probes, reported loads, name
+ * hashes) start from nothing for a new or emptied slot. */
+static void clear_method_inputs(ll_vserver *vs, uint32_t slot)
+{
+    if (vs->probe)
+        vs->probe[slot] = 0;
+    if (vs->name_hash)
+        vs->name_hash[slot] = 0;
+    if (vs->custom)
+        vs->custom[slot] = 0;
+}
+
 int64_t ll_bind(ll_vserver *vs, uint32_t weight)
 {
     if (weight < 1 || weight > LL_MAX_WEIGHT)
@@ -271,12 +283,7 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
     s->state = LL_UP;
     s->bound = 1;
     s->cap = LL_NO_CAP;
-    if (vs->probe)
-        vs->probe[slot] = 0;
-    if (vs->name_hash)
-        vs->name_hash[slot] = 0;
-    if (vs->custom)
-        vs->custom[slot] = 0;
+    clear_method_inputs(vs, slot);
     vs->n_bound++;
     count_svc(vs, slot, +1);
     ll_refresh(vs, slot);
@@ -291,12 +298,7 @@ static void clear_slot(ll_vserver *vs, uint32_t slot)
     /* its entry in live[] stays until the next roll drops it: keep the bit that says so */
     vs->svc[slot].flags = had_entry ? (uint16_t)LL_LIVE : 0;
     vs->bytes[slot] = vs->packets[slot] = 0;
-    if (vs->probe)
-        vs->probe[slot] = 0;
-    if (vs->name_hash)
-        vs->name_hash[slot] = 0;
-    if (vs->custom)
-        vs->custom[slot] = 0;
+    clear_method_inputs(vs, slot);
     for (uint32_t b = 0; b < vs->window; b++) {
         vs->bytes_bkt[(size_t)b * vs->capacity + slot] = 0;
         vs->packets_bkt[(size_t)b * vs->capacity + slot] = 0;

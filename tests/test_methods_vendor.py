@@ -152,15 +152,3 @@ def test_the_registry_is_the_c_method_table(c_impl):
     with pytest.raises(ImportError, match="does not match the Python registry"):
         _methods.check_against_c(names[::-1], supported)
     assert _engine is not None and c_impl.VirtualServer("LRTM").method == "LRTM"
-
-
-def test_a_vendor_method_this_engine_lacks_is_named_as_such(impl):
-    lacking = [m.name for m in _methods.TABLE if not m.supported]
-    if not lacking:
-        pytest.skip("every vendor method in the registry is implemented")
-    with pytest.raises(ValueError, match=rf"^method: {lacking[0]} is the vendor's, but not supported by this engine yet"):
-        impl.VirtualServer(lacking[0])
-    vs = make(impl, "LEASTCONNECTION", (1,))
-    with pytest.raises(ValueError, match="not supported by this engine yet"):
-        vs.set_method(lacking[0])
-    assert vs.method == "LEASTCONNECTION"
