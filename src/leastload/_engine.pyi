@@ -103,3 +103,6 @@ def _hash64(data: bytes, seed: int) -> int:
 
 def _neg_log2(x: int) -> int:
     """The hash methods' fixed-point -log2 from the C core."""
+
+def _floor_replay(trace: Any, method: str, chosen: Any) -> bool:
+    """The batch replay's floor (benchmarks): a bare C loop over `trace`, its choices into `chosen`."""

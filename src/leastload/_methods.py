@@ -11,7 +11,7 @@ Adding a least-X method: its row here, its row and N in the C core
 (csrc/ll_methods.c, csrc/ll_least.h), its N in the reference
 (`reference.N_OF`), and its tests.
 """
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 
 class Method(NamedTuple):
@@ -54,7 +54,7 @@ NEEDS_KEY = frozenset(m.name for m in TABLE if m.family == "hash" and m.name != 
 KEYLESS_METHODS = tuple(m for m in METHODS if m not in NEEDS_KEY)  # select() works without a key
 
 
-def check_against_c(names, supported):
+def check_against_c(names: Iterable[str], supported: Iterable[bool]) -> None:
     """Raises ImportError unless the C core's table (its names in enum order, and
     which it implements) is this registry's."""
     mine = [(m.name, m.supported) for m in sorted(TABLE, key=lambda m: m.value)]

@@ -9,9 +9,23 @@ the builder that draws random loads.
 """
 from itertools import cycle, islice
 from time import perf_counter_ns
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from .._hash import example_keys
 from .._methods import TABLE
+
+if TYPE_CHECKING:  # numpy only when a builder needs it
+    import numpy as np
+    import numpy.typing as npt
+
+    from ..sim.workloads import Trace
+
+# Either engine's VirtualServer and ManualClock: the builders serve leastload._native and
+# leastload.reference alike (`impl`), whose classes share their signatures but no base.
+VServer = Any
+Clock = Any  # None where a vserver runs on its default clock (monotonic=True)
+Loop = Callable[[VServer, int], int]  # loop(vs, k) -> elapsed ns
 
 # The operation each method is measured with, one call at a time (the
 # registry's `pair`): traffic methods pair select() with record(); the others
@@ -24,11 +38,13 @@ REQUEST_BYTES, REQUEST_PACKETS = 1_000, 2  # what one record() in a loop adds
 TTFB = 0.02  # seconds, what finish() reports under LEASTRESPONSETIME
 
 
-def names(n):
+def names(n: int) -> List[str]:
     return [f"S{i}" for i in range(n)]
 
 
-def bound(impl, method, n, *, clock=None, weights=None, reserve=False, monotonic=False):
+def bound(impl: ModuleType, method: str, n: int, *, clock: Optional[Clock] = None,
+          weights: Optional[Union[Sequence[int], "npt.NDArray[np.int64]"]] = None, reserve: bool = False,
+          monotonic: bool = False) -> Tuple[VServer, Clock]:
     """A vserver with n services bound, no traffic. clock=None: a ManualClock at 0;
     monotonic=True: the vserver's default clock (then the clock returned is None)."""
     if monotonic:
@@ -44,7 +60,8 @@ def bound(impl, method, n, *, clock=None, weights=None, reserve=False, monotonic
     return vs, clock
 
 
-def loaded(impl, method, n, *, seed=0, clock=None, monotonic=False):
+def loaded(impl: ModuleType, method: str, n: int, *, seed: int = 0, clock: Optional[Clock] = None,
+           monotonic: bool = False) -> Tuple[VServer, Clock]:
     """The random-load case: random weights and loads, so keys are rarely tied.
 
     Traffic methods get random window totals; the others 1..8 active
@@ -78,12 +95,13 @@ def loaded(impl, method, n, *, seed=0, clock=None, monotonic=False):
     return vs, clock
 
 
-def tied(impl, n):
+def tied(impl: ModuleType, n: int) -> Tuple[VServer, Clock]:
     """The all-tied worst case: LEASTCONNECTION, equal weights, every service idle."""
     return bound(impl, "LEASTCONNECTION", n)
 
 
-def window_primed(impl, n, vs=None, clock=None):
+def window_primed(impl: ModuleType, n: int, vs: Optional[VServer] = None,
+                  clock: Clock = None) -> Tuple[VServer, Clock, float]:
     """LEASTBANDWIDTH with traffic on every service in the bucket that leaves at the next second.
 
     Returns (vs, clock, t): setting the clock to t and calling select() makes one
@@ -104,14 +122,14 @@ def window_primed(impl, n, vs=None, clock=None):
 
 # ---- loops: k operations, elapsed ns --------------------------------------------
 
-def loop_empty(vs, k):
+def loop_empty(vs: VServer, k: int) -> int:
     t = perf_counter_ns()
     for _ in range(k):
         pass
     return perf_counter_ns() - t
 
 
-def loop_noop(vs, k):
+def loop_noop(vs: VServer, k: int) -> int:
     noop = vs._noop
     t = perf_counter_ns()
     for _ in range(k):
@@ -119,7 +137,7 @@ def loop_noop(vs, k):
     return perf_counter_ns() - t
 
 
-def loop_select(vs, k):
+def loop_select(vs: VServer, k: int) -> int:
     select = vs.select
     t = perf_counter_ns()
     for _ in range(k):
@@ -127,7 +145,7 @@ def loop_select(vs, k):
     return perf_counter_ns() - t
 
 
-def loop_select_record(vs, k):
+def loop_select_record(vs: VServer, k: int) -> int:
     select, record = vs.select, vs.record
     t = perf_counter_ns()
     for _ in range(k):
@@ -135,7 +153,7 @@ def loop_select_record(vs, k):
     return perf_counter_ns() - t
 
 
-def loop_select_finish(vs, k):
+def loop_select_finish(vs: VServer, k: int) -> int:
     select, finish = vs.select, vs.finish
     t = perf_counter_ns()
     for _ in range(k):
@@ -143,7 +161,7 @@ def loop_select_finish(vs, k):
     return perf_counter_ns() - t
 
 
-def loop_select_finish_ttfb(vs, k):
+def loop_select_finish_ttfb(vs: VServer, k: int) -> int:
     select, finish = vs.select, vs.finish
     t = perf_counter_ns()
     for _ in range(k):
@@ -154,9 +172,9 @@ def loop_select_finish_ttfb(vs, k):
 N_KEYS = 1024  # the hash methods' pair cycles through this many request keys
 
 
-def loop_select_key_finish(keys):
+def loop_select_key_finish(keys: Sequence[object]) -> Loop:
     """The hash methods' loop: select(key=...)+finish() over a cycle of request keys."""
-    def loop(vs, k):
+    def loop(vs: VServer, k: int) -> int:
         select, finish = vs.select, vs.finish
         t = perf_counter_ns()
         for key in islice(cycle(keys), k):
@@ -165,7 +183,7 @@ def loop_select_key_finish(keys):
     return loop
 
 
-def pair_loop(method):
+def pair_loop(method: str) -> Loop:
     """The per-call loop a method is measured with (PAIR_OF_METHOD)."""
     if PAIR_OF_METHOD[method] == "select(key)+finish":
         return loop_select_key_finish(example_keys(method, N_KEYS))
@@ -174,7 +192,7 @@ def pair_loop(method):
     return loop_select_finish_ttfb if method == "LEASTRESPONSETIME" else loop_select_finish
 
 
-def pair_step(vs, method):
+def pair_step(vs: VServer, method: str) -> Callable[[], None]:
     """One operation of pair_loop(method) as a no-argument callable (pytest-benchmark)."""
     select, record, finish = vs.select, vs.record, vs.finish
     if PAIR_OF_METHOD[method] == "select(key)+finish":
@@ -187,14 +205,15 @@ def pair_step(vs, method):
     return lambda: finish(select())
 
 
-def prebind(vs, trace):
+def prebind(vs: VServer, trace: "Trace") -> None:
     """Binds the trace's initial services as replay() would, so a timed replay leaves binding out."""
     for s, name in enumerate(trace.services):
         if trace.initially_bound[s]:
             vs.bind(name, int(trace.weights[s]))
 
 
-def worst_select(impl, n, method, seconds=30, per_second=200):
+def worst_select(impl: ModuleType, n: int, method: str, seconds: int = 30,
+                 per_second: int = 200) -> Tuple[float, float]:
     """(worst, mean) select() in seconds when every second rolls: n services bound, then for
     `seconds` virtual seconds `per_second` requests (select, record 1,500 bytes, finish); the
     clock moves one second between bursts, so each burst's first select() pays the boundary."""

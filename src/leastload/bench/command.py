@@ -19,30 +19,36 @@ import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
+from types import ModuleType
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 # first: without numpy (the sim extra) this import says what to install
-from ..sim.replay import replay
-from ..sim.workloads import make_trace
+from ..sim.replay import ReplayResult, replay
+from ..sim.workloads import Trace, make_trace
 
 import numpy as np
+import numpy.typing as npt
 
 from .._engine import _floor_replay
 from . import cases, report
 
 RATE = 50_000.0  # requests per second in the replayed trace
 
+Results = Dict[str, Any]  # what run() returns: plain data, as the JSON report holds it
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True)
 class Plan:
-    sizes: tuple
-    methods: tuple
+    sizes: Tuple[int, ...]
+    methods: Tuple[str, ...]
     repeats: int           # of each C measurement
     calls: int             # operations per C per-call loop
     requests: int          # requests in the C replay's trace
     c_budget: float        # seconds: C replays repeat until this much was spent
     ref_budget: float      # seconds per reference measurement (one repeat)
     ref_repeats: int
-    worst_sizes: tuple = ()  # n for the worst single select() when every second rolls
+    worst_sizes: Tuple[int, ...] = ()  # n for the worst single select() when every second rolls
 
 
 QUICK = Plan(sizes=(3, 64, 1024, 16384), methods=("LEASTCONNECTION", "LEASTBANDWIDTH"), repeats=5,
@@ -53,19 +59,19 @@ FULL = Plan(sizes=(3, 64, 1024, 16384, 262144), methods=("LEASTCONNECTION", "LEA
             worst_sizes=(100_000, 1_000_000))
 
 
-def _native():
+def _native() -> ModuleType:
     from .. import _native  # the C engine; its absence must fail loudly, not fall back
     return _native
 
 
-def _reference():
+def _reference() -> ModuleType:
     from .. import reference
     return reference
 
 
 # ---- timing -----------------------------------------------------------------------
 
-def _gc_off(fn, *args):
+def _gc_off(fn: Callable[..., _T], *args: Any) -> _T:
     """fn(*args) with the garbage collector off (as timeit does)."""
     was = gc.isenabled()
     gc.disable()
@@ -76,18 +82,20 @@ def _gc_off(fn, *args):
             gc.enable()
 
 
-def _elapsed(fn):
+def _elapsed(fn: Callable[[], object]) -> int:
     """ns that fn() takes, collector off."""
-    def timed():
+    def timed() -> int:
         t = time.perf_counter_ns()
         fn()
         return time.perf_counter_ns() - t
     return _gc_off(timed)
 
 
-def per_op(loop, vs, k, repeats, budget=math.inf):
+def per_op(loop: cases.Loop, vs: cases.VServer, k: int, repeats: int,
+           budget: float = math.inf) -> Tuple[float, List[float]]:
     """ns per operation of loop(vs, k): min over `repeats` runs (fewer once `budget` seconds are spent)."""
-    runs, spent = [], 0
+    runs: List[float] = []
+    spent = 0
     for _ in range(repeats):
         ns = _gc_off(loop, vs, k)
         runs.append(ns / k)
@@ -97,17 +105,17 @@ def per_op(loop, vs, k, repeats, budget=math.inf):
     return min(runs), runs
 
 
-def per_op_side_by_side(pairs, k, repeats):
+def per_op_side_by_side(pairs: Sequence[Tuple[cases.Loop, cases.VServer]], k: int, repeats: int) -> List[float]:
     """min ns per operation of each (loop, vs), the runs interleaved: a ratio of two
     figures then compares them under the same background load of the machine."""
-    runs = [[] for _ in pairs]
+    runs: List[List[float]] = [[] for _ in pairs]
     for _ in range(repeats):
         for out, (loop, vs) in zip(runs, pairs):
             out.append(_gc_off(loop, vs, k) / k)
     return [min(r) for r in runs]
 
 
-def calls_for(loop, vs, budget, most):
+def calls_for(loop: cases.Loop, vs: cases.VServer, budget: float, most: int) -> int:
     """How many operations of loop fit in `budget` seconds (1..most), from a 3-operation probe."""
     probe = _gc_off(loop, vs, 3) / 3
     return max(1, min(most, int(budget * 1e9 / max(probe, 1.0))))
@@ -115,14 +123,14 @@ def calls_for(loop, vs, budget, most):
 
 # ---- one measurement each -------------------------------------------------------------
 
-def call_floor(plan):
+def call_floor(plan: Plan) -> Dict[str, float]:
     """The empty loop and the empty call: what no per-call figure can go under."""
     vs, _ = cases.bound(_native(), "LEASTCONNECTION", 3)
     empty, noop = per_op_side_by_side([(cases.loop_empty, vs), (cases.loop_noop, vs)], plan.calls, plan.repeats)
     return {"empty_loop_ns": empty, "noop_ns": noop}
 
 
-def memory(n):
+def memory(n: int) -> Dict[str, float]:
     c = _native()
     plain, _ = cases.bound(c, "LEASTCONNECTION", n)
     reserved, _ = cases.bound(c, "LEASTCONNECTION", n, reserve=True)
@@ -130,7 +138,7 @@ def memory(n):
             "bytes_per_service_reserved": reserved.memory_bytes() / n}
 
 
-def per_call(impl, method, n, plan, reference):
+def per_call(impl: ModuleType, method: str, n: int, plan: Plan, reference: bool) -> Tuple[float, int]:
     """ns of the method's pair, on the random-load case."""
     vs, _ = cases.loaded(impl, method, n)
     loop = cases.pair_loop(method)
@@ -143,7 +151,7 @@ def per_call(impl, method, n, plan, reference):
     return ns, k
 
 
-def select_alone(n, plan):
+def select_alone(n: int, plan: Plan) -> List[float]:
     """select() alone (LEASTCONNECTION: each call moves the chosen key, so the tree works),
     beside the empty loop and the empty call _noop(1) measured at the same time."""
     vs, _ = cases.loaded(_native(), "LEASTCONNECTION", n)
@@ -151,7 +159,7 @@ def select_alone(n, plan):
                                plan.calls, plan.repeats)
 
 
-def ties(n, plan):
+def ties(n: int, plan: Plan) -> List[float]:
     """select()+finish() with every service tied against random loads (LEASTCONNECTION)."""
     c = _native()
     tied, _ = cases.tied(c, n)
@@ -160,7 +168,7 @@ def ties(n, plan):
                                plan.calls, plan.repeats)
 
 
-def roll(n, plan):
+def roll(n: int, plan: Plan) -> float:
     """ns of one window roll that expires traffic of all n services.
 
     Timed as clock.set() + the select() that rolls, less the same two calls
@@ -168,7 +176,8 @@ def roll(n, plan):
     """
     c = _native()
     vs, clock, t = cases.window_primed(c, n)
-    rolls, calls = [], []
+    rolls: List[int] = []
+    calls: List[int] = []
     for _ in range(max(plan.repeats, 20 if n <= 1024 else 3)):
         set_clock, select = clock.set, vs.select
         rolls.append(_elapsed(lambda: (set_clock(t), select())))
@@ -177,10 +186,13 @@ def roll(n, plan):
     return max(0.0, min(rolls) - min(calls))
 
 
-def replay_ns(impl, method, trace, repeats, budget):
+def replay_ns(impl: ModuleType, method: str, trace: Trace, repeats: int,
+              budget: float) -> Tuple[float, npt.NDArray[np.int32]]:
     """ns per request of replay(), binding left out of the timing; min over repeats.
     Also returns the choices of the last run (trace service per request)."""
-    runs, spent, results = [], 0, []
+    runs: List[float] = []
+    spent = 0
+    results: List[ReplayResult] = []
     for _ in range(repeats):
         vs, clock = cases.bound(impl, method, 0)
         cases.prebind(vs, trace)
@@ -192,16 +204,18 @@ def replay_ns(impl, method, trace, repeats, budget):
     return min(runs), results[-1].chosen
 
 
-def floor_ns(method, trace, chosen, repeats, budget):
+def floor_ns(method: str, trace: Trace, chosen: npt.NDArray[np.int32], repeats: int,
+             budget: float) -> Optional[float]:
     """ns per request of the batch path's floor on the same trace: a bare C loop
     (a packed tournament tree, N per service, the same completion queue; no
     vserver, no bookkeeping). Its choices must equal the replay's `chosen`, or the
     comparison means nothing: a difference raises. None when a key of the trace
     does not pack (the floor does not apply)."""
     out = np.empty(len(trace), dtype=np.int32)
-    runs, spent = [], 0
+    runs: List[float] = []
+    spent = 0
     for _ in range(repeats):
-        fits = []
+        fits: List[bool] = []
         ns = _elapsed(lambda: fits.append(_floor_replay(trace, method, out)))
         if not fits[0]:
             return None
@@ -216,7 +230,7 @@ def floor_ns(method, trace, chosen, repeats, budget):
     return min(runs)
 
 
-def every_method(plan, n=64):
+def every_method(plan: Plan, n: int = 64) -> List[Dict[str, Any]]:
     """Each method's per-call pair at n (C engine, the random-load case), and its
     ratio to LEASTCONNECTION's measured in the same run."""
     rows = {m: per_call(_native(), m, n, plan, reference=False)[0] for m in cases.METHODS}
@@ -226,14 +240,14 @@ def every_method(plan, n=64):
 
 # ---- the run --------------------------------------------------------------------
 
-def run(plan, progress=None):
+def run(plan: Plan, progress: Optional[Callable[[str], None]] = None) -> Results:
     """Every measurement of `plan`; returns the results as plain data."""
     c, ref = _native(), _reference()
-    step = progress or (lambda label: None)
+    step: Callable[[str], None] = progress or (lambda label: None)
     step("floor")
-    results = {"meta": _meta(plan), "floor": call_floor(plan), "rows": []}
+    results: Results = {"meta": _meta(plan), "floor": call_floor(plan), "rows": []}
     for n in plan.sizes:
-        row = {"n": n}
+        row: Dict[str, Any] = {"n": n}
         step(f"n={n}: memory")
         row.update(memory(n))
         step(f"n={n}: select")
@@ -251,7 +265,7 @@ def run(plan, progress=None):
         trace = make_trace(n, plan.requests, rate=RATE, seed=0, degrading=1)
         row["methods"] = {}
         for method in plan.methods:
-            m = {"pair": cases.PAIR_OF_METHOD[method]}
+            m: Dict[str, Any] = {"pair": cases.PAIR_OF_METHOD[method]}
             step(f"n={n}: {method} per call (C)")
             m["percall_ns_c"], m["percall_calls_c"] = per_call(c, method, n, plan, reference=False)
             step(f"n={n}: {method} per call (reference)")
@@ -286,7 +300,7 @@ def run(plan, progress=None):
     return results
 
 
-def _meta(plan):
+def _meta(plan: Plan) -> Dict[str, Any]:
     return {
         "plan": asdict(plan),
         "statistic": "minimum over repeats, ns per operation (per request for replays), gc off",
@@ -300,7 +314,8 @@ def _meta(plan):
 
 # ---- targets ------------------------------------------------------------------------
 
-def _target(name, value, limit, lower_is_better=True, where=""):
+def _target(name: str, value: Optional[float], limit: float, lower_is_better: bool = True,
+            where: str = "") -> Dict[str, Any]:
     bound = "at most" if lower_is_better else "at least"
     if value is None:
         return {"target": name, "value": None, "bound": bound, "limit": limit, "met": None, "where": "not measured"}
@@ -308,10 +323,10 @@ def _target(name, value, limit, lower_is_better=True, where=""):
     return {"target": name, "value": value, "bound": bound, "limit": limit, "met": bool(met), "where": where}
 
 
-def targets(results):
+def targets(results: Results) -> List[Dict[str, Any]]:
     """The performance targets, each met, missed or not measured (None)."""
     rows = {r["n"]: r for r in results["rows"]}
-    out = []
+    out: List[Dict[str, Any]] = []
     for n, limit in ((64, 2.0), (16384, 4.0)):
         r = rows.get(n)
         # timed as the floor is: per loop step, the loop included
@@ -326,7 +341,8 @@ def targets(results):
             v = r["methods"][method]["replay_over_floor"] if r and method in r["methods"] else None
             out.append(_target(f"replay / floor, {method} at n={n}", v, 1.5, where=f"n={n}"))
 
-    def worst(key, pick, lower_is_better=True):
+    def worst(key: str, pick: Callable[[Dict[str, Any], str], Optional[float]],
+              lower_is_better: bool = True) -> Tuple[Optional[float], str]:
         vals = [(pick(r, key), r["n"]) for r in results["rows"]]
         vals = [(v, n) for v, n in vals if v is not None]
         if not vals:
@@ -364,21 +380,21 @@ def targets(results):
 
 # ---- command line ---------------------------------------------------------------------
 
-def _progress(total):
+def _progress(total: int) -> Tuple[Callable[[str], None], Callable[[], None]]:
     """A step(label) callable: a tqdm bar on stderr if tqdm is installed, else plain lines."""
     try:
         from tqdm import tqdm
     except ImportError:
         count = [0]
 
-        def step(label):
+        def print_step(label: str) -> None:
             count[0] += 1
             print(f"bench [{count[0]}/{total}] {label}", file=sys.stderr, flush=True)
-        return step, lambda: None
+        return print_step, lambda: None
     bar = tqdm(total=total, file=sys.stderr, unit="step", leave=False, disable=None)  # None: off unless a terminal
     started = [False]
 
-    def step(label):
+    def step(label: str) -> None:
         if started[0]:
             bar.update(1)
         started[0] = True
@@ -386,11 +402,11 @@ def _progress(total):
     return step, bar.close
 
 
-def _steps(plan):
+def _steps(plan: Plan) -> int:
     return 3 + len(plan.sizes) * (5 + 5 * len(plan.methods)) + len(plan.worst_sizes) * len(plan.methods)
 
 
-def _method_arg(text):
+def _method_arg(text: str) -> str:
     full = {v: k for k, v in cases.SHORT.items()}.get(text.upper(), text.upper())
     if full not in cases.METHODS:
         raise argparse.ArgumentTypeError(
@@ -398,7 +414,7 @@ def _method_arg(text):
     return full
 
 
-def _size_arg(text):
+def _size_arg(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
@@ -408,7 +424,7 @@ def _size_arg(text):
     return n
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m leastload bench",
         description="Measure the C engine beside the pure-Python reference and check the performance targets.")
@@ -423,7 +439,7 @@ def parser():
     return p
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if args.png and importlib.util.find_spec("matplotlib") is None:

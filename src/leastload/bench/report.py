@@ -1,11 +1,12 @@
 """How `leastload.bench` shows its results: a text table, JSON, a PNG plot."""
 import json
 import math
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .cases import SHORT
 
 
-def _fmt(v, kind):
+def _fmt(v: Optional[float], kind: str) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if kind == "ns":
@@ -17,14 +18,16 @@ def _fmt(v, kind):
     return f"{v:,.0f}"
 
 
-def _rows(results):
+def _rows(results: Dict[str, Any]) -> List[Tuple[str, str, List[Any]]]:
     """(label, unit kind, value per size) for each line of the table."""
     rows = results["rows"]
     methods = list(rows[0]["methods"]) if rows else []
-    lines = []
+    lines: List[Tuple[str, str, List[Any]]] = []
     for m in methods:
         s, pair = SHORT[m], rows[0]["methods"][m]["pair"]
-        get = lambda key, m=m: [r["methods"][m][key] for r in rows]  # noqa: E731
+
+        def get(key: str, m: str = m) -> List[Any]:
+            return [r["methods"][m][key] for r in rows]
         lines += [
             (f"replay {s}, ns/request, C fast path", "ns", get("replay_ns_c")),
             (f"replay {s}, ns/request, reference", "ns", get("replay_ns_ref")),
@@ -35,7 +38,7 @@ def _rows(results):
             (f"{pair} {s}, ns, reference", "ns", get("percall_ns_ref")),
             (f"{pair} {s}, C faster by", "x", get("percall_speedup")),
         ]
-    col = lambda key: [r[key] for r in rows]  # noqa: E731
+    col: Callable[[str], List[Any]] = lambda key: [r[key] for r in rows]  # noqa: E731
     lines += [
         ("select() LC, ns, C", "ns", col("select_ns")),
         ("select() / _noop(1), per loop step", "ratio", col("select_over_noop")),
@@ -48,14 +51,16 @@ def _rows(results):
     return lines
 
 
-def _grid(header, body):
+def _grid(header: List[str], body: List[List[str]]) -> str:
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
-    fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+
+    def fmt(r: List[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
     rule = "-" * len(fmt(header))
     return "\n".join([fmt(header), rule] + [fmt(r) for r in body])
 
 
-def text(results):
+def text(results: Dict[str, Any]) -> str:
     """The whole report: one table (a column per n), the floor, the targets."""
     rows = results["rows"]
     header = ["n ="] + [f"{r['n']:,}" for r in rows]
@@ -91,13 +96,13 @@ def text(results):
     return "\n".join(out)
 
 
-def write_json(results, path):
+def write_json(results: Dict[str, Any], path: str) -> None:
     with open(path, "w") as fh:
         json.dump(results, fh, indent=2, allow_nan=True)
         fh.write("\n")
 
 
-def plot(results, path):
+def plot(results: Dict[str, Any], path: str) -> bool:
     """ns/op against n on log axes. False if matplotlib is missing."""
     try:
         import matplotlib

@@ -31,11 +31,23 @@ import dataclasses
 import heapq
 import math
 from dataclasses import dataclass
+from typing import Any, Callable, List, Protocol, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from .._errors import NoServiceAvailable
-from .workloads import BIND, DOWN, EVENT_KINDS, OUT_OF_SERVICE, UNBIND, UP, ttfb_of
+from .workloads import BIND, DOWN, EVENT_KINDS, OUT_OF_SERVICE, UNBIND, UP, Trace, ttfb_of
+
+# Either engine's VirtualServer (leastload._native or leastload.reference): replay drives both.
+_VServer = Any
+
+
+class _SettableClock(Protocol):
+    """The vserver's ManualClock (either engine's): replay sets it to each event's time."""
+
+    def now(self) -> float: ...
+    def set(self, t: float) -> None: ...
 
 _STATE_OF_EVENT = {kind: EVENT_KINDS[kind] for kind in (DOWN, UP, OUT_OF_SERVICE)}  # the state it sets
 
@@ -44,19 +56,19 @@ _STATE_OF_EVENT = {kind: EVENT_KINDS[kind] for kind in (DOWN, UP, OUT_OF_SERVICE
 class ReplayResult:
     """What a replay did: per request, and per trace service."""
 
-    chosen: np.ndarray     # int32 [requests]: trace service index, -1 = dropped
-    selected: np.ndarray   # uint64 [services]: requests sent to each service
-    bytes: np.ndarray      # uint64 [services]: request + response bytes recorded
-    packets: np.ndarray    # uint64 [services]
-    completed: np.ndarray  # uint64 [services]: transactions finished
+    chosen: npt.NDArray[np.int32]     # int32 [requests]: trace service index, -1 = dropped
+    selected: npt.NDArray[np.uint64]   # uint64 [services]: requests sent to each service
+    bytes: npt.NDArray[np.uint64]      # uint64 [services]: request + response bytes recorded
+    packets: npt.NDArray[np.uint64]    # uint64 [services]
+    completed: npt.NDArray[np.uint64]  # uint64 [services]: transactions finished
 
     @classmethod
-    def empty(cls, trace):
+    def empty(cls, trace: Trace) -> "ReplayResult":
         n = len(trace.services)
-        z = lambda: np.zeros(n, dtype=np.uint64)  # noqa: E731
+        z: Callable[[], npt.NDArray[np.uint64]] = lambda: np.zeros(n, dtype=np.uint64)  # noqa: E731
         return cls(np.full(len(trace), -1, dtype=np.int32), z(), z(), z(), z())
 
-    def equals(self, other):
+    def equals(self, other: "ReplayResult") -> bool:
         return all(
             np.array_equal(getattr(self, f), getattr(other, f))
             for f in ("chosen", "selected", "bytes", "packets", "completed")
@@ -66,16 +78,16 @@ class ReplayResult:
 class _Events:
     """The trace's service events, applied through the public API."""
 
-    def __init__(self, vs, clock, trace):
+    def __init__(self, vs: _VServer, clock: _SettableClock, trace: Trace) -> None:
         self.vs, self.clock, self.trace = vs, clock, trace
         self.gen = np.zeros(len(trace.services), dtype=np.uint32)  # bind generation
         self.next = 0
 
-    def time_of_next(self):
+    def time_of_next(self) -> float:
         t = self.trace.event_time
         return float(t[self.next]) if self.next < len(t) else math.inf
 
-    def apply_next(self):
+    def apply_next(self) -> None:
         i, tr, vs = self.next, self.trace, self.vs
         self.next += 1
         self.clock.set(float(tr.event_time[i]))
@@ -96,7 +108,7 @@ class _Events:
             raise ValueError(f"event_kind[{i}] must be 0..{len(EVENT_KINDS) - 1}, got {kind}")
 
 
-def _own_copy(trace):
+def _own_copy(trace: Trace) -> Trace:
     """The replay's own copy of the trace, validated anew: arrays the caller
     changes after this (from another thread, say) cannot reach the replay."""
     arrays = {f.name: np.array(getattr(trace, f.name), copy=True)
@@ -104,7 +116,7 @@ def _own_copy(trace):
     return dataclasses.replace(trace, services=tuple(trace.services), **arrays)
 
 
-def _check_before_binding(vs, clock, trace):
+def _check_before_binding(vs: _VServer, clock: _SettableClock, trace: Trace) -> None:
     """Everything a replay can refuse, checked before it binds anything."""
     known = set(trace.services)
     strangers = [n for n in vs.services if n not in known]
@@ -112,13 +124,13 @@ def _check_before_binding(vs, clock, trace):
         raise ValueError(f"services bound but not in the trace: {strangers[:5]!r}")
 
 
-def _bind_initial(vs, trace):
+def _bind_initial(vs: _VServer, trace: Trace) -> None:
     for s, name in enumerate(trace.services):
         if trace.initially_bound[s] and name not in vs:
             vs.bind(name, weight=int(trace.weights[s]))
 
 
-def replay_per_call(vs, clock, trace):
+def replay_per_call(vs: _VServer, clock: _SettableClock, trace: Trace) -> ReplayResult:
     """Replays `trace` through `vs` one public call at a time; `clock` is vs's ManualClock."""
     trace = _own_copy(trace)
     _check_before_binding(vs, clock, trace)
@@ -126,9 +138,9 @@ def replay_per_call(vs, clock, trace):
     res = ReplayResult.empty(trace)
     events = _Events(vs, clock, trace)
     index = {name: s for s, name in enumerate(trace.services)}
-    pending = []  # (time, request, service, generation, ttfb)
+    pending: List[Tuple[float, int, int, int, float]] = []  # (time, request, service, generation, ttfb)
 
-    def complete_until(limit):
+    def complete_until(limit: float) -> None:
         while True:
             te, tc = events.time_of_next(), (pending[0][0] if pending else math.inf)
             if te <= tc and te <= limit and te < math.inf:
@@ -168,7 +180,7 @@ def replay_per_call(vs, clock, trace):
     return res
 
 
-def replay(vs, clock, trace):
+def replay(vs: _VServer, clock: _SettableClock, trace: Trace) -> ReplayResult:
     """Replays `trace` through `vs`: inside C when vs is the C engine, else per call.
 
     The C path holds the vserver for the whole run: other threads' calls on it

@@ -163,9 +163,8 @@ def _trace_events(events: list[Event]) -> list[tuple[float, str, str]]:
 
 def generated_trace(config: Config, vs_model: VServer, names: list[str], pattern: str, rate: float,
                     duration: int, events: list[Event], seed: int) -> Any:
-    from . import workloads
+    from .workloads import make_trace
 
-    make_trace: Any = workloads.make_trace  # not annotated (yet): called through Any
     n = int(math.ceil(rate * duration * 1.2)) + 64  # enough arrivals to pass the end; cut there
     trace = make_trace(n_services=len(names), n_requests=n, rate=rate, pattern=pattern, seed=seed,
                        weights=[_weight(config, vs_model, s) for s in names], events=_trace_events(events),
@@ -216,9 +215,8 @@ def file_trace(config: Config, vs_model: VServer, names: list[str], workload: Wo
 
 def run_trace(config: Config, vs_model: VServer, impl: ModuleType, duration: int, events: list[Event],
               pattern: Optional[str], rate: float, seed: int, workload: Optional[Workload]) -> Run:
-    from . import replay as replay_module
+    from .replay import replay
 
-    replay: Any = replay_module.replay
     names = check_events(config, vs_model, events, duration)
     if not names:
         raise UserError(f"lb vserver {vs_model.name!r} has no service bound and no --event binds one")

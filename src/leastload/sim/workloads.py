@@ -29,9 +29,12 @@ One definition each, here, of what the replay must agree on:
   time and Python applies the event (replay._Events), so a C enum would be a
   second definition with no reader.
 """
+import os
 from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, Iterable, List, NoReturn, Optional, Sequence, Tuple, Type, Union, overload
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "Trace", "make_trace", "ttfb_of", "PATTERNS", "EVENT_KINDS",
@@ -50,7 +53,22 @@ GENERATED_MAX_TTFB = 60.0  # make_trace stays under this, far from the engine's 
 MAX_BYTES = 10**9       # cap on one request's or response's size: keeps 64-bit totals far away
 FORMAT_VERSION = 1      # of the .npz written by Trace.save
 
-def ttfb_of(base, slope, arrival, factor):
+_F64 = npt.NDArray[np.float64]
+_U64 = npt.NDArray[np.uint64]
+_Path = Union[str, "os.PathLike[str]"]
+_ServiceRef = Union[int, str]  # a service by index or by name
+_EventTuple = Tuple[float, Union[int, str], _ServiceRef]  # (time, kind, service) for make_trace(events=...)
+_Script = List[Tuple[float, int, _ServiceRef]]  # what the event script helpers return
+
+
+# all-float arguments fit both signatures (mypy: overlap); the first, the float one, applies
+@overload
+def ttfb_of(base: float, slope: float, arrival: float, factor: float) -> float: ...  # type: ignore[overload-overlap]
+@overload
+def ttfb_of(base: Union[float, _F64], slope: Union[float, _F64], arrival: Union[float, _F64],
+            factor: Union[float, _F64]) -> _F64: ...
+def ttfb_of(base: Union[float, _F64], slope: Union[float, _F64], arrival: Union[float, _F64],
+            factor: Union[float, _F64]) -> Union[float, _F64]:
     """TTFB in seconds of a request arriving at `arrival` with TTFB factor `factor`, on a
     service with `base` and `slope`: floats, or numpy arrays (elementwise, the same bits).
 
@@ -60,16 +78,18 @@ def ttfb_of(base, slope, arrival, factor):
     return base * (1.0 + slope * arrival) * factor
 
 
-_SERVICE_FIELDS = {
+_SERVICE_FIELDS: Dict[str, Type[np.generic]] = {
     "weights": np.uint8, "initially_bound": np.bool_,
     "ttfb_base": np.float64, "ttfb_slope": np.float64,
 }
-_REQUEST_FIELDS = {
+_REQUEST_FIELDS: Dict[str, Type[np.generic]] = {
     "arrival": np.float64, "ttfb_factor": np.float64, "transfer": np.float64,
     "status": np.uint16, "req_bytes": np.uint64, "resp_bytes": np.uint64,
     "req_packets": np.uint64, "resp_packets": np.uint64,
 }
-_EVENT_FIELDS = {"event_time": np.float64, "event_kind": np.uint8, "event_service": np.uint32}
+_EVENT_FIELDS: Dict[str, Type[np.generic]] = {
+    "event_time": np.float64, "event_kind": np.uint8, "event_service": np.uint32,
+}
 _ARRAY_FIELDS = {**_SERVICE_FIELDS, **_REQUEST_FIELDS, **_EVENT_FIELDS}
 
 
@@ -82,30 +102,30 @@ class Trace:
     makes such a script.
     """
 
-    services: tuple          # names, in bind order
-    weights: np.ndarray      # uint8, 1..100
-    initially_bound: np.ndarray  # bool: bound before the first request
-    ttfb_base: np.ndarray    # float64 seconds, > 0
-    ttfb_slope: np.ndarray   # float64 per second: ttfb grows as base * (1 + slope * t)
-    arrival: np.ndarray      # float64 seconds, >= 0, non-decreasing
-    ttfb_factor: np.ndarray  # float64, > 0
-    transfer: np.ndarray     # float64 seconds after the first byte until completion, >= 0
-    status: np.ndarray       # uint16 HTTP status, 100..599
-    req_bytes: np.ndarray    # uint64
-    resp_bytes: np.ndarray   # uint64
-    req_packets: np.ndarray  # uint64
-    resp_packets: np.ndarray  # uint64
-    event_time: np.ndarray   # float64 seconds, >= 0, non-decreasing
-    event_kind: np.ndarray   # uint8, one of DOWN UP OUT_OF_SERVICE BIND UNBIND
-    event_service: np.ndarray  # uint32 index into services
+    services: Tuple[str, ...]  # names, in bind order
+    weights: npt.NDArray[np.uint8]  # uint8, 1..100
+    initially_bound: npt.NDArray[np.bool_]  # bool: bound before the first request
+    ttfb_base: _F64          # float64 seconds, > 0
+    ttfb_slope: _F64         # float64 per second: ttfb grows as base * (1 + slope * t)
+    arrival: _F64            # float64 seconds, >= 0, non-decreasing
+    ttfb_factor: _F64        # float64, > 0
+    transfer: _F64           # float64 seconds after the first byte until completion, >= 0
+    status: npt.NDArray[np.uint16]  # uint16 HTTP status, 100..599
+    req_bytes: _U64          # uint64
+    resp_bytes: _U64         # uint64
+    req_packets: _U64        # uint64
+    resp_packets: _U64        # uint64
+    event_time: _F64         # float64 seconds, >= 0, non-decreasing
+    event_kind: npt.NDArray[np.uint8]  # uint8, one of DOWN UP OUT_OF_SERVICE BIND UNBIND
+    event_service: npt.NDArray[np.uint32]  # uint32 index into services
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _validate(self)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.arrival)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trace):
             return NotImplemented
         return self.services == other.services and all(
@@ -113,29 +133,29 @@ class Trace:
             and np.array_equal(getattr(self, f), getattr(other, f))
             for f in _ARRAY_FIELDS)
 
-    __hash__ = None  # mutable arrays inside
+    __hash__ = None  # type: ignore[assignment]  # mutable arrays inside
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Trace: {self.summary()}>"
 
     @property
-    def n_services(self):
+    def n_services(self) -> int:
         return len(self.services)
 
     @property
-    def n_events(self):
+    def n_events(self) -> int:
         return len(self.event_time)
 
     @property
-    def duration(self):
+    def duration(self) -> float:
         """Seconds from 0 to the last arrival."""
         return float(self.arrival[-1]) if len(self.arrival) else 0.0
 
-    def ttfb(self, service):
+    def ttfb(self, service: int) -> _F64:
         """The TTFB (seconds) each request would have on `service` (index)."""
         return ttfb_of(self.ttfb_base[service], self.ttfb_slope[service], self.arrival, self.ttfb_factor)
 
-    def head(self, n_requests):
+    def head(self, n_requests: int) -> "Trace":
         """The first `n_requests` requests, with the events up to the last of them."""
         if not 0 <= n_requests <= len(self):
             raise ValueError(f"n_requests must be in 0..{len(self)}, got {n_requests!r}")
@@ -145,7 +165,7 @@ class Trace:
         ev = {f: getattr(self, f)[:n_ev].copy() for f in _EVENT_FIELDS}
         return replace(self, **req, **ev)
 
-    def summary(self):
+    def summary(self) -> str:
         """One line for people: sizes, rate, tails, events."""
         n = len(self)
         rate = n / self.duration if self.duration > 0 else float("nan")
@@ -154,7 +174,7 @@ class Trace:
         return (f"{n} requests over {self.duration:.1f} s ({rate:.0f}/s) to {self.n_services} services, "
                 f"response bytes median {med:.0f} max {top}, {self.n_events} events")
 
-    def save(self, path):
+    def save(self, path: _Path) -> None:
         """Writes an uncompressed .npz at exactly `path`; Trace.load reads it back identically."""
         arrays = {f: getattr(self, f) for f in _ARRAY_FIELDS}
         with open(path, "wb") as fh:
@@ -162,7 +182,7 @@ class Trace:
                      services=np.array(self.services, dtype=str), **arrays)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: _Path) -> "Trace":
         with np.load(path, allow_pickle=False) as z:
             missing = {"format_version", "services", *_ARRAY_FIELDS} - set(z.files)
             if missing:
@@ -177,11 +197,12 @@ class Trace:
 
 # ---- validation -----------------------------------------------------------
 
-def _fail(field, message):
+def _fail(field: str, message: str) -> NoReturn:
     raise ValueError(f"Trace.{field}: {message}")
 
 
-def _check_array(trace, field, dtype, length, length_of):
+def _check_array(trace: "Trace", field: str, dtype: Type[np.generic], length: int,
+                 length_of: str) -> npt.NDArray[Any]:
     a = getattr(trace, field)
     if not isinstance(a, np.ndarray):
         _fail(field, f"must be a numpy array, got {type(a).__name__}")
@@ -196,7 +217,7 @@ def _check_array(trace, field, dtype, length, length_of):
     return a
 
 
-def _check_finite(field, a, low, low_inclusive=True):
+def _check_finite(field: str, a: _F64, low: float, low_inclusive: bool = True) -> None:
     if not np.isfinite(a).all():
         _fail(field, "must be finite (no NaN or infinity)")
     bad = (a < low) if low_inclusive else (a <= low)
@@ -205,7 +226,7 @@ def _check_finite(field, a, low, low_inclusive=True):
         _fail(field, f"must be {'>=' if low_inclusive else '>'} {low}, got {a[i]!r} at index {i}")
 
 
-def _check_sorted(field, a):
+def _check_sorted(field: str, a: _F64) -> None:
     if len(a) > 1:
         down = a[1:] < a[:-1]
         if down.any():
@@ -213,10 +234,10 @@ def _check_sorted(field, a):
             _fail(field, f"must be non-decreasing, but index {i} ({a[i]!r}) < index {i - 1} ({a[i - 1]!r})")
 
 
-_valid_services = ()  # the services tuple validated last: a tuple of str cannot change
+_valid_services: Tuple[str, ...] = ()  # the services tuple validated last: a tuple of str cannot change
 
 
-def _validate_services(services):
+def _validate_services(services: object) -> None:
     global _valid_services
     if services is _valid_services:
         return  # a copy of the last trace (Trace.head, a replay's own copy): O(1), not O(services)
@@ -230,7 +251,7 @@ def _validate_services(services):
     _valid_services = services
 
 
-def _validate(t):
+def _validate(t: "Trace") -> None:
     _validate_services(t.services)
     n_svc, n_req = len(t.services), len(t.arrival) if isinstance(t.arrival, np.ndarray) else -1
     n_ev = len(t.event_time) if isinstance(t.event_time, np.ndarray) else -1
@@ -261,7 +282,7 @@ def _validate(t):
     _check_ttfb_bound(t)
 
 
-def _ttfb_bound(t):
+def _ttfb_bound(t: "Trace") -> float:
     """An upper bound of every request's TTFB on every service (0.0 without requests).
 
     h(x) = max over services of base*(1+slope*x) is convex (a max of lines), so
@@ -278,7 +299,7 @@ def _ttfb_bound(t):
     return float(t.ttfb_factor.max()) * max(h0, h1)
 
 
-def _check_ttfb_bound(t):
+def _check_ttfb_bound(t: "Trace") -> None:
     """Every request's TTFB on every service stays in (0, MAX_TTFB]."""
     if not len(t.arrival):
         return
@@ -290,7 +311,7 @@ def _check_ttfb_bound(t):
         _fail("ttfb_factor", f"with ttfb_base and ttfb_slope gives TTFBs up to {worst:.1f} s, over {MAX_TTFB:.0f} s")
 
 
-def _check_event_order(t):
+def _check_event_order(t: "Trace") -> None:
     """Binds only of unbound services; unbinds and state changes only of bound ones.
 
     make_trace insists on this (a script that breaks it is a mistake); a Trace
@@ -316,12 +337,13 @@ def _check_event_order(t):
 # The non-homogeneous ones warp a unit-rate Poisson process through the
 # inverse of the cumulative intensity, so they are exact Poisson processes.
 
-def poisson_arrivals(n, rate, rng):
+def poisson_arrivals(n: int, rate: float, rng: np.random.Generator) -> _F64:
     """Steady Poisson arrivals at `rate` per second."""
     return np.cumsum(rng.exponential(1.0 / rate, n))
 
 
-def bursty_arrivals(n, rate, rng, *, burst_factor=10.0, period=2.0, burst=0.2):
+def bursty_arrivals(n: int, rate: float, rng: np.random.Generator, *, burst_factor: float = 10.0,
+                    period: float = 2.0, burst: float = 0.2) -> _F64:
     """On/off traffic: every `period` s a `burst` s long burst at `burst_factor`
     times the quiet rate, with a random phase; the mean rate stays `rate`."""
     if not (burst_factor >= 1 and period > 0 and 0 < burst < period):
@@ -340,12 +362,13 @@ def bursty_arrivals(n, rate, rng, *, burst_factor=10.0, period=2.0, burst=0.2):
     return np.maximum.accumulate(t)  # rounding at period edges must not unsort
 
 
-def _cumulative_bursty(x, period, burst, loud, quiet):
+def _cumulative_bursty(x: float, period: float, burst: float, loud: float, quiet: float) -> float:
     k, r = divmod(x, period)
     return k * (loud * burst + quiet * (period - burst)) + loud * min(r, burst) + quiet * max(r - burst, 0.0)
 
 
-def diurnal_arrivals(n, rate, rng, *, period=None, depth=0.8):
+def diurnal_arrivals(n: int, rate: float, rng: np.random.Generator, *, period: Optional[float] = None,
+                     depth: float = 0.8) -> _F64:
     """A day compressed into `period` seconds (default: the whole trace): the rate
     ramps from rate*(1-depth) at t=0 to rate*(1+depth) at period/2 and back."""
     if not 0 <= depth < 1:
@@ -359,7 +382,7 @@ def diurnal_arrivals(n, rate, rng, *, period=None, depth=0.8):
         return u
     w = 2 * np.pi / period
 
-    def cumulative(t):  # integral of rate * (1 - depth * cos(w t))
+    def cumulative(t: Any) -> Any:  # t a float or an array; integral of rate * (1 - depth * cos(w t))
         return rate * (t - depth * np.sin(w * t) / w)
 
     horizon = 1.2 * u[-1] / rate + period
@@ -371,44 +394,46 @@ def diurnal_arrivals(n, rate, rng, *, period=None, depth=0.8):
     return np.maximum.accumulate(t)
 
 
-PATTERNS = {"poisson": poisson_arrivals, "bursty": bursty_arrivals, "diurnal": diurnal_arrivals}
+PATTERNS: Dict[str, Callable[..., _F64]] = {
+    "poisson": poisson_arrivals, "bursty": bursty_arrivals, "diurnal": diurnal_arrivals,
+}
 
 
 # ---- event scripts ------------------------------------------------------------
 # Each returns a list of (time, kind, service) for make_trace(events=...);
 # a service is an index or a name.
 
-def down_up(service, down_at, up_at):
+def down_up(service: _ServiceRef, down_at: float, up_at: float) -> _Script:
     """The service goes DOWN at `down_at` and comes back UP at `up_at`."""
     return [(down_at, DOWN, service), (up_at, UP, service)]
 
 
-def out_of_service(service, at, back_at=None):
+def out_of_service(service: _ServiceRef, at: float, back_at: Optional[float] = None) -> _Script:
     """OUT_OF_SERVICE at `at`, UP again at `back_at` if given."""
-    ev = [(at, OUT_OF_SERVICE, service)]
+    ev: _Script = [(at, OUT_OF_SERVICE, service)]
     return ev if back_at is None else ev + [(back_at, UP, service)]
 
 
-def bind_at(service, at):
+def bind_at(service: _ServiceRef, at: float) -> _Script:
     """A late bind: the service is unbound until `at` (make_trace leaves it out of initially_bound)."""
     return [(at, BIND, service)]
 
 
-def unbind_at(service, at):
+def unbind_at(service: _ServiceRef, at: float) -> _Script:
     return [(at, UNBIND, service)]
 
 
-def flap(service, start, period, count):
+def flap(service: _ServiceRef, start: float, period: float, count: int) -> _Script:
     """`count` DOWN/UP cycles of `period` seconds each, from `start`."""
-    ev = []
+    ev: _Script = []
     for i in range(count):
         ev += down_up(service, start + i * period, start + (i + 0.5) * period)
     return ev
 
 
-def rolling_restart(services, start, downtime, gap):
+def rolling_restart(services: Iterable[_ServiceRef], start: float, downtime: float, gap: float) -> _Script:
     """Each service in turn DOWN for `downtime` s, the next one `gap` s later."""
-    ev = []
+    ev: _Script = []
     for i, s in enumerate(services):
         ev += down_up(s, start + i * gap, start + i * gap + downtime)
     return ev
@@ -416,9 +441,13 @@ def rolling_restart(services, start, downtime, gap):
 
 # ---- the builder --------------------------------------------------------------
 
-def make_trace(n_services=64, n_requests=100_000, rate=10_000.0, pattern="poisson", seed=0, *,
-               pattern_options=None, weights=None, slow_fraction=0.1, slow_factor=8.0,
-               degrading=0, degrade_factor=10.0, error_rate=0.05, events=(), mss=1460, names=None):
+def make_trace(n_services: int = 64, n_requests: int = 100_000, rate: float = 10_000.0, pattern: str = "poisson",
+               seed: int = 0, *, pattern_options: Optional[Dict[str, Any]] = None,
+               weights: Union[None, str, Sequence[int], npt.NDArray[np.integer[Any]]] = None,
+               slow_fraction: float = 0.1, slow_factor: float = 8.0,
+               degrading: Union[int, Sequence[int], npt.NDArray[np.integer[Any]]] = 0,
+               degrade_factor: float = 10.0, error_rate: float = 0.05, events: Iterable[_EventTuple] = (),
+               mss: int = 1460, names: Optional[Iterable[str]] = None) -> Trace:
     """A seeded appliance-like trace.
 
     n_services, n_requests, rate (mean requests per second), pattern ("poisson",
@@ -468,7 +497,7 @@ def make_trace(n_services=64, n_requests=100_000, rate=10_000.0, pattern="poisso
 
     ev_time, ev_kind, ev_svc = _events(events, names)
     bound = np.ones(n_services, dtype=bool)
-    first = {}
+    first: Dict[int, int] = {}
     for k, s in zip(ev_kind.tolist(), ev_svc.tolist()):
         first.setdefault(s, k)
     bound[[s for s, k in first.items() if k == BIND]] = False
@@ -487,13 +516,14 @@ def make_trace(n_services=64, n_requests=100_000, rate=10_000.0, pattern="poisso
     return trace
 
 
-def _int_arg(arg, v, low):
+def _int_arg(arg: str, v: object, low: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
         raise ValueError(f"{arg} must be an int >= {low}, got {v!r}")
     return int(v)
 
 
-def _weights(weights, n, rng):
+def _weights(weights: Union[None, str, Sequence[int], npt.NDArray[np.integer[Any]]], n: int,
+             rng: np.random.Generator) -> npt.NDArray[np.uint8]:
     if weights is None:
         return np.ones(n, dtype=np.uint8)
     if isinstance(weights, str) and weights == "random":
@@ -504,7 +534,8 @@ def _weights(weights, n, rng):
     return w.astype(np.uint8)
 
 
-def _degrading(degrading, order):
+def _degrading(degrading: Union[int, Sequence[int], npt.NDArray[np.integer[Any]]],
+               order: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Indices of the degrading services: a count taken from the end of `order`
     (fast services first, so a degraded TTFB stays far under the limit), or indices."""
     n = len(order)
@@ -518,7 +549,7 @@ def _degrading(degrading, order):
     return idx
 
 
-def _lognormal(rng, median, sigma, n):
+def _lognormal(rng: np.random.Generator, median: float, sigma: float, n: int) -> _F64:
     """rng.lognormal, about 30 % faster (in-place exp of the ziggurat's normals)."""
     z = rng.standard_normal(n)
     z *= sigma
@@ -526,7 +557,8 @@ def _lognormal(rng, median, sigma, n):
     return np.exp(z, out=z)
 
 
-def _heavy_sizes(rng, n, *, median, sigma, tail, xm, alpha):
+def _heavy_sizes(rng: np.random.Generator, n: int, *, median: float, sigma: float, tail: float, xm: float,
+                 alpha: float) -> _U64:
     """Lognormal body with a `tail` share of Pareto(alpha, xm) sizes, capped at MAX_BYTES."""
     size = _lognormal(rng, median, sigma, n)
     in_tail = rng.random(n) < tail
@@ -535,21 +567,25 @@ def _heavy_sizes(rng, n, *, median, sigma, tail, xm, alpha):
     return np.ceil(size, out=size).astype(np.uint64)
 
 
-def _packets(nbytes, mss):
+def _packets(nbytes: _U64, mss: int) -> _U64:
     """Segments of `mss` bytes plus one for the handshake-ish overhead."""
-    return (nbytes + np.uint64(mss - 1)) // np.uint64(mss) + np.uint64(1)
+    packets: _U64 = (nbytes + np.uint64(mss - 1)) // np.uint64(mss) + np.uint64(1)
+    return packets
 
 
-def _statuses(rng, n, error_rate):
+def _statuses(rng: np.random.Generator, n: int, error_rate: float) -> npt.NDArray[np.uint16]:
     """Mostly 200; errors split 404 : 500 : 503 as 3 : 1 : 1."""
     u = rng.random(n)
     cuts = np.array([1 - error_rate, 1 - 0.4 * error_rate, 1 - 0.2 * error_rate])
     return np.array([200, 404, 500, 503], dtype=np.uint16)[np.searchsorted(cuts, u, side="right")]
 
 
-def _events(events, names):
+def _events(events: Iterable[_EventTuple], names: Tuple[str, ...]
+            ) -> Tuple[_F64, npt.NDArray[np.uint8], npt.NDArray[np.uint32]]:
     index = {name: i for i, name in enumerate(names)}
-    times, kinds, svcs = [], [], []
+    times: List[float] = []
+    kinds: List[int] = []
+    svcs: List[int] = []
     for i, ev in enumerate(events):
         try:
             t, kind, svc = ev
