@@ -53,7 +53,9 @@ def test_same_signatures(cls):
 def test_constructors_take_the_same_arguments():
     assert params(inspect.signature(_native.VirtualServer.__init__)) == \
         params(inspect.signature(reference.VirtualServer.__init__))
-    # ManualClock's C constructor has no introspectable signature; the stub has it (below)
+    # the C class's signature comes from its docstring's first lines (the text-signature form)
+    assert params(inspect.signature(_native.ManualClock)) == params(inspect.signature(reference.ManualClock))
+    assert str(inspect.signature(_native.ManualClock)) == "(start=0.0)"
 
 
 @pytest.mark.parametrize("cls", [_engine.Engine, _engine.ManualClock, _engine.Transaction])

@@ -58,7 +58,10 @@ monotonic = _time_monotonic  # the default clock of a VirtualServer
 
 
 cdef class ManualClock:
-    """A virtual clock for tests and simulations: time moves only when told."""
+    """ManualClock(start=0.0)
+--
+
+A virtual clock for tests and simulations: time moves only when told."""
 
     cdef double _t
 
