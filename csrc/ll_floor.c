@@ -7,14 +7,9 @@
 #include <stdlib.h>
 
 #include "ll_floor.h"
+#include "ll_internal.h"
 #include "ll_pending.h"
 #include "ll_tree.h"
-
-static uint32_t floor_mod_window(int64_t sec)
-{
-    int64_t m = sec % LL_WINDOW_SECONDS;
-    return (uint32_t)(m < 0 ? m + LL_WINDOW_SECONDS : m);
-}
 
 typedef struct {
     ll_method method;
@@ -68,7 +63,7 @@ static void advance(floor_state *f, int64_t sec)
             f->live[i] = f->live[--f->n_live];
     }
     f->cur_sec = sec;
-    f->head = floor_mod_window(sec);
+    f->head = ll_window_bucket(sec, LL_WINDOW_SECONDS);
 }
 
 static void add_bytes(floor_state *f, uint32_t s, uint64_t bytes)
@@ -84,12 +79,6 @@ static void add_bytes(floor_state *f, uint32_t s, uint64_t bytes)
         f->live[f->n_live++] = s;
     f->mask[s] = (uint16_t)(f->mask[s] | 1u << f->head);
     set_n(f, s, f->n[s] + bytes);
-}
-
-static int64_t second_of(double t)
-{
-    int64_t sec = (int64_t)t;  /* the trace keeps |t| < 2^53 */
-    return sec - ((double)sec > t);
 }
 
 int ll_floor_replay(const ll_trace *t, ll_method method, const uint8_t *weights,
@@ -128,8 +117,8 @@ int ll_floor_replay(const ll_trace *t, ll_method method, const uint8_t *weights,
     for (uint32_t s = 0; s < n_services; s++)
         ll_tree_load(&f.tree, s, ll_key_small(0));
     ll_tree_build(&f.tree);
-    f.cur_sec = t->n ? second_of(t->arrival[0]) : 0;
-    f.head = floor_mod_window(f.cur_sec);
+    f.cur_sec = t->n ? ll_trace_second(t->arrival[0]) : 0;
+    f.head = ll_window_bucket(f.cur_sec, LL_WINDOW_SECONDS);
 
     int64_t cursor = -1;
     size_t next = 0;
@@ -138,7 +127,7 @@ int ll_floor_replay(const ll_trace *t, ll_method method, const uint8_t *weights,
         if (first && (next == t->n || ll_order_time(first->order) <= t->arrival[next])) {
             ll_pending c = ll_pending_pop(&q);  /* completions first at equal times */
             if (lb) {
-                advance(&f, second_of(ll_order_time(c.order)));
+                advance(&f, ll_trace_second(ll_order_time(c.order)));
                 add_bytes(&f, c.svc, t->resp_bytes[c.req]);
             } else {
                 set_n(&f, c.svc, f.n[c.svc] - 1);
@@ -147,7 +136,7 @@ int ll_floor_replay(const ll_trace *t, ll_method method, const uint8_t *weights,
             size_t k = next++;
             double at = t->arrival[k];
             if (lb)
-                advance(&f, second_of(at));
+                advance(&f, ll_trace_second(at));
             uint32_t s = ll_tree_pick_min(&f.tree, (uint32_t)(cursor + 1));
             cursor = s;
             chosen[k] = (int32_t)s;

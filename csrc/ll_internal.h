@@ -79,6 +79,13 @@ struct ll_vserver {
 /* Recomputes key[slot] from the service and fixes the tree. */
 void ll_refresh(ll_vserver *vs, uint32_t slot);
 
+/* The bucket of second `sec` in a window of w buckets: floor mod. */
+static inline uint32_t ll_window_bucket(int64_t sec, uint32_t w)
+{
+    int64_t m = sec % (int64_t)w;
+    return (uint32_t)(m < 0 ? m + (int64_t)w : m);
+}
+
 /* ---- the request path's cores ---------------------------------------------
  * Shared by the public calls (ll_vserver.c), which check their arguments and
  * move the window first, and by the batch path (ll_replay.c), whose own

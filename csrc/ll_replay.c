@@ -20,13 +20,8 @@
 enum { LL_OP_NONE = 0, LL_OP_ARRIVAL = 1, LL_OP_COMPLETION = 2 };
 
 struct ll_replay {
-    /* the trace and the results, borrowed (flattened: read on every request) */
+    /* the trace and the results, borrowed */
     ll_trace trace;
-    size_t n;
-    const double *arrival, *ttfb_factor, *transfer;
-    const uint16_t *status;
-    const uint64_t *req_bytes, *resp_bytes, *req_packets, *resp_packets;
-    const double *ttfb_base, *ttfb_slope;
     int32_t *chosen;
     uint64_t *selected, *bytes, *packets, *completed;
     /* the mapping, borrowed, valid between runs */
@@ -53,17 +48,6 @@ ll_replay *ll_replay_create(const ll_trace *t, const ll_replay_out *out)
     if (!r)
         return NULL;
     r->trace = *t;
-    r->n = t->n;
-    r->arrival = t->arrival;
-    r->ttfb_factor = t->ttfb_factor;
-    r->transfer = t->transfer;
-    r->status = t->status;
-    r->req_bytes = t->req_bytes;
-    r->resp_bytes = t->resp_bytes;
-    r->req_packets = t->req_packets;
-    r->resp_packets = t->resp_packets;
-    r->ttfb_base = t->ttfb_base;
-    r->ttfb_slope = t->ttfb_slope;
     r->chosen = out->chosen;
     r->selected = out->selected;
     r->bytes = out->bytes;
@@ -110,11 +94,11 @@ static int next_op(ll_replay *r, double stop_time)
 {
     for (;;) {
         const ll_pending *first = ll_pending_peek(&r->pending);
-        int have_c = first != NULL, have_a = r->next < r->n;
+        int have_c = first != NULL, have_a = r->next < r->trace.n;
         if (!have_c && !have_a)
             return LL_REPLAY_DONE;
         double tc = have_c ? ll_order_time(first->order) : INFINITY;
-        double ta = have_a ? r->arrival[r->next] : INFINITY;
+        double ta = have_a ? r->trace.arrival[r->next] : INFINITY;
         int completion = have_c && (!have_a || tc <= ta);  /* completions first at ties */
         double t = completion ? tc : ta;
         if (t >= stop_time)
@@ -162,7 +146,7 @@ static inline int finish(ll_vserver *vs, ll_replay *r)
     }
     uint32_t us = (uint32_t)floor(ttfb * 1e6 + 0.5);
     /* a bound slot (completions of unbound services are forgotten), a TTFB in range */
-    int rc = ll_finish_core(vs, (uint32_t)r->slot_of[r->cur.svc], r->status[k] == 200, us, r->status[k] >= 500);
+    int rc = ll_finish_core(vs, (uint32_t)r->slot_of[r->cur.svc], r->trace.status[k] == 200, us, r->trace.status[k] >= 500);
     if (rc < 0) {
         r->err_call = 3;
         return rc;
@@ -186,8 +170,7 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
                 return rc;
         }
         double t = r->now;
-        int64_t sec = (int64_t)t;  /* floor; the caller keeps |t| < 2^53 */
-        sec -= (double)sec > t;
+        int64_t sec = ll_trace_second(t);
         if (!(r->op == LL_OP_COMPLETION && r->phase == 1)) {
             /* select and record tick (finish does not): the window moves
              * and a due policy hook runs first */
@@ -216,27 +199,27 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
             uint32_t s = (uint32_t)r->service_of[slot];
             r->chosen[k] = (int32_t)s;
             r->selected[s]++;
-            double done = t + ll_trace_ttfb(&r->trace, s, k) + r->transfer[k];
+            double done = t + ll_trace_ttfb(&r->trace, s, k) + r->trace.transfer[k];
             ll_pending_push(&r->pending, done, ll_time_order(done), (uint32_t)k, s);
             r->phase = 1;
             if (t >= deadline)
                 continue;  /* the record's own tick stops for the hook: take the long way */
             /* The record at the same time: its tick cannot move the window
              * (same second) nor stop (t < deadline), so it follows at once. */
-            if ((rc = record(vs, r, s, r->req_bytes[k], r->req_packets[k])) < 0)
+            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k])) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->op == LL_OP_ARRIVAL) {
             size_t k = r->next;
             uint32_t s = (uint32_t)r->chosen[k];
-            if ((rc = record(vs, r, s, r->req_bytes[k], r->req_packets[k])) < 0)
+            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k])) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->phase == 0) {
             uint64_t k = r->cur.req;
-            if ((rc = record(vs, r, r->cur.svc, r->resp_bytes[k], r->resp_packets[k])) < 0)
+            if ((rc = record(vs, r, r->cur.svc, r->trace.resp_bytes[k], r->trace.resp_packets[k])) < 0)
                 return rc;
             r->phase = 1;
             if ((rc = finish(vs, r)) != 0)  /* finish does not tick: it follows at once */

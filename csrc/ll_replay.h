@@ -44,6 +44,13 @@ static inline double ll_trace_ttfb(const ll_trace *t, uint32_t s, size_t k)
     return t->ttfb_base[s] * (1.0 + t->ttfb_slope[s] * t->arrival[k]) * t->ttfb_factor[k];
 }
 
+/* The second of a trace time: floor, without a libm call (|t| < 2^53). */
+static inline int64_t ll_trace_second(double t)
+{
+    int64_t sec = (int64_t)t;
+    return sec - ((double)sec > t);
+}
+
 /* Where the results go, borrowed: per request, and per trace service. */
 typedef struct {
     int32_t *chosen;   /* trace service, -1: dropped (nothing eligible) */

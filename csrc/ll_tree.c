@@ -130,14 +130,9 @@ int64_t ll_tree_first(const ll_tree *t, uint32_t start, ll_key thr)
     int exact = ll_key_fits64(thr) && ll_key_low(thr) <= t->key_max;
     uint64_t tk = exact ? ll_key_low(thr) : t->key_max;
     uint64_t limit = (tk + 1) << t->bits, mask = ((uint64_t)1 << t->bits) - 1;
-    uint32_t i = t->P + start;
-    while (node[i] >= limit) {
-        while (i & 1)
-            i >>= 1;
-        if (i == 0)
-            return -1;
-        i++;
-    }
+    uint32_t i = ll_tree_packed_climb(t, start, limit);
+    if (i == 0)
+        return -1;
     for (;;) {
         uint64_t v = node[i];
         if (i >= t->P || (exact && v >> t->bits == tk))  /* a leaf, or all-tied */

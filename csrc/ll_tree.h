@@ -173,6 +173,24 @@ void ll_tree_build(ll_tree *t);
 /* First slot >= start whose key <= thr, or -1 if there is none. */
 int64_t ll_tree_first(const ll_tree *t, uint32_t start, ll_key thr);
 
+/* Packed: the first of the ranges covering [start, P), left to right, whose
+ * word is below `limit` (a key below limit >> bits), as a node index; 0 when
+ * none is. A right child's parent adds nothing new, so the climb goes up
+ * past right children and then on to the right sibling. */
+static inline uint32_t ll_tree_packed_climb(const ll_tree *t, uint32_t start, uint64_t limit)
+{
+    if (start >= t->P)
+        return 0;
+    for (uint32_t i = t->P + start;; i++) {
+        if (t->cell[i] < limit)
+            return i;
+        while (i & 1)
+            i >>= 1;
+        if (i == 0)
+            return 0;
+    }
+}
+
 /* The vendor's tie rule among the lowest keys: the first slot >= start
  * holding the minimum, else (wrapping) the leftmost. The minimum must be
  * finite. Packed, a range whose word is below `limit` holds the minimum and
@@ -185,17 +203,8 @@ static inline uint32_t ll_tree_pick_min(const ll_tree *t, uint32_t start)
     }
     const uint64_t *node = t->cell;
     uint64_t limit = ((node[1] >> t->bits) + 1) << t->bits, mask = ((uint64_t)1 << t->bits) - 1;
-    if (start < t->P) {
-        for (uint32_t i = t->P + start;; i++) {
-            if (node[i] < limit)
-                return (uint32_t)(node[i] & mask);
-            while (i & 1)  /* a right child: its parent adds nothing new */
-                i >>= 1;
-            if (i == 0)
-                break;
-        }
-    }
-    return (uint32_t)(node[1] & mask);
+    uint32_t i = ll_tree_packed_climb(t, start, limit);
+    return (uint32_t)(node[i ? i : 1] & mask);
 }
 
 #endif /* LL_TREE_H */

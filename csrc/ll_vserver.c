@@ -36,13 +36,6 @@ static int slot_ok(const ll_vserver *vs, uint32_t slot)
     return slot < vs->n_slots && vs->svc[slot].bound;
 }
 
-/* The bucket of second `sec` in a window of w buckets: floor mod. */
-static uint32_t floor_mod_window(int64_t sec, uint32_t w)
-{
-    int64_t m = sec % (int64_t)w;
-    return (uint32_t)(m < 0 ? m + (int64_t)w : m);
-}
-
 /* ---- the live set ------------------------------------------------------ */
 
 /* Drops entry i of live[] (the last entry takes its place). */
@@ -218,7 +211,7 @@ ll_vserver *ll_create(ll_method method, int64_t sec)
     vs->cursor = -1;
     vs->cur_sec = sec;
     vs->window = LL_WINDOW_SECONDS;
-    vs->head = floor_mod_window(sec, vs->window);
+    vs->head = ll_window_bucket(sec, vs->window);
     if (resize(vs, 4) < 0) {
         free(vs);
         return NULL;
@@ -458,7 +451,7 @@ int ll_set_window(ll_vserver *vs, uint32_t seconds)
     }
     /* the last min(old, new) seconds move to their buckets in the new window */
     uint32_t keep = seconds < vs->window ? seconds : vs->window;
-    uint32_t new_head = floor_mod_window(vs->cur_sec, seconds);
+    uint32_t new_head = ll_window_bucket(vs->cur_sec, seconds);
     for (uint32_t k = 0; k < keep; k++) {
         size_t from = (size_t)((vs->head + vs->window - k) % vs->window) * C;
         size_t to = (size_t)((new_head + seconds - k) % seconds) * C;
@@ -565,7 +558,7 @@ static int64_t roll(ll_vserver *vs, int64_t sec)
             live_drop(vs, i);
     }
     vs->cur_sec = sec;
-    vs->head = floor_mod_window(sec, vs->window);
+    vs->head = ll_window_bucket(sec, vs->window);
     if (rebuild && n_changed)
         refresh_all(vs);
     return moved > INT64_MAX ? INT64_MAX : (int64_t)moved;

@@ -130,6 +130,30 @@ cdef inline int _raise_for_rc(int rc, str op, object name=None) except -1:
     return 0
 
 
+@cython.final
+cdef class _TraceArrays:
+    """A trace's arrays as the C side reads them (ll_trace), kept alive while it is
+    used: the replay and the floor borrow them through `t`."""
+    cdef const double[::1] arrival, factor, transfer, base, slope
+    cdef const uint16_t[::1] status
+    cdef const uint64_t[::1] req_b, resp_b, req_p, resp_p
+    cdef ll_trace t
+
+    def __cinit__(self, trace):
+        self.arrival, self.factor, self.transfer = trace.arrival, trace.ttfb_factor, trace.transfer
+        self.base, self.slope, self.status = trace.ttfb_base, trace.ttfb_slope, trace.status
+        self.req_b, self.resp_b = trace.req_bytes, trace.resp_bytes
+        self.req_p, self.resp_p = trace.req_packets, trace.resp_packets
+        self.t.n = self.arrival.shape[0]
+        if self.t.n == 0:
+            return  # nothing to point at: the callers return before C reads it
+        self.t.arrival, self.t.ttfb_factor, self.t.transfer = &self.arrival[0], &self.factor[0], &self.transfer[0]
+        self.t.status = &self.status[0]
+        self.t.req_bytes, self.t.resp_bytes = &self.req_b[0], &self.resp_b[0]
+        self.t.req_packets, self.t.resp_packets = &self.req_p[0], &self.resp_p[0]
+        self.t.ttfb_base, self.t.ttfb_slope = &self.base[0], &self.slope[0]
+
+
 cdef class Engine
 
 
@@ -1205,31 +1229,21 @@ cdef class Engine:
 
     cdef int _replay_locked(self, trace, result, events) except -1:
         self._check_replay(events.clock, trace)
-        cdef const double[::1] arrival = trace.arrival, factor = trace.ttfb_factor
-        cdef const double[::1] transfer = trace.transfer, base = trace.ttfb_base, slope = trace.ttfb_slope
-        cdef const uint16_t[::1] status = trace.status
-        cdef const uint64_t[::1] req_b = trace.req_bytes, resp_b = trace.resp_bytes
-        cdef const uint64_t[::1] req_p = trace.req_packets, resp_p = trace.resp_packets
+        cdef _TraceArrays arrays = _TraceArrays(trace)
         cdef int32_t[::1] chosen = result.chosen
         cdef uint64_t[::1] selected = result.selected, nbytes = result.bytes
         cdef uint64_t[::1] npackets = result.packets, completed = result.completed
         cdef const int64_t[::1] slot_of
         cdef const int32_t[::1] service_of
-        cdef ll_trace t
         cdef ll_replay_out out
         cdef ll_replay_state_t state
-        t.n = arrival.shape[0]
-        if t.n == 0:
+        if arrays.t.n == 0:
             while events.next < len(trace.event_time):
                 events.apply_next()
             return 0
-        t.arrival, t.ttfb_factor, t.transfer = &arrival[0], &factor[0], &transfer[0]
-        t.status = &status[0]
-        t.req_bytes, t.resp_bytes, t.req_packets, t.resp_packets = &req_b[0], &resp_b[0], &req_p[0], &resp_p[0]
-        t.ttfb_base, t.ttfb_slope = &base[0], &slope[0]
         out.chosen, out.selected, out.bytes = &chosen[0], &selected[0], &nbytes[0]
         out.packets, out.completed = &npackets[0], &completed[0]
-        cdef ll_replay *r = ll_replay_create(&t, &out)
+        cdef ll_replay *r = ll_replay_create(&arrays.t, &out)
         if r == NULL:
             raise MemoryError("replay: out of memory")
         cdef int rc
@@ -1342,27 +1356,17 @@ def _floor_replay(trace, method, chosen):
         raise ValueError(f"the floor replays LEASTCONNECTION and LEASTBANDWIDTH, got {method!r}")
     if len(trace.event_time) or not trace.initially_bound.all():
         raise ValueError("the floor replays traces whose services are all bound from the start, without events")
-    cdef const double[::1] arrival = trace.arrival, factor = trace.ttfb_factor
-    cdef const double[::1] transfer = trace.transfer, base = trace.ttfb_base, slope = trace.ttfb_slope
-    cdef const uint16_t[::1] status = trace.status
-    cdef const uint64_t[::1] req_b = trace.req_bytes, resp_b = trace.resp_bytes
-    cdef const uint64_t[::1] req_p = trace.req_packets, resp_p = trace.resp_packets
+    cdef _TraceArrays arrays = _TraceArrays(trace)
     cdef const uint8_t[::1] weights = trace.weights
     cdef int32_t[::1] out = chosen
-    cdef ll_trace t
-    t.n = arrival.shape[0]
-    if out.shape[0] != <Py_ssize_t>t.n:
-        raise ValueError(f"chosen must hold one entry per request ({t.n}), got {out.shape[0]}")
-    if t.n == 0:
+    if out.shape[0] != <Py_ssize_t>arrays.t.n:
+        raise ValueError(f"chosen must hold one entry per request ({arrays.t.n}), got {out.shape[0]}")
+    if arrays.t.n == 0:
         return True
-    t.arrival, t.ttfb_factor, t.transfer = &arrival[0], &factor[0], &transfer[0]
-    t.status = &status[0]
-    t.req_bytes, t.resp_bytes, t.req_packets, t.resp_packets = &req_b[0], &resp_b[0], &req_p[0], &resp_p[0]
-    t.ttfb_base, t.ttfb_slope = &base[0], &slope[0]
     cdef int rc
     cdef uint32_t n_services = <uint32_t>weights.shape[0]
     with nogil:
-        rc = ll_floor_replay(&t, <ll_method>m, &weights[0], n_services, &out[0])
+        rc = ll_floor_replay(&arrays.t, <ll_method>m, &weights[0], n_services, &out[0])
     if rc == -EOVERFLOW:
         return False
     if rc == -ENOMEM:
