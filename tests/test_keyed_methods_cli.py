@@ -1,7 +1,11 @@
-"""The commands refuse the hash methods that need each request's key, in one line:
-simulate's workloads and the proxy carry no keys yet."""
+"""The hash methods from the command line: `leastload proxy` and `leastload simulate` carry each
+request's key; what they cannot do is refused in one line."""
+import os
 import subprocess
 import sys
+import urllib.request
+
+from servers import first_line, start_backend
 
 
 def run(*args, cwd):
@@ -21,10 +25,46 @@ def test_simulate_refuses_a_config_whose_method_needs_a_key(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_simulate_and_proxy_flags_refuse_a_method_that_needs_a_key(tmp_path):
-    result = run("simulate", "--method", "SOURCEIPHASH", "--duration", "2", cwd=tmp_path)
-    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
-    assert "--method" in result.stderr and "Traceback" not in result.stderr
-    result = run("proxy", "--method", "URLHASH", "--backend", "a=127.0.0.1:9", cwd=tmp_path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "--method" in result.stderr
+def test_proxy_token_flags_are_checked_in_one_line(tmp_path):
+    for args, words in ((["--method", "TOKEN"], "--token-header"),
+                        (["--method", "URLHASH", "--token-header", "X-Session"], "only with --method TOKEN"),
+                        (["--method", "TOKEN", "--token-header", "X Session"], "token_header"),
+                        (["--method", "URLHASH", "--hash-length", "0"], "hashlength"),
+                        (["--method", "SOURCEIPHASH", "--netmask", "255.0.255.0"], "netmask")):
+        result = run("proxy", *args, "--backend", "a=127.0.0.1:9", "--listen", "127.0.0.1:0", cwd=tmp_path)
+        assert result.returncode == 2, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_proxy_workers_share_the_url_mapping(tmp_path):
+    """Two workers, two engines: the hash mapping depends on names, weights and seed only, so a URL
+    reaches the same backend whichever worker takes its connection."""
+    procs = [start_backend(0.0, size) for size in (100, 101, 102)]
+    env = dict(os.environ, LEASTLOAD_IMPLEMENTATION="c")
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "leastload", "proxy", "--listen", "127.0.0.1:0", "--workers", "2",
+         "--method", "URLHASH", "--hash-length", "3", "--health-check", "none",
+         *(f"--backend=b{i}=127.0.0.1:{p.port}" for i, p in enumerate(procs))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        line = first_line(proxy.stdout, 60)
+        assert line.startswith("listening on "), (line, proxy.stderr.read() if proxy.poll() is not None else "")
+        port = int(line.rsplit(":", 1)[1])
+        seen = {}
+        for i in range(40):  # a new connection each time: the kernel spreads them over the workers
+            path = f"/k{i % 8}/{i}"  # --hash-length 3: /k3/3, /k3/11, ... are one key, "/k3"
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+                seen.setdefault(path[:3], set()).add(len(r.read()))
+    finally:
+        proxy.terminate()
+        try:
+            _, err = proxy.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+            _, err = proxy.communicate()
+        for p in procs:
+            p.stop()
+    assert proxy.returncode == 0, err
+    assert all(len(sizes) == 1 for sizes in seen.values()), seen  # each key on one backend
+    assert len(set().union(*seen.values())) >= 2, seen

@@ -19,7 +19,7 @@ import sys
 from types import FrameType
 from typing import Any, Callable, Coroutine, List, Optional, Sequence, Tuple, Union
 
-from .._methods import KEYLESS_METHODS as METHODS  # the proxy passes no request key yet
+from .._methods import METHODS
 from ..upstream import parse_host_port
 from . import _health
 from ._proxy import Proxy
@@ -60,6 +60,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="load-balancing method: " + ", ".join(METHODS) + " (default LEASTCONNECTION)")
     p.add_argument("--backend", action="append", required=True, metavar="NAME=HOST:PORT[:WEIGHT]",
                    help="a backend (repeat for each); weight 1..100, default 1")
+    g = p.add_argument_group("hash methods (each request's key: docs/proxy.md)")
+    g.add_argument("--token-header", metavar="NAME",
+                   help="TOKEN: the request header whose value is the token (needed with --method TOKEN; "
+                        "a request without it hashes its client's address)")
+    g.add_argument("--hash-length", type=int, metavar="N",
+                   help="URLHASH, DOMAINHASH: bytes of the URL or domain hashed (1..4096, default 80)")
+    g.add_argument("--netmask", metavar="MASK",
+                   help="IP hash methods: IPv4 addresses masked with this first (default 255.255.255.255)")
+    g.add_argument("--v6-netmask-length", type=int, metavar="BITS",
+                   help="IP hash methods: IPv6 prefix length kept (0..128, default 128)")
+    g.add_argument("--hash-seed", type=int, metavar="N",
+                   help="seed of every hash method: another seed, another mapping (default 0)")
     g = p.add_argument_group("requests")
     g.add_argument("--retries", type=int, default=2,
                    help="tries on other backends after a refused or reset connection (default 2)")
@@ -106,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _proxy_from(args: argparse.Namespace) -> Proxy:
+    hashing = {setting: value for setting, value in (
+        ("hashlength", args.hash_length), ("netmask", args.netmask), ("v6netmasklen", args.v6_netmask_length),
+        ("hash_seed", args.hash_seed)) if value is not None}
     return Proxy(
         args.backend, args.method, listen=args.listen, retries=args.retries,
         connect_timeout=args.connect_timeout, timeout=args.timeout, client_timeout=args.client_timeout,
@@ -117,7 +132,7 @@ def _proxy_from(args: argparse.Namespace) -> Proxy:
         outlier_max_ejection_percent=args.outlier_max_ejection_percent,
         new_service_request=args.new_service_request, new_service_request_unit=args.new_service_request_unit,
         new_service_request_increment_interval=args.new_service_request_increment_interval,
-        startup_rr_factor=args.startup_rr_factor)
+        startup_rr_factor=args.startup_rr_factor, token_header=args.token_header, **hashing)
 
 
 async def _serve(proxy: Proxy) -> None:
@@ -236,6 +251,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         format="%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s")
     if args.workers < 1 or args.workers > 256:
         parser.error(f"--workers must be in 1..256, got {args.workers}")
+    if args.method == "TOKEN" and args.token_header is None:
+        parser.error("--method TOKEN needs --token-header NAME (the request header whose value is the token)")
+    if args.token_header is not None and args.method != "TOKEN":
+        parser.error(f"--token-header: only with --method TOKEN, got --method {args.method}")
     if args.workers > 1:
         if not hasattr(socket, "SO_REUSEPORT"):
             parser.error("--workers above 1 needs SO_REUSEPORT, which this system does not have")

@@ -3,7 +3,9 @@
 One `ClientConnection` per client connection. Requests are parsed with
 httptools; each complete request (its body buffered, so it can be sent again
 on another backend) becomes an `Exchange` (_exchange.py), one at a time in
-arrival order: pipelined requests wait their turn.
+arrival order: pipelined requests wait their turn. Under a hash method the
+request's key is read when the request is complete (leastload.request_keys:
+the connection is the `RequestView`), and kept for its retries.
 """
 
 import asyncio
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Deque, List, Optional, Set, Tuple, Union, cast
 
 import httptools
 
+from ..request_keys import Address, MissingKey, ip_or_none
 from ..upstream import IDEMPOTENT
 from ._exchange import Exchange
 from ._http import error_response
@@ -30,14 +33,15 @@ MAX_HEAD = 65536
 
 
 class Request:
-    __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only")
+    __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only", "key")
 
-    def __init__(self, method: str, payload: bytes, keep_alive: bool) -> None:
+    def __init__(self, method: str, payload: bytes, keep_alive: bool, key: object = None) -> None:
         self.method = method
         self.payload = payload
         self.keep_alive = keep_alive
         self.idempotent = method in IDEMPOTENT
         self.head_only = method == "HEAD"
+        self.key = key  # what the vserver's hash method picks by (None for the other methods)
 
 
 class ClientConnection(asyncio.Protocol):
@@ -54,8 +58,11 @@ class ClientConnection(asyncio.Protocol):
         self.loop: asyncio.AbstractEventLoop = proxy.loop
         self.parser = httptools.HttpRequestParser(self)
         self.peer = b"unknown"
-        # requests in arrival order, or a refusal: (status, text)
-        self.queue: Deque[Union[Request, Tuple[int, str]]] = deque()
+        self.peername: Tuple[object, ...] = ()  # the client's (address, port, ...)
+        self.sockname: Tuple[object, ...] = ()  # the proxy's end of the connection
+        self._addresses: Optional[Tuple[Optional[Address], Optional[Address]]] = None
+        # requests in arrival order, or an answer of the proxy's own: (status, text, close after it)
+        self.queue: Deque[Union[Request, Tuple[int, str, bool]]] = deque()
         self.busy = False
         self.gone = False
         self.paused = False
@@ -80,6 +87,8 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = str(peer[0]).encode()
+            self.peername = tuple(peer)
+        self.sockname = tuple(transport.get_extra_info("sockname") or ())
         self.proxy.clients.add(self)
         self.idle_since = self.loop.time()
         self.idle_timer = self.loop.call_later(self.proxy.client_timeout, self._on_idle_timer)
@@ -124,6 +133,39 @@ class ClientConnection(asyncio.Protocol):
         else:
             self.transport.close()
 
+    # ---- the request's key (a RequestView for leastload.request_keys) --------------
+
+    def _ips(self) -> Tuple[Optional[Address], Optional[Address]]:
+        """(client address, proxy address) of the connection, parsed once."""
+        if self._addresses is None:
+            self._addresses = (ip_or_none(self.peername[0] if self.peername else None),
+                               ip_or_none(self.sockname[0] if self.sockname else None))
+        return self._addresses
+
+    @property
+    def source_ip(self) -> Optional[Address]:
+        return self._ips()[0]
+
+    @property
+    def source_port(self) -> Optional[int]:
+        port = self.peername[1] if len(self.peername) > 1 else None
+        return port if isinstance(port, int) else None
+
+    @property
+    def destination_ip(self) -> Optional[Address]:
+        return self._ips()[1]
+
+    @property
+    def target(self) -> bytes:
+        return self.url
+
+    def header(self, name: bytes) -> Optional[bytes]:
+        """The current request's first header of that (lowercase) name."""
+        for key, value in self.headers:
+            if len(key) == len(name) and key.lower() == name:
+                return value
+        return None
+
     # ---- httptools callbacks ------------------------------------------------
 
     def on_url(self, url: bytes) -> None:
@@ -156,7 +198,14 @@ class ClientConnection(asyncio.Protocol):
             return
         raw_method: bytes = self.parser.get_method()
         method = _METHOD_NAMES.get(raw_method) or raw_method.decode("ascii", "replace")
-        self.queue.append(Request(method, self._payload(method, raw_method), self.parser.should_keep_alive()))
+        keep_alive = self.parser.should_keep_alive()
+        try:
+            key = self.proxy.keys.key(self.proxy.vserver.method, self)
+        except MissingKey as exc:  # answered in turn, like any request; the connection goes on
+            self.queue.append((400, str(exc), not keep_alive))
+            self.proxy.stats.answered_by_proxy[400] += 1
+        else:
+            self.queue.append(Request(method, self._payload(method, raw_method), keep_alive, key))
         self._reset_message()
         if not self.busy and not self.in_next:
             self._next()
@@ -193,7 +242,7 @@ class ClientConnection(asyncio.Protocol):
     def _refuse(self, status: int, text: str) -> None:
         """A request this proxy will not forward: answer in turn and close (the stream is unusable)."""
         self.refused = True
-        self.queue.append((status, text))
+        self.queue.append((status, text, True))
         if not self.busy and not self.in_next:
             self._next()
 
@@ -203,11 +252,14 @@ class ClientConnection(asyncio.Protocol):
         try:
             while self.queue and not self.busy and not self.gone:
                 item = self.queue.popleft()
-                if isinstance(item, tuple):  # a refusal: (status, text)
-                    self.transport.write(error_response(item[0], item[1], True))
-                    self.transport.close()
-                    self.queue.clear()
-                    return
+                if isinstance(item, tuple):  # an answer of the proxy's own: (status, text, close)
+                    status, text, close = item
+                    self.transport.write(error_response(status, text, close))
+                    if close:
+                        self.transport.close()
+                        self.queue.clear()
+                        return
+                    continue
                 self.busy = True
                 Exchange(self, item).start()
         finally:

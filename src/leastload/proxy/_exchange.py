@@ -8,7 +8,8 @@ either retries on another backend or hands the client connection on.
 
 The engine sees, per request:
 
-    acquire(exclude=tried)      the pick; a retry excludes the backends tried
+    acquire(exclude=tried, key=key)  the pick (key: the request's, for a hash method);
+                                a retry excludes the backends tried
     record(bytes=...)           the request as sent, each response chunk as it arrives
     record(packets=...)         the backend socket's TCP_INFO segment delta at the end
     finish(ttfb, status)        request fully sent -> first response byte; the status
@@ -47,7 +48,8 @@ class Exchange:
         """Picks a backend (excluding those tried) and sends the request there."""
         proxy = self.proxy
         try:
-            self.t = t = proxy.vserver.acquire(self.tried) if self.tried else proxy.vserver.acquire()
+            key = self.request.key  # the same key on every try: a retry goes to the key's next choice
+            self.t = t = proxy.vserver.acquire(self.tried, key=key) if self.tried else proxy.vserver.acquire(key=key)
         except NoServiceAvailable:
             if self.tried:
                 self._answer_error(502, "all backends failed")

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union
 
 from .. import _errors, upstream
+from ..request_keys import KeyRule
 from ..upstream import Backend, check_int
 from . import _admin, _backend, _client, _health
 
@@ -60,8 +61,13 @@ class Proxy:
     [256 idle connections per backend], health_check ["tcp"; "http" or "none"],
     health_path ["/"], health_interval [5 s], health_timeout [2 s], health_fall [3],
     health_rise [1], admin [None, or (host, port)], reuse_port [False], engine [None:
-    leastload.VirtualServer], and the vserver's settings (outlier_failures [5 here],
-    outlier_ejection_time, outlier_max_ejection_percent, new_service_request, ...).
+    leastload.VirtualServer], token_header [None: the header TOKEN hashes; needed for
+    method="TOKEN"], and the vserver's settings (outlier_failures [5 here],
+    outlier_ejection_time, outlier_max_ejection_percent, new_service_request, the hash
+    methods' netmask, v6netmasklen, hashlength, hash_seed, ...).
+
+    Under a hash method each request's key is read as leastload.request_keys says
+    (the client's address, the URL, the Host header, ...); docs/proxy.md has the table.
     """
 
     def __init__(self, backends: Union[Iterable[Union[str, Backend]], Dict[str, Union[str, Backend]]],
@@ -71,8 +77,13 @@ class Proxy:
                  health_check: str = "tcp", health_path: str = "/", health_interval: float = 5.0,
                  health_timeout: float = 2.0, health_fall: int = 3, health_rise: int = 1,
                  admin: Optional[Tuple[str, int]] = None, reuse_port: bool = False,
-                 engine: Optional[Type[Any]] = None, **vserver_settings: Any) -> None:
+                 engine: Optional[Type[Any]] = None, token_header: Optional[str] = None,
+                 **vserver_settings: Any) -> None:
         self.backends = {b.name: b for b in upstream.parse_backends(backends)}
+        self.keys = KeyRule(token_header)
+        if method == "TOKEN" and token_header is None:
+            raise ValueError("token_header must name the request header TOKEN hashes (e.g. 'X-Session'), "
+                             "got None")
         check_int("retries", retries, 0, upstream.MAX_RETRIES)
         for arg, value in (("connect_timeout", connect_timeout), ("timeout", timeout),
                            ("client_timeout", client_timeout), ("health_interval", health_interval),
