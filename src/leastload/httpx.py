@@ -11,7 +11,9 @@ Each request is sent to the backend the vserver picks, with its path, query
 and headers unchanged (the Host header stays the one of the URL the caller
 used). The transaction is charged the time to the response headers, the
 body bytes both ways and the TCP segments, and ends when the response is
-closed. See docs/httpx.md for the accounting, retry and ejection rules.
+closed. Under a hash method each request's key comes from the request (its
+path and query, Host, headers) and this host's address; see docs/httpx.md for
+the keys and for the accounting, retry and ejection rules.
 """
 
 try:
@@ -19,6 +21,9 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("leastload.httpx needs httpx: pip install leastload[httpx]") from exc
 
+import asyncio
+import ipaddress
+import socket
 import threading
 import time
 import weakref
@@ -28,6 +33,7 @@ from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Iterab
 
 from . import tcpinfo, upstream
 from ._errors import NoServiceAvailable
+from .request_keys import Address, KeyRule, MissingKey, ip_or_none
 from .upstream import Backend
 from .tcpinfo import SegmentCounter
 
@@ -35,7 +41,7 @@ from .tcpinfo import SegmentCounter
 _Handle = Any
 _Trace = Callable[[str, Dict[str, Any]], Any]
 
-__all__ = ["Transport", "NoBackendAvailable", "Backend"]
+__all__ = ["Transport", "NoBackendAvailable", "Backend", "MissingKey"]
 
 MAX_TTFB = 3600.0  # the engine takes 0..3600 s; a longer wait (long polling) is charged as this
 NOT_A_FAILURE = 499  # "client closed request": ends a transaction the backend is not to blame for
@@ -60,6 +66,11 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     failed request may go to (docs/httpx.md says which failures). Other keyword
     arguments (limits, http2, proxy, ...) go to the inner httpx.HTTPTransport /
     httpx.AsyncHTTPTransport, made on first use.
+
+    Hash methods: `token_header` names the header TOKEN hashes; `request_key`, a
+    function of the httpx.Request, replaces the key the transport would derive
+    (needed for SRCIPSRCPORTHASH: a client learns its source port only once
+    connected to the backend picked).
     """
 
     def __init__(self, backends: Union[Iterable[Union[str, Backend]], Dict[str, Union[str, Backend]]],
@@ -67,9 +78,23 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                  outlier_ejection_time: float = 30, outlier_max_ejection_percent: int = 50,
                  new_service_request: int = 0, new_service_request_unit: str = "PER_SECOND",
                  new_service_request_increment_interval: int = 0, engine: Optional[Type[Any]] = None,
+                 token_header: Optional[str] = None,
+                 request_key: Optional[Callable[[httpx.Request], object]] = None,
                  **transport_kwargs: Any) -> None:
         upstream.check_int("retries", retries, 0, upstream.MAX_RETRIES)
         parsed = upstream.parse_backends(backends)
+        self.keys = KeyRule(token_header)
+        if request_key is not None and not callable(request_key):
+            raise TypeError(f"request_key must be a function of the httpx.Request, got {request_key!r}")
+        if request_key is None and method == "SRCIPSRCPORTHASH":
+            raise ValueError("method SRCIPSRCPORTHASH hashes the connection's source port, which a client "
+                             "learns only after the pick: give request_key=, got None")
+        if request_key is None and method == "TOKEN" and token_header is None:
+            raise ValueError("token_header must name the request header TOKEN hashes (e.g. 'X-Session'), "
+                             "got None")
+        self.request_key = request_key
+        self._local_ip: Optional[Address] = None  # this host's address toward the backends, asked once
+        self._resolved: Dict[str, Address] = {}  # URL host name -> address (DESTINATIONIPHASH, SRCIPDESTIPHASH)
         self.retries = retries
         self.vserver = upstream.make_vserver(
             parsed, method, engine=engine,
@@ -154,7 +179,7 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self._reap()
-        exchange = _Exchange(self, request)
+        exchange = _Exchange(self, request, self._key_of(request))
         inner = self._sync_transport()
         attempts = self.retries + 1
         for attempt in range(1, attempts + 1):
@@ -171,7 +196,9 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self._reap()
-        exchange = _Exchange(self, request)
+        if self._needs_destination() and request.url.host not in self._resolved:
+            await self._resolve_async(request)  # a host name: resolved off the event loop, once
+        exchange = _Exchange(self, request, self._key_of(request))
         inner = self._async_transport()
         attempts = self.retries + 1
         for attempt in range(1, attempts + 1):
@@ -185,6 +212,58 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 raise
             return exchange.respond(t, backend, response, sent_at, _AsyncBody)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    # ---- the request's key (hash methods) ------------------------------------------
+
+    def _key_of(self, request: httpx.Request) -> object:
+        """The key the vserver's method picks by (None for the methods that do not hash)."""
+        if self.request_key is not None:
+            return self.request_key(request)
+        return self.keys.key(self.vserver.method, _RequestView(self, request))
+
+    def _needs_destination(self) -> bool:
+        return self.request_key is None and self.vserver.method in ("DESTINATIONIPHASH", "SRCIPDESTIPHASH")
+
+    def local_ip(self) -> Address:
+        """This host's address as the backends see it: the `local_address` given to the
+        transport, else the one the system routes from toward the first backend (found
+        with an unconnected UDP socket: no packet is sent), asked once."""
+        if self._local_ip is None:
+            given = self._transport_kwargs.get("local_address")
+            address = ip_or_none(given) if given else None
+            if address is None:
+                first = next(iter(self._addresses.values()))
+                try:
+                    family = socket.AF_INET6 if ":" in first.host else socket.AF_INET
+                    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+                        probe.connect((first.host, first.port))
+                        address = ip_or_none(probe.getsockname()[0])
+                except OSError as exc:
+                    raise httpx.ConnectError(f"cannot find this host's address toward {first.host}: {exc}") from exc
+            if address is None:
+                raise httpx.ConnectError(f"cannot find this host's address toward the backends, got {given!r}")
+            self._local_ip = address
+        return self._local_ip
+
+    def destination_ip(self, request: httpx.Request) -> Address:
+        """The address of the URL's host: an IP literal as it is, a name resolved once."""
+        host = request.url.host
+        address = self._resolved.get(host)
+        if address is None:
+            address = ip_or_none(host)
+            if address is None:
+                try:
+                    infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+                except OSError as exc:
+                    raise httpx.ConnectError(f"cannot resolve {host!r} (the destination address the method "
+                                             f"hashes): {exc}", request=request) from exc
+                address = ipaddress.ip_address(str(infos[0][4][0]).split("%", 1)[0])
+            self._resolved[host] = address
+        return address
+
+    async def _resolve_async(self, request: httpx.Request) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.destination_ip, request)
 
     def _reap(self) -> None:
         """Ends the transactions of responses that were garbage-collected unclosed.
@@ -215,14 +294,46 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             return counter
 
 
-class _Exchange:
-    """One caller's request across its attempts: what was tried, the last error, the body."""
+class _RequestView:
+    """An httpx.Request as leastload.request_keys reads it."""
 
-    __slots__ = ("transport", "request", "tried", "last_error", "replayable", "body", "sent_at")
+    __slots__ = ("transport", "request")
 
     def __init__(self, transport: Transport, request: httpx.Request) -> None:
+        self.transport, self.request = transport, request
+
+    @property
+    def source_ip(self) -> Optional[Address]:
+        return self.transport.local_ip()
+
+    @property
+    def source_port(self) -> Optional[int]:
+        return None  # known only once connected to the backend picked
+
+    @property
+    def destination_ip(self) -> Optional[Address]:
+        return self.transport.destination_ip(self.request)
+
+    @property
+    def target(self) -> bytes:
+        return self.request.url.raw_path  # path and query, as sent
+
+    def header(self, name: bytes) -> Optional[bytes]:
+        for key, value in self.request.headers.raw:
+            if key.lower() == name:
+                return value
+        return None
+
+
+class _Exchange:
+    """One caller's request across its attempts: its key, what was tried, the last error, the body."""
+
+    __slots__ = ("transport", "request", "key", "tried", "last_error", "replayable", "body", "sent_at")
+
+    def __init__(self, transport: Transport, request: httpx.Request, key: object = None) -> None:
         self.transport = transport
         self.request = request
+        self.key = key  # the same on every attempt: a retry goes to the key's next choice
         self.tried: List[str] = []
         self.last_error: Optional[BaseException] = None
         self.sent_at: Optional[float] = None
@@ -236,7 +347,7 @@ class _Exchange:
 
     def acquire(self) -> Tuple[_Handle, Backend]:
         try:
-            t = self.transport.vserver.acquire(exclude=self.tried)
+            t = self.transport.vserver.acquire(exclude=self.tried, key=self.key)
         except NoServiceAvailable:
             t = None
         if t is not None:
