@@ -9,7 +9,7 @@ import pytest
 
 import leastload
 from leastload._errors import METHODS
-from leastload._methods import KEYLESS_METHODS
+from leastload._methods import METHODS
 from leastload.config import load, parse_netscaler, parse_toml
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -114,7 +114,7 @@ BAD = [
     (("simulate", "--new", "100", "--duration", "3"),
      "leastload simulate: --new: must be before the end of the run (--duration 3), got 100"),
     (("simulate", "--method", "FASTEST"),
-     f"leastload simulate: --method: must be one of {', '.join(KEYLESS_METHODS)}, got FASTEST"),
+     f"leastload simulate: --method: must be one of {', '.join(METHODS)}, got FASTEST"),
     (("simulate", "--slow-start", "4", "PER_MINUTE", "10"),
      "leastload simulate: --slow-start: UNIT must be one of PER_SECOND, PERCENT, got PER_MINUTE"),
     (("simulate", "--slow-start", "400", "PERCENT", "10"), "leastload simulate: --slow-start: must be <= 100, got 400"),

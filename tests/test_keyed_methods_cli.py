@@ -1,6 +1,7 @@
 """The hash methods from the command line: `leastload proxy` and `leastload simulate` carry each
 request's key; what they cannot do is refused in one line."""
 import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -13,16 +14,30 @@ def run(*args, cwd):
                           timeout=60, cwd=cwd)
 
 
-def test_simulate_refuses_a_config_whose_method_needs_a_key(tmp_path):
+def test_simulate_runs_a_config_whose_method_needs_a_key(tmp_path):
     conf = tmp_path / "hash.conf"
-    conf.write_text("add service S1 10.0.0.1 HTTP 80\n"
-                    "add lb vserver v1 HTTP 10.0.0.100 80 -lbMethod URLHASH\n"
-                    "bind lb vserver v1 S1\n")
-    result = run("simulate", str(conf), "--duration", "2", cwd=tmp_path)
-    assert result.returncode == 2
-    assert result.stderr.strip() == (f"{conf}:2: lbMethod URLHASH picks by each request's key (an address, "
-                                     "a URL, a token), which simulate's workloads do not carry yet")
-    assert "Traceback" not in result.stderr
+    conf.write_text("add service S1 10.0.0.1 HTTP 80\nadd service S2 10.0.0.2 HTTP 80\n"
+                    "add lb vserver v1 HTTP 10.0.0.100 80 -lbMethod URLHASH -hashLength 7\n"
+                    "bind lb vserver v1 S1\nbind lb vserver v1 S2\n")
+    result = run("simulate", str(conf), "--duration", "2", "--keys", "50", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "lb vserver v1 (URLHASH)" in result.stdout
+    # -hashLength 7: /item/1 and /item/10 ... /item/19 hash alike (one engine key); each still on one service
+    served = re.search(r"keys: (\d+) distinct served, (\d+) always by one service\n", result.stdout)
+    assert served and served[1] == served[2] and 20 < int(served[1]) <= 50, result.stdout
+
+
+def test_simulate_domainhash_without_keys_picks_as_least_connection(tmp_path):
+    conf = tmp_path / "d.conf"
+    conf.write_text("add service S1 10.0.0.1 HTTP 80\nadd service S2 10.0.0.2 HTTP 80\n"
+                    "add lb vserver v1 HTTP 10.0.0.100 80 -lbMethod DOMAINHASH\n"
+                    "bind lb vserver v1 S1\nbind lb vserver v1 S2\n")
+    workload = tmp_path / "w.csv"
+    workload.write_text("time\n" + "".join(f"{i / 10}\n" for i in range(20)))
+    result = run("simulate", str(conf), "--workload", str(workload), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "keys:" not in result.stdout  # no key column: no keys
+    assert "20 requests served" in result.stdout
 
 
 def test_proxy_token_flags_are_checked_in_one_line(tmp_path):

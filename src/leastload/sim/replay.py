@@ -8,15 +8,16 @@ Two drivers make the same calls in the same order with the same values:
   those calls inside C with the GIL released, stopping only for service
   events and the slow-start policy, which run here in Python.
 
-`replay()` takes the batch path when it can. What the calls are:
+`replay()` takes the batch path when it can: not with request keys (the C
+batch carries none), which the hash methods pick by. What the calls are:
 
 1. Services of the trace that are bound initially and not yet bound on the
    vserver are bound, in trace order, with the trace's weights.
 2. Events (state changes, bind, unbind), completions and arrivals are
    taken in time order; at equal times events first, then completions
    (by request index), then the arrival.
-3. An arrival at t: clock set to t; `select()` (a NoServiceAvailable drops
-   the request: chosen -1); `record(chosen, bytes=req_bytes, packets=req_packets)`.
+3. An arrival at t: clock set to t; `select()`, or `select(key=keys[k])`
+   when keys are given (a NoServiceAvailable drops the request: chosen -1); `record(chosen, bytes=req_bytes, packets=req_packets)`.
    Its TTFB is `workloads.ttfb_of(ttfb_base[s], ttfb_slope[s], t, ttfb_factor[k])`
    and it completes at `t + ttfb + transfer[k]`.
 4. A completion at t: clock set to t; `record(s, bytes=resp_bytes,
@@ -31,12 +32,13 @@ import dataclasses
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, List, Protocol, Tuple
+from typing import Any, Callable, List, Optional, Protocol, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
 from .._errors import NoServiceAvailable
+from .keys import KeySequence
 from .workloads import BIND, DOWN, EVENT_KINDS, OUT_OF_SERVICE, UNBIND, UP, Trace, ttfb_of
 
 # Either engine's VirtualServer (leastload._native or leastload.reference): replay drives both.
@@ -130,8 +132,16 @@ def _bind_initial(vs: _VServer, trace: Trace) -> None:
             vs.bind(name, weight=int(trace.weights[s]))
 
 
-def replay_per_call(vs: _VServer, clock: _SettableClock, trace: Trace) -> ReplayResult:
-    """Replays `trace` through `vs` one public call at a time; `clock` is vs's ManualClock."""
+def _check_keys(trace: Trace, keys: Optional[KeySequence]) -> None:
+    if keys is not None and len(keys) != len(trace):
+        raise ValueError(f"keys must give one key per request of the trace ({len(trace)}), got {len(keys)}")
+
+
+def replay_per_call(vs: _VServer, clock: _SettableClock, trace: Trace,
+                    keys: Optional[KeySequence] = None) -> ReplayResult:
+    """Replays `trace` through `vs` one public call at a time; `clock` is vs's ManualClock.
+    `keys`: the request keys of a hash method, one per request (keys[k] for request k)."""
+    _check_keys(trace, keys)
     trace = _own_copy(trace)
     _check_before_binding(vs, clock, trace)
     _bind_initial(vs, trace)
@@ -165,7 +175,7 @@ def replay_per_call(vs: _VServer, clock: _SettableClock, trace: Trace) -> Replay
         complete_until(t)
         clock.set(t)
         try:
-            name = vs.select()
+            name = vs.select() if keys is None else vs.select(key=keys[k])
         except NoServiceAvailable:
             continue
         s = index[name]
@@ -180,16 +190,18 @@ def replay_per_call(vs: _VServer, clock: _SettableClock, trace: Trace) -> Replay
     return res
 
 
-def replay(vs: _VServer, clock: _SettableClock, trace: Trace) -> ReplayResult:
-    """Replays `trace` through `vs`: inside C when vs is the C engine, else per call.
+def replay(vs: _VServer, clock: _SettableClock, trace: Trace,
+           keys: Optional[KeySequence] = None) -> ReplayResult:
+    """Replays `trace` through `vs`: inside C when vs is the C engine, else per call
+    (and always per call with `keys`, one per request, for a hash method).
 
     The C path holds the vserver for the whole run: other threads' calls on it
     wait until the replay ends. It reads its own copy of the trace. Its setup
     does no per-service Python work when the vserver's services did not change
     since its last replay of a trace with the same services: the engine keeps
     the name -> slot mapping (and checks against it) until a bind or unbind."""
-    if not hasattr(vs, "_replay"):
-        return replay_per_call(vs, clock, trace)
+    if keys is not None or not hasattr(vs, "_replay"):
+        return replay_per_call(vs, clock, trace, keys)
     trace = _own_copy(trace)
     with vs.atomic():
         slot_of, _ = vs._replay_mapping(trace)  # refuses bound services not in the trace

@@ -33,6 +33,10 @@ def summary(run: Run, header: str) -> str:
                      + ("" if r.state in ("UP", "unbound") else f" ({r.state})"))
     for t, name, why in run.slow_start_exits:
         lines.append(f"  t={t:g}: {name} left slow start: {why}")
+    if run.keys is not None:
+        k = run.keys
+        lines.append(f"  keys: {k.distinct} distinct served, {k.on_one} always by one service"
+                     + (f", {k.on_several} by two or more" if k.on_several else ""))
     return "\n".join(lines)
 
 
@@ -69,6 +73,7 @@ def json_data(runs: Sequence[Run], settings: dict[str, Any]) -> dict[str, Any]:
             "summary": [vars(r) for r in run.results],
             "events": [{"time": e.time, "action": e.action, "service": e.service} for e in run.events],
             "slow_start_exits": [{"time": t, "service": n, "why": why} for t, n, why in run.slow_start_exits],
+            "keys": None if run.keys is None else vars(run.keys),
         } for run in runs],
     }
 

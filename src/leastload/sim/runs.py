@@ -7,6 +7,11 @@ a workload file (leastload.sim.workload_file); traces are replayed with
 `leastload.sim.replay.replay`, inside C for the C engine. Service events
 (bind, unbind, down, up, out_of_service) come from `--event` flags and the
 workload file, and are checked against the vserver before anything runs.
+
+A hash method's vserver needs a key per request (leastload.sim.keys): a
+workload file's `key` column, else keys generated with a Zipf law
+(`KeyOptions`); such runs go one call at a time, as the C batch replay
+carries no keys. DOMAINHASH without keys picks as LEASTCONNECTION does.
 """
 from __future__ import annotations
 
@@ -18,7 +23,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .._cli_args import FileError, UserError
+from .._methods import NEEDS_KEY
 from ..config import Config, VServer, build_vserver
+from . import keys as sim_keys
 from . import workload_file
 from .workload_file import Event, Workload
 
@@ -57,9 +64,47 @@ class Run:
     results: list[ServiceResult]
     events: list[Event]
     slow_start_exits: list[tuple[float, str, str]] = field(default_factory=list)
+    keys: Optional[sim_keys.KeyStats] = None  # a hash method's run: how its keys spread
 
     def series(self) -> dict[str, list[int]]:
         return {name: [int(c) for c in self.counts[:, i]] for i, name in enumerate(self.services)}
+
+
+@dataclass(frozen=True)
+class KeyOptions:
+    """Generated keys: `distinct` values, Zipf exponent `skew`, `seed`."""
+
+    distinct: int = sim_keys.DEFAULT_DISTINCT
+    skew: float = sim_keys.DEFAULT_SKEW
+    seed: int = 0
+
+
+def file_keys(vs_model: VServer, workload: Workload) -> Optional[sim_keys.Keys]:
+    """The keys of a workload file for the vserver's method (None: the method takes none,
+    or DOMAINHASH without a key column). FileError naming the row at fault."""
+    method = vs_model.lb_method
+    if method not in sim_keys.HASHED:
+        return None
+    if not workload.has_keys:
+        if method in NEEDS_KEY and len(workload):
+            raise FileError(f"{workload.source}: lbMethod {method} of lb vserver {vs_model.name!r} picks by each "
+                            "request's key: the workload needs a key column")
+        return None
+    for i, cell in enumerate(workload.key):
+        try:
+            key = sim_keys.parse(method, cell)
+        except ValueError as exc:
+            raise FileError(f"{workload.where[i]}: {exc}") from None
+        if key is None and method in NEEDS_KEY:
+            raise FileError(f"{workload.where[i]}: key: lbMethod {method} picks by each request's key, "
+                            "and this request has none")
+    return sim_keys.from_cells(method, workload.key)
+
+
+def generated_keys(vs_model: VServer, n_requests: int, options: KeyOptions) -> Optional[sim_keys.Keys]:
+    if vs_model.lb_method not in sim_keys.HASHED:
+        return None
+    return sim_keys.generated(vs_model.lb_method, n_requests, options.distinct, options.skew, options.seed)
 
 
 def _fail(event: Event, message: str) -> Exception:
@@ -129,10 +174,12 @@ def _results(vs: Any, services: tuple[str, ...], requests: list[int], nbytes: li
 
 
 def run_steady(config: Config, vs_model: VServer, impl: ModuleType, rate: int, duration: int,
-               events: list[Event], on_second: Optional[Callable[[int], None]] = None) -> Run:
+               events: list[Event], on_second: Optional[Callable[[int], None]] = None,
+               key_options: KeyOptions = KeyOptions()) -> Run:
     from .simulate import simulate
 
     names = check_events(config, vs_model, events, duration)
+    keys = generated_keys(vs_model, rate * duration, key_options)
     clock = impl.ManualClock(0.0)
     vs = build_vserver(config, vs_model, clock, impl)
     ttfb = {n: _ttfb(config, n) or DEFAULT_TTFB for n in names}
@@ -149,12 +196,14 @@ def run_steady(config: Config, vs_model: VServer, impl: ModuleType, rate: int, d
             sim_events.append((e.time, "set_state", e.service, STATE_OF_ACTION[e.action]))
     # a request stays open for its service's TTFB, then finishes with it
     sim = simulate(vs, clock, rate=rate, duration=duration, events=sim_events, start=0, request_duration=ttfb,
-                   ttfb=ttfb, bytes_per_request=nbytes, packets_per_request=npackets, on_second=on_second)
+                   ttfb=ttfb, bytes_per_request=nbytes, packets_per_request=npackets, on_second=on_second,
+                   keys=keys)
     requests = [int(x) for x in sim.counts.sum(axis=0)]
     results = _results(vs, sim.services, requests, [r * nbytes.get(n, 0) for r, n in zip(requests, sim.services)],
                        [r * npackets.get(n, 0) for r, n in zip(requests, sim.services)])
     return Run(vs_model.name, vs.method, sim.start, sim.services, sim.counts, sim.dropped, results,
-               sorted(events, key=lambda e: e.time), list(getattr(vs, "slow_start_exits", [])))
+               sorted(events, key=lambda e: e.time), list(getattr(vs, "slow_start_exits", [])),
+               None if keys is None or sim.picks is None else sim_keys.stats(keys.ids, sim.picks))
 
 
 def _trace_events(events: list[Event]) -> list[tuple[float, str, str]]:
@@ -214,7 +263,8 @@ def file_trace(config: Config, vs_model: VServer, names: list[str], workload: Wo
 
 
 def run_trace(config: Config, vs_model: VServer, impl: ModuleType, duration: int, events: list[Event],
-              pattern: Optional[str], rate: float, seed: int, workload: Optional[Workload]) -> Run:
+              pattern: Optional[str], rate: float, seed: int, workload: Optional[Workload],
+              key_options: KeyOptions = KeyOptions()) -> Run:
     from .replay import replay
 
     names = check_events(config, vs_model, events, duration)
@@ -222,12 +272,14 @@ def run_trace(config: Config, vs_model: VServer, impl: ModuleType, duration: int
         raise UserError(f"lb vserver {vs_model.name!r} has no service bound and no --event binds one")
     if workload is not None:
         trace = file_trace(config, vs_model, names, workload, events)
+        keys = file_keys(vs_model, workload)
     else:
         assert pattern is not None
         trace = generated_trace(config, vs_model, names, pattern, rate, duration, events, seed)
+        keys = generated_keys(vs_model, len(trace), key_options)
     clock = impl.ManualClock(0.0)
     vs = build_vserver(config, vs_model, clock, impl)
-    result = replay(vs, clock, trace)
+    result = replay(vs, clock, trace, keys)  # with keys: one call at a time
     seconds = np.minimum(np.floor(trace.arrival).astype(np.int64), duration - 1)
     served = result.chosen >= 0
     counts = np.zeros((duration, len(names)), dtype=np.int64)
@@ -237,4 +289,5 @@ def run_trace(config: Config, vs_model: VServer, impl: ModuleType, duration: int
     results = _results(vs, tuple(names), requests, [int(x) for x in result.bytes],
                        [int(x) for x in result.packets])
     return Run(vs_model.name, vs.method, 0, tuple(names), counts, dropped, results,
-               sorted(events, key=lambda e: e.time), list(getattr(vs, "slow_start_exits", [])))
+               sorted(events, key=lambda e: e.time), list(getattr(vs, "slow_start_exits", [])),
+               None if keys is None else sim_keys.stats(keys.ids, result.chosen))

@@ -29,6 +29,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .._errors import NoServiceAvailable
+from .keys import KeySequence
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Simulation:
     start: int
     counts: np.ndarray     # int64 [seconds, services]
     dropped: np.ndarray    # int64 [seconds]: requests with no service available
+    picks: Optional[np.ndarray] = None  # with keys: int32 [requests], the service index of each, -1 dropped
 
     def at(self, second: int) -> dict[str, int]:
         """{service: requests} in that second (every service of the run; 0 if not bound then)."""
@@ -110,7 +112,8 @@ def _of(value: Any, name: str, default: Any = None) -> Any:
 def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tuple[Any, ...]] = (), *,
              start: Optional[int] = None, request_duration: Any = 0.0, bytes_per_request: Any = 1500,
              packets_per_request: Any = 2, ttfb: Any = 0.01, weights: Optional[Mapping[str, int]] = None,
-             on_second: Optional[Callable[[int], None]] = None) -> Simulation:
+             on_second: Optional[Callable[[int], None]] = None,
+             keys: Optional[KeySequence] = None) -> Simulation:
     """Runs `duration` whole seconds of `rate` requests per second through `vs`.
 
     `clock` must be vs's ManualClock. `events` are `(time, callable)` or
@@ -125,6 +128,9 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
     1500 and 2). `weights` (a dict name -> weight) re-weights the services
     bound now and weighs those a "bind" event binds without a weight of its
     own. `on_second(i)` is called after each second (a progress bar).
+    `keys`: the request keys of a hash method, request i of second s taking
+    `keys[s * rate + i]` (at least rate x duration of them); the result's
+    `picks` then says which service took each request.
     Everything is checked before anything changes.
     """
     if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
@@ -136,6 +142,10 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
     bytes_per_request = _per_service("bytes_per_request", bytes_per_request, _check_count)
     packets_per_request = _per_service("packets_per_request", packets_per_request, _check_count)
     weights = _per_service("weights", dict(weights or {}), _check_weight)
+    if keys is not None and len(keys) < rate * duration:
+        raise ValueError(f"keys must give a key to each of the rate x duration = {rate * duration} requests, "
+                         f"got {len(keys)}")
+    picks = None if keys is None else np.full(rate * duration, -1, dtype=np.int32)
     for name, weight in weights.items():
         if name in vs and vs.weight(name) != weight:
             vs.set_weight(name, weight)
@@ -143,6 +153,7 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
     first = math.ceil(clock.now()) if start is None else int(start)
     events = sorted(events, key=lambda e: e[0])
     seen = {n: None for n in vs.services}
+    column: dict[str, int] = {}  # service -> its index in the result (first-seen order, as `seen`)
     rows: list[dict[str, int]] = []
     dropped = np.zeros(duration, dtype=np.int64)
     pending: list[tuple[float, int, str, int]] = []  # (finish time, sequence, name, binding)
@@ -179,11 +190,13 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
             run_due(t)
             clock.set(t)
             try:
-                name = vs.select()
+                name = vs.select() if keys is None else vs.select(key=keys[i * rate + j])
             except NoServiceAvailable:
                 dropped[i] += 1
                 continue
             count[name] = count.get(name, 0) + 1
+            if picks is not None:
+                picks[i * rate + j] = column.setdefault(name, len(column))
             nbytes, npackets = _of(bytes_per_request, name, 1500), _of(packets_per_request, name, 2)
             if nbytes or npackets:
                 vs.record(name, bytes=nbytes, packets=npackets)
@@ -198,7 +211,10 @@ def simulate(vs: Any, clock: Any, rate: int, duration: int, events: Iterable[tup
     run_due(math.nextafter(first + duration, -math.inf))  # what falls inside the run's last second
     services = tuple(seen)
     counts = np.array([[row.get(n, 0) for n in services] for row in rows], dtype=np.int64)
-    return Simulation(services, first, counts.reshape(duration, len(services)), dropped)
+    if picks is not None:  # columns in pick order -> the result's service order
+        order = np.array([services.index(n) for n in column] + [-1], dtype=np.int32)
+        picks = order[picks]
+    return Simulation(services, first, counts.reshape(duration, len(services)), dropped, picks)
 
 
 def _finish(vs: Any, clock: Any, t: float, name: str, ttfb: Any) -> None:
@@ -223,7 +239,7 @@ def _number(flag: str, text: Optional[str], default: float, **check: Any) -> flo
 def _default_config(args: Any, duration: int, events: list[Any]) -> Any:
     """The vserver of the flags when there is no CONFIG: S1..Sn, --method, --slow-start, --new."""
     from .._cli_args import UserError
-    from .._methods import KEYLESS_METHODS as METHODS  # simulate draws no request keys
+    from .._methods import METHODS
     from ..config import Binding, Config, Service, VServer
     from ..config.model import MAX_INCREMENT_INTERVAL, UNITS
     from .workload_file import Event
@@ -297,8 +313,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import sys
 
     from .._cli_args import OneLineParser, UserError
-    from .._methods import NEEDS_KEY
-    from ..config import ConfigError, check_supported, load
+    from ..config import check_supported, load
     from . import report, runs, workload_file
     from .progress import Progress
 
@@ -316,7 +331,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--csv", metavar="OUT.csv", help="requests per service per second, as CSV")
     p.add_argument("--json", metavar="OUT.json", help="everything, as JSON")
     p.add_argument("--every", metavar="N", help="also print the per-second table, every Nth second")
-    p.add_argument("--seed", metavar="N", help="seed of a generated workload (default 0)")
+    p.add_argument("--seed", metavar="N", help="seed of a generated workload and of its keys (default 0)")
+    p.add_argument("--keys", metavar="N",
+                   help="hash methods: distinct request keys generated (default 1000; not with a workload file)")
+    p.add_argument("--key-skew", metavar="S",
+                   help="hash methods: Zipf exponent of the generated keys' popularity (default 1; 0: uniform)")
     p.add_argument("--strict", action="store_true", help="config lines leastload does not model are errors")
     p.add_argument("--implementation", choices=("c", "python"), default="c",
                    help="the C engine (default) or the pure-Python reference")
@@ -338,6 +357,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     every = int(_number("--every", args.every, 0, integer=True, low=1, low_inclusive=True))
     seed = int(_number("--seed", args.seed, 0, integer=True, low=0, high=2**63 - 1, low_inclusive=True))
     is_file = args.workload not in runs.WORKLOADS
+    from .keys import DEFAULT_DISTINCT, DEFAULT_SKEW, HASHED, MAX_DISTINCT
+
+    for flag, value in (("--keys", args.keys), ("--key-skew", args.key_skew)):
+        if is_file and value is not None:
+            raise UserError(f"{flag}: not with a workload file (its key column gives the keys), got {value}")
+    key_options = runs.KeyOptions(
+        int(_number("--keys", args.keys, DEFAULT_DISTINCT, integer=True, low=1, high=MAX_DISTINCT,
+                    low_inclusive=True)),
+        _number("--key-skew", args.key_skew, DEFAULT_SKEW, integer=False, low=0, high=10, low_inclusive=True),
+        seed)
     if is_file and not args.workload.lower().endswith((".csv", ".json")):
         raise UserError(f"--workload: must be one of {', '.join(runs.WORKLOADS)} or a .csv or .json file, "
                         f"got {args.workload}")
@@ -385,10 +414,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise UserError(f"CONFIG: {config.source} has no lb vserver to simulate")
     for vs in chosen:  # every check before the first run
         check_supported(config, vs)
-        if vs.lb_method in NEEDS_KEY:
-            raise ConfigError(config.source, vs.option_lines.get("lb_method", vs.line),
-                              f"lbMethod {vs.lb_method} picks by each request's key (an address, a URL, "
-                              "a token), which simulate's workloads do not carry yet")
+        if vs.lb_method in HASHED and workload is None and rate * duration > runs.MAX_TRACE_REQUESTS:
+            # a key and a pick kept per request: the generated traces' limit
+            raise UserError(f"--rate: --rate x --duration must be at most {runs.MAX_TRACE_REQUESTS} requests "
+                            f"for a hash method (lb vserver {vs.name!r}), got {rate:g} x {duration}")
+        if workload is not None:
+            runs.file_keys(vs, workload)  # the key column, checked for this vserver's method
         runs.check_events(config, vs, events, duration)
         if not vs.bindings and not any(e.action == "bind" for e in events):
             raise UserError(f"CONFIG: lb vserver {vs.name!r} has no service bound and no --event binds one")
@@ -402,10 +433,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.workload == runs.STEADY:
             done = k * duration
             results.append(runs.run_steady(config, vs, impl, int(rate), duration, events,
-                                           on_second=lambda i: progress.update(done + i)))
+                                           on_second=lambda i: progress.update(done + i), key_options=key_options))
         else:
             results.append(runs.run_trace(config, vs, impl, duration, events,
-                                          None if is_file else args.workload, rate, seed, workload))
+                                          None if is_file else args.workload, rate, seed, workload, key_options))
             progress.update((k + 1) * duration)
     progress.close()
 

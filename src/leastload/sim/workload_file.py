@@ -14,6 +14,9 @@ taken in time order; equal times keep file order):
                     service's TTFB applies: the config's, else 0.01 s)
     duration        seconds from the first byte to the last (default 0)
     status          HTTP status of the response (default 200)
+    key             what a hash method picks by: an address, ADDRESS:PORT, a URL,
+                    a domain, a token (leastload.sim.keys.parse, read per the
+                    vserver's method; the other methods ignore it)
 
 CSV: a header line naming the columns, in any order. JSON: a list of
 objects with those keys. Packets are counted as one per 1460 bytes (rounded
@@ -30,7 +33,7 @@ from typing import Any, Optional, Union
 
 from .._cli_args import FileError
 
-COLUMNS = ("time", "event", "request_bytes", "response_bytes", "ttfb", "duration", "status")
+COLUMNS = ("time", "event", "request_bytes", "response_bytes", "ttfb", "duration", "status", "key")
 ACTIONS = ("bind", "unbind", "down", "up", "out_of_service")
 DEFAULT_REQUEST_BYTES = 300
 DEFAULT_RESPONSE_BYTES = 1200
@@ -61,6 +64,12 @@ class Workload:
     duration: list[float] = field(default_factory=list)
     status: list[int] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    key: list[Any] = field(default_factory=list)    # the key cell of each request (None: blank)
+    where: list[str] = field(default_factory=list)  # each request's row, for messages
+
+    @property
+    def has_keys(self) -> bool:
+        return any(cell is not None for cell in self.key)
 
     def __len__(self) -> int:
         return len(self.time)
@@ -143,6 +152,8 @@ class _Reader:
             w.duration.append(0.0 if _blank(get("duration"))
                               else _number("duration", get("duration"), 0.0, MAX_TTFB, low_inclusive=True))
             w.status.append(200 if _blank(get("status")) else _integer("status", get("status"), 100, 599))
+            w.key.append(None if _blank(get("key")) else get("key"))
+            w.where.append(where)
             has_ttfb = not _blank(get("ttfb"))
             self.ttfb_rows.append(has_ttfb)
             self.ttfb_values.append(_number("ttfb", get("ttfb"), 0.0, MAX_TTFB, low_inclusive=False)
@@ -158,7 +169,7 @@ class _Reader:
             w.ttfb = self.ttfb_values
         order = sorted(range(len(w.time)), key=lambda i: w.time[i])  # stable: equal times keep file order
         if order != list(range(len(order))):
-            for name in ("time", "request_bytes", "response_bytes", "duration", "status"):
+            for name in ("time", "request_bytes", "response_bytes", "duration", "status", "key", "where"):
                 column = getattr(w, name)
                 setattr(w, name, [column[i] for i in order])
             if w.ttfb is not None:
