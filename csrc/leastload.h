@@ -58,7 +58,8 @@ typedef enum {
     LL_CALLIDHASH = 14,
     LL_TOKEN = 15,
     LL_P2C = 16,
-    LL_METHOD_COUNT = 17
+    LL_PEAKEWMA = 17,
+    LL_METHOD_COUNT = 18
 } ll_method;
 
 /* The method's name as the vendor spells it, or NULL out of range. */
@@ -93,6 +94,8 @@ typedef struct {
     uint8_t probe_known;     /* 1 once a probe was recorded                */
     uint8_t custom_over;     /* CUSTOMLOAD: a metric at or over its threshold */
     uint64_t custom_load;    /* CUSTOMLOAD: the reported load              */
+    uint64_t peak_us;        /* PEAKEWMA: the latency estimate now, us     */
+    uint8_t peak_known;      /* PEAKEWMA: 1 once a sample was taken        */
 } ll_info;
 
 /* Aggregates over the bound services, kept up to date by every call that
@@ -115,7 +118,8 @@ enum {
     LL_END_OUTLIER = 2       /* consecutive failures reached the outlier threshold */
 };
 
-/* Creates an empty vserver whose window starts at second `sec`.
+/* Creates an empty vserver whose window starts at second `sec` (its time,
+ * ll_set_time, starts at `sec` too).
  * Returns NULL when memory is short or `method` is unknown. */
 ll_vserver *ll_create(ll_method method, int64_t sec);
 /* Frees everything; NULL is accepted. */
@@ -151,7 +155,8 @@ int ll_set_ejected(ll_vserver *vs, uint32_t slot, int ejected);
 void ll_set_outlier_failures(ll_vserver *vs, uint32_t k);
 /* The aggregates (see ll_totals). */
 void ll_get_totals(const ll_vserver *vs, ll_totals *out);
-/* Changes the method; restarts startup round robin (ll_set_startup_rr). */
+/* Changes the method; restarts startup round robin (ll_set_startup_rr).
+ * -ENOMEM the first time PEAKEWMA is set if its estimates cannot be had. */
 int ll_set_method(ll_vserver *vs, ll_method method);
 ll_method ll_get_method(const ll_vserver *vs);
 /* The bytes/packets window's length in seconds (1..LL_MAX_WINDOW_SECONDS,
@@ -159,6 +164,13 @@ ll_method ll_get_method(const ll_vserver *vs);
  * is kept; O(services x seconds). -EINVAL, -ENOMEM (nothing changed). */
 int ll_set_window(ll_vserver *vs, uint32_t seconds);
 uint32_t ll_window(const ll_vserver *vs);
+/* The caller's clock in seconds at this call: PEAKEWMA's time (its samples
+ * and its picks read it). Set it before every call that ticks; the engine
+ * reads no clock. */
+void ll_set_time(ll_vserver *vs, double now);
+/* PEAKEWMA's decay time in microseconds (1..LL_MAX_TTFB_US; default 10 s).
+ * -EINVAL out of range. */
+int ll_set_peak_decay(ll_vserver *vs, uint32_t decay_us);
 /* Seeds P2C's draws (splitmix64; the same sequence as the reference's). */
 void ll_set_rng_seed(ll_vserver *vs, uint64_t seed);
 /* Requests served plain round robin after the method is set (0: none). */

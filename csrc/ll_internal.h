@@ -34,6 +34,13 @@ typedef struct {
     uint16_t flags;      /* LL_LIVE: in live[]; LL_BUCKET_BITS: buckets with traffic */
 } ll_svc;
 
+/* PEAKEWMA: one service's latency estimate (ll_peakewma.h). */
+typedef struct {
+    double stamp;        /* the clock's reading at the last sample          */
+    uint32_t cost_us;    /* the estimate at `stamp`, microseconds            */
+    uint32_t known;      /* 0: no sample yet                                 */
+} ll_peak;
+
 struct ll_vserver {
     ll_method method;
     const ll_method_ops *ops;  /* &ll_methods[method]                     */
@@ -62,6 +69,8 @@ struct ll_vserver {
     uint64_t *packets_bkt;   /* [window * capacity] */
     uint32_t window;         /* seconds (buckets) in the window, 1..LL_MAX_WINDOW_SECONDS */
     uint64_t rng;            /* P2C: the state of its draws (splitmix64)      */
+    double now;              /* the caller's clock at its last call (ll_set_time) */
+    uint32_t peak_decay_us;  /* PEAKEWMA: the estimate's decay time           */
     /* The live set: the slots a second boundary can change (traffic in a
      * bucket, or selections this second or last). A roll visits only these,
      * so no single call pays O(n) when the clock enters a new second. A slot
@@ -74,7 +83,11 @@ struct ll_vserver {
     uint32_t *probe;         /* [capacity] LRTM: smoothed probe us + 1; 0: none */
     uint64_t *name_hash;     /* [capacity] hash methods: XXH64 of each name (ll_set_name_hash) */
     uint64_t *custom;        /* [capacity] CUSTOMLOAD: load | LL_CUSTOM_OVER    */
+    ll_peak *peak;           /* [capacity] PEAKEWMA: allocated when it is first the method */
 };
+
+/* PEAKEWMA: a status-200 TTFB of `slot` at vs->now (ll_peakewma.c). */
+void ll_peak_observe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us);
 
 /* Recomputes key[slot] from the service and fixes the tree. */
 void ll_refresh(ll_vserver *vs, uint32_t slot);
@@ -135,6 +148,8 @@ static inline int ll_finish_core(ll_vserver *vs, uint32_t slot, int has_ttfb, ui
         /* EWMA, alpha 1/8, rounded half up; 7 * 3.6e9 fits in 64 bits */
         s->ttfb_us = s->ttfb_known ? (uint32_t)((7 * (uint64_t)s->ttfb_us + ttfb_us + 4) / 8) : ttfb_us;
         s->ttfb_known = 1;
+        if (vs->ops->load == LL_N_PEAK)
+            ll_peak_observe(vs, slot, ttfb_us);
     }
     if (failed) {
         s->failures += s->failures != UINT64_MAX;

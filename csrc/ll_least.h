@@ -12,6 +12,7 @@
 #define LL_LEAST_H
 
 #include "ll_internal.h"
+#include "ll_peakewma.h"
 
 #define LL_CUSTOM_OVER ((uint64_t)1 << 63)  /* custom[]: a metric at or over its threshold */
 
@@ -33,6 +34,7 @@ static inline uint64_t ll_least_n(const ll_vserver *vs, uint32_t slot)
     case LL_N_PACKETS: return vs->packets[slot];
     case LL_N_ACTIVE_PROBE: return (uint64_t)s->active * ll_probe_us(vs, slot);
     case LL_N_CUSTOM: return vs->custom ? vs->custom[slot] & ~LL_CUSTOM_OVER : 0;
+    case LL_N_PEAK: return ll_peak_n(vs, slot);
     case LL_N_ACTIVE: break;
     }
     return s->active;
@@ -44,6 +46,8 @@ static inline uint64_t ll_least_n(const ll_vserver *vs, uint32_t slot)
 static inline ll_key ll_least_key(const ll_vserver *vs, uint32_t slot)
 {
     const ll_svc *s = &vs->svc[slot];
+    if (vs->ops->load == LL_N_PEAK)
+        return ll_key_small(0);  /* its N moves with time: the pick computes it (ll_sampled.h) */
     if (vs->ops->load == LL_N_CUSTOM) {
         uint64_t c = vs->custom ? vs->custom[slot] : 0;
         if (c & LL_CUSTOM_OVER)

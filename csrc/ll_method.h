@@ -19,7 +19,7 @@ typedef enum {
     LL_FAMILY_LEAST = 0,       /* lowest Nw = N * 10000 / weight, ties cyclic from the cursor */
     LL_FAMILY_ROUNDROBIN = 1,  /* weighted rounds in bind order                              */
     LL_FAMILY_HASH = 2,        /* the request's key decides (rendezvous)                     */
-    LL_FAMILY_SAMPLED = 3,     /* two random eligible services, the lower Nw (P2C)            */
+    LL_FAMILY_SAMPLED = 3,     /* two random eligible services, the lower Nw (P2C, PEAKEWMA)  */
 } ll_family;
 
 typedef enum {
@@ -29,6 +29,7 @@ typedef enum {
     LL_N_PACKETS = 3,       /* packets in the window                            */
     LL_N_ACTIVE_PROBE = 4,  /* open transactions x smoothed monitor probe (us)  */
     LL_N_CUSTOM = 5,        /* the load the caller reported (ll_set_custom_load) */
+    LL_N_PEAK = 6,          /* latency estimate x (active + 1), at the call's time (ll_peakewma.h) */
 } ll_load_kind;
 
 typedef struct {

@@ -26,6 +26,8 @@ const ll_method_ops ll_methods[LL_METHOD_COUNT] = {
     [LL_TOKEN]             = ROW("TOKEN", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
     /* not the vendor's */
     [LL_P2C]               = ROW("P2C", 1, LL_FAMILY_SAMPLED, LL_N_ACTIVE, 1),
+    /* its N moves with time: the pick computes it, the tree keeps eligibility only */
+    [LL_PEAKEWMA]          = ROW("PEAKEWMA", 1, LL_FAMILY_SAMPLED, LL_N_PEAK, 0),
 };
 
 const char *ll_method_name(int method)

@@ -171,6 +171,7 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
         }
         double t = r->now;
         int64_t sec = ll_trace_second(t);
+        vs->now = t;  /* every call's time (PEAKEWMA's samples and picks) */
         if (!(r->op == LL_OP_COMPLETION && r->phase == 1)) {
             /* select and record tick (finish does not): the window moves
              * and a due policy hook runs first */

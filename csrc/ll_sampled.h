@@ -22,6 +22,7 @@
 #define LL_SAMPLED_H
 
 #include "ll_internal.h"
+#include "ll_peakewma.h"
 
 #define LL_P2C_TRIES 64
 
@@ -41,6 +42,15 @@ static inline uint32_t ll_slot_of_rank(const ll_vserver *vs, uint32_t r)
     for (uint32_t slot = 0;; slot++)  /* holes left by unbinds: O(slots), until compaction */
         if (vs->svc[slot].bound && r-- == 0)
             return slot;
+}
+
+/* A drawn slot's key: P2C's is its leaf; PEAKEWMA's moves with time, so it
+ * is computed at the call's time (its leaf says only that it is eligible). */
+static inline ll_key ll_sampled_key(const ll_vserver *vs, uint32_t slot)
+{
+    if (vs->ops->load == LL_N_PEAK)
+        return ll_key_make(ll_peak_n(vs, slot), vs->svc[slot].weight);
+    return ll_tree_key(&vs->tree, slot);
 }
 
 /* One draw: an eligible slot, or -1. */
@@ -72,7 +82,7 @@ static inline int64_t ll_p2c_pick(const ll_vserver *vs, uint64_t *state)
     int64_t b = ll_p2c_draw(vs, state, a);
     if (b < 0)
         return a;
-    ll_key ka = ll_tree_key(&vs->tree, (uint32_t)a), kb = ll_tree_key(&vs->tree, (uint32_t)b);
+    ll_key ka = ll_sampled_key(vs, (uint32_t)a), kb = ll_sampled_key(vs, (uint32_t)b);
     return ll_key_lt(kb, ka) ? b : a;
 }
 

@@ -52,11 +52,13 @@ static int slot_is_live(const ll_vserver *vs, uint32_t slot)
     return (vs->bytes[slot] | vs->packets[slot]) != 0 || s->sel_this != 0 || s->sel_last != 0;
 }
 
-/* N as ll_service_info() reports it: the family's, or activity where the
- * method has no N (ROUNDROBIN, the hash methods). */
+/* N as ll_service_info() reports it: the method's (least-load, PEAKEWMA),
+ * or activity where it has no N of its own (ROUNDROBIN, hash, P2C). */
 static uint64_t load_of(const ll_vserver *vs, uint32_t slot)
 {
-    return vs->ops->family == LL_FAMILY_LEAST ? ll_least_n(vs, slot) : vs->svc[slot].active;
+    if (vs->ops->family == LL_FAMILY_LEAST || vs->ops->load == LL_N_PEAK)
+        return ll_least_n(vs, slot);
+    return vs->svc[slot].active;
 }
 
 static ll_key key_of(const ll_vserver *vs, uint32_t slot)
@@ -143,6 +145,7 @@ static void free_arrays(ll_vserver *vs)
     free(vs->probe);
     free(vs->name_hash);
     free(vs->custom);
+    free(vs->peak);
 }
 
 /* Moves everything into arrays for `capacity` slots. On -ENOMEM nothing
@@ -165,7 +168,8 @@ static int resize(ll_vserver *vs, uint32_t capacity)
     n.probe = vs->probe ? calloc(capacity, sizeof *n.probe) : NULL;
     n.name_hash = vs->name_hash ? calloc(capacity, sizeof *n.name_hash) : NULL;
     n.custom = vs->custom ? calloc(capacity, sizeof *n.custom) : NULL;
-    if ((vs->probe && !n.probe) || (vs->custom && !n.custom) || (vs->name_hash && !n.name_hash) || !n.tree.cell || !n.tree.arg || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
+    n.peak = vs->peak ? calloc(capacity, sizeof *n.peak) : NULL;
+    if ((vs->probe && !n.probe) || (vs->custom && !n.custom) || (vs->peak && !n.peak) || (vs->name_hash && !n.name_hash) || !n.tree.cell || !n.tree.arg || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
         || !n.packets_bkt || !n.live) {
         free_arrays(&n);
         return -ENOMEM;
@@ -186,6 +190,8 @@ static int resize(ll_vserver *vs, uint32_t capacity)
             memcpy(n.name_hash, vs->name_hash, used * sizeof *n.name_hash);
         if (vs->custom)
             memcpy(n.custom, vs->custom, used * sizeof *n.custom);
+        if (vs->peak)
+            memcpy(n.peak, vs->peak, used * sizeof *n.peak);
         for (uint32_t b = 0; b < vs->window; b++) {
             memcpy(n.bytes_bkt + (size_t)b * capacity, vs->bytes_bkt + (size_t)b * vs->capacity,
                    used * sizeof *n.bytes_bkt);
@@ -212,8 +218,14 @@ ll_vserver *ll_create(ll_method method, int64_t sec)
     vs->cur_sec = sec;
     vs->window = LL_WINDOW_SECONDS;
     vs->head = ll_window_bucket(sec, vs->window);
+    vs->now = (double)sec;
+    vs->peak_decay_us = 10000000u;
     if (resize(vs, 4) < 0) {
         free(vs);
+        return NULL;
+    }
+    if (ll_methods[method].load == LL_N_PEAK && !(vs->peak = calloc(vs->capacity, sizeof *vs->peak))) {
+        ll_destroy(vs);
         return NULL;
     }
     return vs;
@@ -239,7 +251,7 @@ size_t ll_memory_bytes(const ll_vserver *vs)
     size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + (size_t)vs->window) + sizeof(uint32_t);
     size_t per_leaf = 2 * sizeof(uint64_t) + 2 * sizeof(uint32_t);  /* ll_tree's cell and arg */
     per_slot += (vs->probe ? sizeof *vs->probe : 0) + (vs->custom ? sizeof *vs->custom : 0)
-              + (vs->name_hash ? sizeof *vs->name_hash : 0);
+              + (vs->name_hash ? sizeof *vs->name_hash : 0) + (vs->peak ? sizeof *vs->peak : 0);
     return sizeof *vs + (size_t)vs->capacity * per_slot + (size_t)vs->tree.P * per_leaf;
 }
 
@@ -255,6 +267,8 @@ static void clear_method_inputs(ll_vserver *vs, uint32_t slot)
         vs->name_hash[slot] = 0;
     if (vs->custom)
         vs->custom[slot] = 0;
+    if (vs->peak)
+        memset(&vs->peak[slot], 0, sizeof vs->peak[slot]);
 }
 
 int64_t ll_bind(ll_vserver *vs, uint32_t weight)
@@ -334,6 +348,8 @@ void ll_compact(ll_vserver *vs)
                 vs->name_hash[j] = vs->name_hash[i];
             if (vs->custom)
                 vs->custom[j] = vs->custom[i];
+            if (vs->peak)
+                vs->peak[j] = vs->peak[i];
             for (size_t b = 0; b < vs->window; b++) {
                 vs->bytes_bkt[b * C + j] = vs->bytes_bkt[b * C + i];
                 vs->packets_bkt[b * C + j] = vs->packets_bkt[b * C + i];
@@ -423,6 +439,8 @@ int ll_set_method(ll_vserver *vs, ll_method method)
         return -EINVAL;
     if (!ll_methods[method].supported)
         return -ENOTSUP;
+    if (ll_methods[method].load == LL_N_PEAK && !vs->peak && !(vs->peak = calloc(vs->capacity, sizeof *vs->peak)))
+        return -ENOMEM;
     vs->method = method;
     vs->ops = &ll_methods[method];
     vs->rr_round = 1;
@@ -750,6 +768,8 @@ int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     out->probe_known = vs->probe && vs->probe[slot] != 0;
     out->custom_load = vs->custom ? vs->custom[slot] & ~LL_CUSTOM_OVER : 0;
     out->custom_over = vs->custom && (vs->custom[slot] & LL_CUSTOM_OVER) != 0;
+    out->peak_known = vs->peak && vs->peak[slot].known;
+    out->peak_us = ll_peak_estimate(vs, slot);
     return 0;
 }
 
@@ -766,6 +786,15 @@ int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
 }
 
 void ll_set_rng_seed(ll_vserver *vs, uint64_t seed) { vs->rng = seed; }
+void ll_set_time(ll_vserver *vs, double now) { vs->now = now; }
+
+int ll_set_peak_decay(ll_vserver *vs, uint32_t decay_us)
+{
+    if (decay_us < 1 || decay_us > LL_MAX_TTFB_US)
+        return -EINVAL;
+    vs->peak_decay_us = decay_us;
+    return 0;
+}
 
 int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uint32_t *excluded, size_t n_excluded)
 {

@@ -298,6 +298,21 @@ class EnginesAgree(RuleBasedStateMachine):
         for key in keys:
             self.both(lambda vs: vs.select(key=key))
 
+    @rule(decay=st.one_of(st.floats(0.001, 60), st.sampled_from([0, -1, 4000, math.nan, "10", True])),
+          steps=st.lists(st.tuples(st.floats(0, 3), st.floats(0, 2)), min_size=1, max_size=8))
+    def peakewma_burst(self, decay, steps):
+        # PEAKEWMA, a decay time (some refused), then picks, samples and sub-second time
+        self.both(lambda vs: vs.set_method("PEAKEWMA"))
+        self.both(lambda vs: vs.set(peakewma_decay=decay))
+        self.both(lambda vs: vs.peakewma_decay)
+        for ttfb, seconds in steps:
+            picked = [outcome(lambda vs=vs: vs.select()) for vs in self.vservers]
+            assert picked[0] == picked[1]
+            if picked[0][0] == "returned":
+                self.both(lambda vs: vs.finish(picked[0][1], ttfb=ttfb))
+            results = [outcome(lambda clock=clock: clock.advance(seconds)) for clock in self.clocks]
+            assert results[0] == results[1]
+
     @rule(settings=HASH_SETTINGS)
     def set_hash_settings(self, settings):
         self.both(lambda vs: vs.set(**settings))

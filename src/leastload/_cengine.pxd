@@ -53,6 +53,8 @@ cdef extern from "leastload.h" nogil:
         uint8_t probe_known
         uint8_t custom_over
         uint64_t custom_load
+        uint64_t peak_us
+        uint8_t peak_known
 
     ctypedef struct ll_totals:
         uint32_t bound
@@ -99,6 +101,8 @@ cdef extern from "leastload.h" nogil:
     int ll_begin(ll_vserver *vs, uint32_t slot)
     int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
     void ll_set_rng_seed(ll_vserver *vs, uint64_t seed)
+    void ll_set_time(ll_vserver *vs, double now)
+    int ll_set_peak_decay(ll_vserver *vs, uint32_t decay_us)
     int ll_set_window(ll_vserver *vs, uint32_t seconds)
     uint32_t ll_window(const ll_vserver *vs)
     int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)

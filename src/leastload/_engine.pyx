@@ -290,6 +290,7 @@ cdef class Engine:
     cdef uint64_t _startup_factor
     cdef bint _rtsp_nat
     cdef bint _outlier_on    # outlier ejection on: finish and fail read the clock
+    cdef bint _peak          # PEAKEWMA: finish and fail read the clock (its sample's time)
     # hash methods: the method's key form (None: not a hash method), its settings, the seed
     cdef object _key_form
     cdef str _method_name
@@ -356,6 +357,7 @@ cdef class Engine:
         cdef ll_vserver *vs = ll_create(<ll_method>m, <int64_t>floor(now))
         if vs == NULL:
             raise MemoryError("leastload: cannot allocate a vserver")
+        ll_set_time(vs, now)
         self._clock = clock
         self._clock_kind = (CLOCK_KIND_MONOTONIC if clock is None else
                             CLOCK_KIND_MANUAL if type(clock) is ManualClock else CLOCK_KIND_OBJECT)
@@ -432,6 +434,7 @@ cdef class Engine:
         Runs Python code for an object clock or a due policy: resolve slots after."""
         cdef double now = self._read_clock()
         cdef int64_t sec = <int64_t>now  # floor without a libm call: |now| < 2**53
+        ll_set_time(self._vs, now)  # the time PEAKEWMA reads
         if <double>sec > now:
             sec -= 1
         if now >= self._deadline:
@@ -571,6 +574,7 @@ cdef class Engine:
         self._key_form = _hash.KEY_FORMS.get(method)
         self._method_name = method
         self._key_kind = _KEY_KINDS.get(method, 0)
+        self._peak = method == "PEAKEWMA"
         return 0
 
     def _seed_draws(self, seed):
@@ -579,6 +583,15 @@ cdef class Engine:
         self._enter()
         try:
             ll_set_rng_seed(self._vs, s)
+        finally:
+            self._leave()
+
+    def _set_peak_decay(self, decay_us):
+        """PEAKEWMA's decay time in microseconds (checked by the facade)."""
+        cdef uint32_t us = decay_us
+        self._enter()
+        try:
+            _raise_for_rc(ll_set_peak_decay(self._vs, us), "peakewma_decay")
         finally:
             self._leave()
 
@@ -983,7 +996,7 @@ cdef class Engine:
             slot = self._slot(name)
             us = _ttfb_us(ttfb)
             code = _status(status)
-            if self._outlier_on:
+            if self._outlier_on or self._peak:
                 self._tick_for_outliers()
             if self._gen != gen:
                 slot = self._slot(name)
@@ -997,7 +1010,7 @@ cdef class Engine:
         self._enter()
         try:
             self._slot(name)
-            if self._outlier_on:
+            if self._outlier_on or self._peak:
                 self._tick_for_outliers()
             self._end_locked(name, self._slot(name), False, 0, True)
         finally:
@@ -1005,7 +1018,8 @@ cdef class Engine:
 
     cdef int _tick_for_outliers(self) except -1:
         """With ejection on, ending a transaction reads the clock first, as select
-        does: an ejection that ended by now returns before a failure is judged."""
+        does: an ejection that ended by now returns before a failure is judged.
+        So does PEAKEWMA: its sample's time."""
         ll_advance(self._vs, self._tick())
         return 0
 
@@ -1058,7 +1072,7 @@ cdef class Engine:
             us = _ttfb_us(ttfb)
             code = _status(status)
             slot = self._tx_slot(tx)
-            if slot >= 0 and self._outlier_on:
+            if slot >= 0 and (self._outlier_on or self._peak):
                 self._tick_for_outliers()
                 slot = self._tx_slot(tx)  # the clock may have unbound it
             if slot >= 0:
@@ -1128,6 +1142,7 @@ cdef class Engine:
             "probe": (i.probe_us / 1e6) if i.probe_known else None,
             "custom_load": i.custom_load,
             "over_threshold": bool(i.custom_over),
+            "peak_ewma": (i.peak_us / 1e6) if i.peak_known else None,
             "load": self._load_of(i),
             "score": self._score_of(i),
         }

@@ -162,6 +162,16 @@ def check_status(status: object) -> int:
 MAX_CLOCK = 2.0**53  # clock values stay below this, so floor() fits a C int64 exactly
 
 
+def check_peakewma_decay(value: object) -> int:
+    """PEAKEWMA's decay time: seconds in 0.001..3600 -> integer microseconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad_type("peakewma_decay", value, "a number of seconds")
+    seconds = float(value)
+    if not (0.001 <= seconds <= 3600.0):  # also rejects NaN
+        raise bad_value("peakewma_decay", seconds, "a number of seconds in 0.001..3600")
+    return int(math.floor(seconds * 1e6 + 0.5))
+
+
 def check_seconds(arg: str, value: object) -> float:
     """A number of seconds (int or float, not bool) a ManualClock can hold -> float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

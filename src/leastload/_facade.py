@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         def _selections(self, name: str) -> Tuple[int, int, int]: ...
         def _set_hash_settings(self, key_settings: _hash.KeySettings, seed: int) -> None: ...
         def _seed_draws(self, seed: int) -> None: ...
+        def _set_peak_decay(self, decay_us: int) -> None: ...
 else:
     _EngineBase = object
 
@@ -143,7 +144,8 @@ class VirtualServerFacade(_EngineBase):
                  rtsp_nat: bool = False, outlier_failures: int = 0, outlier_ejection_time: float = 30,
                  outlier_max_ejection_percent: int = 50, window_seconds: int = 14, name: str = "vserver",
                  netmask: object = _hash.DEFAULT_NETMASK, v6netmasklen: int = _hash.DEFAULT_V6NETMASKLEN,
-                 hashlength: int = _hash.DEFAULT_HASHLENGTH, hash_seed: int = _hash.DEFAULT_HASH_SEED) -> None:
+                 hashlength: int = _hash.DEFAULT_HASHLENGTH, hash_seed: int = _hash.DEFAULT_HASH_SEED,
+                 peakewma_decay: float = 10.0) -> None:
         settings = _check_settings(new_service_request, new_service_request_unit,
                                    new_service_request_increment_interval)
         window = _errors.check_window_seconds(window_seconds)
@@ -153,10 +155,13 @@ class VirtualServerFacade(_EngineBase):
         if type(name) is not str:
             raise _errors.bad_type("name", name, "a str")
         hashing = _check_hash_settings(netmask, v6netmasklen, hashlength, hash_seed)
+        decay_us = _errors.check_peakewma_decay(peakewma_decay)
         super().__init__(method, clock, startup_rr_factor=startup_rr_factor, rtsp_nat=rtsp_nat)
         self._netmask, self._key_settings, self._hash_seed = hashing
         self._set_hash_settings(self._key_settings, self._hash_seed)
         self._seed_draws(self._hash_seed)  # hash_seed also seeds P2C's draws
+        self._peakewma_decay = float(peakewma_decay)
+        self._set_peak_decay(decay_us)
         self.name = name  #: the vserver's name, shown by show()
         self._rate, self._unit, self._interval = settings
         self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
@@ -224,19 +229,25 @@ class VirtualServerFacade(_EngineBase):
         """Hash methods: the XXH64 seed of the request keys (0..2**64-1)."""
         return self._hash_seed
 
+    @property
+    def peakewma_decay(self) -> float:
+        """PEAKEWMA: seconds for the latency estimate to decay to 1/e (default 10)."""
+        return self._peakewma_decay
+
     def set(self, **settings: Any) -> None:
         """Changes settings of a running vserver, like `set lb vserver`.
 
         Accepts method, new_service_request, new_service_request_unit,
         new_service_request_increment_interval, startup_rr_factor, rtsp_nat,
         outlier_failures, outlier_ejection_time, outlier_max_ejection_percent,
-        window_seconds, and the hash methods' netmask, v6netmasklen, hashlength and
-        hash_seed. Everything is checked before anything changes.
+        window_seconds, the hash methods' netmask, v6netmasklen, hashlength and
+        hash_seed, and peakewma_decay. Everything is checked before anything changes.
         """
         known = {"method", "new_service_request", "new_service_request_unit",
                  "new_service_request_increment_interval", "startup_rr_factor", "rtsp_nat",
                  "outlier_failures", "outlier_ejection_time", "outlier_max_ejection_percent",
-                 "window_seconds", "netmask", "v6netmasklen", "hashlength", "hash_seed"}
+                 "window_seconds", "netmask", "v6netmasklen", "hashlength", "hash_seed",
+                 "peakewma_decay"}
         for key in settings:
             if key not in known:
                 raise TypeError(f"set() got an unknown setting {key!r}")
@@ -252,6 +263,7 @@ class VirtualServerFacade(_EngineBase):
             _errors.check_bool("rtsp_nat", settings["rtsp_nat"])
         if "window_seconds" in settings:
             _errors.check_window_seconds(settings["window_seconds"])
+        decay_us = _errors.check_peakewma_decay(settings.get("peakewma_decay", self._peakewma_decay))
         outlier_k = _errors.check_outlier_failures(settings.get("outlier_failures", self._outlier_k))
         ejection_time = _errors.check_ejection_time(settings.get("outlier_ejection_time", self._ejection_time))
         percent = _errors.check_ejection_percent(
@@ -266,6 +278,9 @@ class VirtualServerFacade(_EngineBase):
             self._set_hash_settings(self._key_settings, self._hash_seed)
             if "hash_seed" in settings:  # given: P2C's draws start over from it
                 self._seed_draws(self._hash_seed)
+            if "peakewma_decay" in settings:
+                self._peakewma_decay = float(settings["peakewma_decay"])
+                self._set_peak_decay(decay_us)
             self._apply_settings(settings, rate, unit, interval, now)
             self._outlier_k, self._ejection_time, self._max_ejection_percent = outlier_k, ejection_time, percent
             self._set_outlier_failures(outlier_k)

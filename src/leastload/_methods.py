@@ -43,6 +43,7 @@ TABLE = (
     Method("TOKEN", 15, "hash", "active transactions", "select(key)+finish", "TOKEN", True),
     # not the vendor's
     Method("P2C", 16, "sampled", "active transactions", "select+finish", "P2C", True),
+    Method("PEAKEWMA", 17, "sampled", "seconds", "select+finish", "PEWMA", True),
 )
 
 BY_NAME = {m.name: m for m in TABLE}

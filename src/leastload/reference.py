@@ -18,7 +18,7 @@ import time
 from types import TracebackType
 from typing import Any, Callable, Literal, Collection, ContextManager, Dict, List, Optional, Set, Tuple, Type, TypeVar, Union, cast
 
-from . import _errors, _hash
+from . import _errors, _hash, _peakewma
 from ._errors import (STATES, DuplicateService, NoServiceAvailable, TransactionEnded,
                       UnknownService)
 from ._facade import VirtualServerFacade
@@ -44,19 +44,22 @@ MAX_TOTAL = 2**64 - 1  # window totals are 64-bit
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-# N of each method, one function each: what the method counts for a service.
-N_OF: Dict[str, Callable[["_Service"], int]] = {
-    "ROUNDROBIN": lambda s: s.active,  # no N of its own: activity is reported
-    "LEASTCONNECTION": lambda s: s.active,
-    "LEASTREQUEST": lambda s: s.active,  # a transaction here is one request
-    "LEASTRESPONSETIME": lambda s: s.active * s.ttfb_us,
-    "LRTM": lambda s: s.active * s.probe_us,
-    "LEASTBANDWIDTH": lambda s: sum(s.bytes.values()),
-    "LEASTPACKETS": lambda s: sum(s.packets.values()),
-    "CUSTOMLOAD": lambda s: s.custom_load,
-    "P2C": lambda s: s.active,  # compared between the two services drawn
+# N of each method, one function each: what the method counts for a service
+# (`vs` for what is not the service's own: the time, a setting).
+N_OF: Dict[str, Callable[["Engine", "_Service"], int]] = {
+    "ROUNDROBIN": lambda vs, s: s.active,  # no N of its own: activity is reported
+    "LEASTCONNECTION": lambda vs, s: s.active,
+    "LEASTREQUEST": lambda vs, s: s.active,  # a transaction here is one request
+    "LEASTRESPONSETIME": lambda vs, s: s.active * s.ttfb_us,
+    "LRTM": lambda vs, s: s.active * s.probe_us,
+    "LEASTBANDWIDTH": lambda vs, s: sum(s.bytes.values()),
+    "LEASTPACKETS": lambda vs, s: sum(s.packets.values()),
+    "CUSTOMLOAD": lambda vs, s: s.custom_load,
+    "P2C": lambda vs, s: s.active,  # compared between the two services drawn
+    # E(now) * (active + 1), compared between the two services drawn
+    "PEAKEWMA": lambda vs, s: _peakewma.load(s.peak.at(vs._now, vs._peak_decay_us), s.active),
     # the hash methods pick by key (_rendezvous); N is what DOMAINHASH without a domain uses
-    **{m: (lambda s: _active(s)) for m in _hash.HASH_METHODS},
+    **{m: (lambda vs, s: _active(s)) for m in _hash.HASH_METHODS},
 }
 
 
@@ -151,7 +154,7 @@ class _Service:
     __slots__ = ("name", "seq", "weight", "state", "bytes", "packets", "active", "ttfb_us",
                  "ttfb_known", "cap", "sel_this_sec", "sel_last_sec", "selected",
                  "draining", "ejected", "failures", "fails_in_row", "probe_us", "probe_known",
-                 "custom_load", "custom_over", "name_hash")
+                 "custom_load", "custom_over", "name_hash", "peak")
     # declared here for N_OF's functions above, which read them before this class is seen
     active: int
     ttfb_us: int
@@ -181,6 +184,7 @@ class _Service:
         self.custom_load = 0  # CUSTOMLOAD: the load its metrics give
         self.custom_over = False  # CUSTOMLOAD: a metric at or over its threshold
         self.name_hash = _hash.name_hash(name)  # hash methods: the service's side of the score
+        self.peak = _peakewma.Estimate()  # PEAKEWMA: its latency estimate
 
 
 class Engine:
@@ -211,7 +215,8 @@ class Engine:
             clock = cast(Clock, _MonotonicClock())
         elif not callable(getattr(clock, "now", None)):
             raise _errors.bad_type("clock", clock, "an object with a now() method")
-        self._second = math.floor(_errors.check_time(clock.now()))
+        self._now = _errors.check_time(clock.now())  # the clock's last reading (PEAKEWMA's time)
+        self._second = math.floor(self._now)
         self._clock = clock
         self._method = method
         self._startup_rr_factor = factor
@@ -228,6 +233,7 @@ class Engine:
         self._hash_seed = _hash.DEFAULT_HASH_SEED
         self._rng = self._hash_seed  # P2C's draws: splitmix64's state
         self._window = WINDOW_SECONDS  # seconds of traffic LEASTBANDWIDTH/LEASTPACKETS count
+        self._peak_decay_us = 10_000_000  # PEAKEWMA: the estimate's decay time, microseconds
 
     def atomic(self) -> ContextManager[object]:
         """A context manager holding the vserver: other threads' calls wait until it exits."""
@@ -238,6 +244,7 @@ class Engine:
     def _tick(self) -> float:
         """Reads the clock, moves the window forward to its second, runs the deadline."""
         now = _errors.check_time(self._clock.now())
+        self._now = now
         sec = math.floor(now)
         if sec > self._second:  # earlier seconds: no time passed
             for s in self._services.values():
@@ -420,7 +427,7 @@ class Engine:
 
     def _n(self, s: _Service) -> int:
         """N of the method, an exact int (LEASTRESPONSETIME, LRTM: microseconds)."""
-        return N_OF[self._method](s)
+        return N_OF[self._method](self, s)
 
     def _eligible(self, s: _Service) -> bool:
         return (s.state == "UP" and not s.draining and not s.ejected
@@ -482,6 +489,11 @@ class Engine:
         self._hash_seed = seed
 
     @_atomic
+    def _set_peak_decay(self, decay_us: int) -> None:
+        """PEAKEWMA's decay time in microseconds (checked by the facade)."""
+        self._peak_decay_us = decay_us
+
+    @_atomic
     def _seed_draws(self, seed: int) -> None:
         """Restarts P2C's draws from `seed` (checked by the facade)."""
         self._rng = seed
@@ -517,7 +529,7 @@ class Engine:
             chosen = self._rendezvous(eligible, data)
         elif self._method == "ROUNDROBIN":
             chosen, rr_round = self._round_robin(eligible)
-        elif self._method == "P2C":
+        elif BY_NAME[self._method].family == "sampled":  # P2C, PEAKEWMA
             chosen, rng = self._two_choices(skip)
         else:
             keys = {s.name: self._key(s) for s in eligible}
@@ -598,8 +610,8 @@ class Engine:
         self._get(name)
         ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
         status = _errors.check_status(status)
-        if self._outlier_k:
-            self._tick()  # with ejection on: an ejection that ended by now returns first
+        if self._ticks_on_end():
+            self._tick()
         s = self._get(name)  # again: a conversion or the clock may have unbound it
         self._after_end(name, self._end_transaction(s, ttfb_us if status == 200 else None, status >= 500))
 
@@ -608,9 +620,15 @@ class Engine:
         """Ends one active transaction that got no response (refused, reset, timed out);
         counts a failure."""
         self._get(name)
-        if self._outlier_k:
-            self._tick()  # with ejection on: an ejection that ended by now returns first
+        if self._ticks_on_end():
+            self._tick()
         self._after_end(name, self._end_transaction(self._get(name), None, True))
+
+    def _ticks_on_end(self) -> bool:
+        """Whether ending a transaction reads the clock first, as select does: with
+        ejection on (an ejection that ended by now returns before a failure is
+        judged), and under PEAKEWMA (its sample's time)."""
+        return bool(self._outlier_k) or self._method == "PEAKEWMA"
 
     def _end_transaction(self, s: _Service, ttfb_us: Optional[int], failed: bool) -> Tuple[bool, bool]:
         """Ends one transaction of s; returns (drained, outlier): what to act on."""
@@ -620,6 +638,8 @@ class Engine:
         if ttfb_us is not None:
             s.ttfb_us = (7 * s.ttfb_us + ttfb_us + 4) // 8 if s.ttfb_known else ttfb_us
             s.ttfb_known = True
+            if self._method == "PEAKEWMA":
+                s.peak.observe(ttfb_us, self._now, self._peak_decay_us)
         if failed:
             s.failures += 1
             s.fails_in_row += 1
@@ -662,8 +682,8 @@ class Engine:
         ttfb_us = None if ttfb is None else _errors.check_ttfb(ttfb)
         status = _errors.check_status(status)
         s = self._tx_service(tx)
-        if s is not None and self._outlier_k:
-            self._tick()  # with ejection on: an ejection that ended by now returns first
+        if s is not None and self._ticks_on_end():
+            self._tick()
             s = self._tx_service(tx)
         if s is None:
             tx._done = True  # its service is gone: nothing to end
@@ -746,6 +766,7 @@ class Engine:
             "probe": s.probe_us / 1e6 if s.probe_known else None,
             "custom_load": s.custom_load,
             "over_threshold": s.custom_over,
+            "peak_ewma": s.peak.seconds(self._now, self._peak_decay_us),
             "load": self._load(s),
             "score": self._score(s),
         }
