@@ -40,23 +40,30 @@ static inline uint64_t ll_least_n(const ll_vserver *vs, uint32_t slot)
     return s->active;
 }
 
-/* The key of an eligible slot. CUSTOMLOAD: a service with a metric over its
- * threshold is not eligible, an idle one comes first (key 0), the others
- * by their weighted load (one above, so none ties with an idle one). */
-static inline ll_key ll_least_key(const ll_vserver *vs, uint32_t slot)
+/* The keys that are not floor(Nw): CUSTOMLOAD's (a service with a metric
+ * over its threshold is not eligible, an idle one comes first, key 0, the
+ * others by their weighted load, one above, so none ties with an idle one)
+ * and PEAKEWMA's (its N moves with time: the pick computes it, ll_sampled.h,
+ * and the tree keeps 0 for "eligible"). */
+static ll_key ll_least_special_key(const ll_vserver *vs, uint32_t slot)
 {
     const ll_svc *s = &vs->svc[slot];
     if (vs->ops->load == LL_N_PEAK)
-        return ll_key_small(0);  /* its N moves with time: the pick computes it (ll_sampled.h) */
-    if (vs->ops->load == LL_N_CUSTOM) {
-        uint64_t c = vs->custom ? vs->custom[slot] : 0;
-        if (c & LL_CUSTOM_OVER)
-            return LL_KEY_INF;
-        if (s->active == 0)
-            return ll_key_small(0);
-        return ll_key_plus_one(ll_key_make(c, s->weight));
-    }
-    return ll_key_make(ll_least_n(vs, slot), s->weight);
+        return ll_key_small(0);
+    uint64_t c = vs->custom ? vs->custom[slot] : 0;
+    if (c & LL_CUSTOM_OVER)
+        return LL_KEY_INF;
+    if (s->active == 0)
+        return ll_key_small(0);
+    return ll_key_plus_one(ll_key_make(c, s->weight));
+}
+
+/* The key of an eligible slot. */
+static inline ll_key ll_least_key(const ll_vserver *vs, uint32_t slot)
+{
+    if (vs->ops->load >= LL_N_CUSTOM)  /* one compare for the common methods */
+        return ll_least_special_key(vs, slot);
+    return ll_key_make(ll_least_n(vs, slot), vs->svc[slot].weight);
 }
 
 #endif /* LL_LEAST_H */

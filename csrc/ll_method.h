@@ -22,6 +22,7 @@ typedef enum {
     LL_FAMILY_SAMPLED = 3,     /* two random eligible services, the lower Nw (P2C, PEAKEWMA)  */
 } ll_family;
 
+/* The kinds from LL_N_CUSTOM on have keys that are not floor(Nw) (ll_least.h). */
 typedef enum {
     LL_N_ACTIVE = 0,        /* open transactions                                */
     LL_N_ACTIVE_TTFB = 1,   /* open transactions x smoothed TTFB (us)           */

@@ -1,4 +1,6 @@
 /* ll_peakewma.c - PEAKEWMA's decay and samples (ll_peakewma.h). */
+#include <math.h>
+
 #include "ll_peakewma.h"
 
 /* round(2^32 * 2^-(2^j / 65536)) for j = 0..15 */
@@ -33,4 +35,23 @@ void ll_peak_observe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
         p->cost_us = (uint32_t)(((uint64_t)p->cost_us * w + (uint64_t)rtt_us * (LL_PEAK_ONE - w)) >> 32);
     p->stamp = vs->now;
     p->known = 1;
+}
+
+uint64_t ll_peak_estimate(const ll_vserver *vs, uint32_t slot)
+{
+    const ll_peak *p = vs->peak ? &vs->peak[slot] : NULL;
+    if (!p || !p->known)
+        return 0;
+    /* cost < 2^32 and w <= 2^32: the product fits */
+    return (uint64_t)p->cost_us * ll_peak_decay_q32(vs->now - p->stamp, vs->peak_decay_us) >> 32;
+}
+
+/* E <= LL_MAX_TTFB_US < 2^32 and active + 1 <= 2^32: E * (active + 1) stays
+ * below LL_PEAK_PENALTY. */
+uint64_t ll_peak_n(const ll_vserver *vs, uint32_t slot)
+{
+    uint64_t e = ll_peak_estimate(vs, slot), active = vs->svc[slot].active;
+    if (e)
+        return e * (active + 1);
+    return active ? LL_PEAK_PENALTY + active : 0;
 }

@@ -23,8 +23,6 @@
 #ifndef LL_PEAKEWMA_H
 #define LL_PEAKEWMA_H
 
-#include <math.h>
-
 #include "ll_internal.h"
 
 #define LL_PEAK_ONE ((uint64_t)1 << 32)             /* w = 1                          */
@@ -37,23 +35,10 @@
 uint64_t ll_peak_decay_q32(double elapsed, uint32_t decay_us);
 
 /* E(now) of a slot in microseconds (0: none yet). */
-static inline uint64_t ll_peak_estimate(const ll_vserver *vs, uint32_t slot)
-{
-    const ll_peak *p = vs->peak ? &vs->peak[slot] : NULL;
-    if (!p || !p->known)
-        return 0;
-    /* cost < 2^32 and w <= 2^32: the product fits */
-    return (uint64_t)p->cost_us * ll_peak_decay_q32(vs->now - p->stamp, vs->peak_decay_us) >> 32;
-}
+uint64_t ll_peak_estimate(const ll_vserver *vs, uint32_t slot);
 
-/* N = E * (active + 1): E <= LL_MAX_TTFB_US < 2^32 and active + 1 <= 2^32,
- * so it stays below LL_PEAK_PENALTY. */
-static inline uint64_t ll_peak_n(const ll_vserver *vs, uint32_t slot)
-{
-    uint64_t e = ll_peak_estimate(vs, slot), active = vs->svc[slot].active;
-    if (e)
-        return e * (active + 1);
-    return active ? LL_PEAK_PENALTY + active : 0;
-}
+/* N = E * (active + 1), or the no-estimate rule above. Out of line, so the
+ * other methods' inlined paths (ll_least.h) stay as small as they were. */
+uint64_t ll_peak_n(const ll_vserver *vs, uint32_t slot);
 
 #endif /* LL_PEAKEWMA_H */
