@@ -160,6 +160,7 @@ class _Service:
     ttfb_us: int
     probe_us: int
     custom_load: int
+    peak: _peakewma.Estimate
 
     def __init__(self, name: str, seq: int, weight: int) -> None:
         self.name = name
@@ -192,6 +193,8 @@ class Engine:
 
     _lock: "threading.RLock"
     _depth: int
+    _now: float  # declared here for N_OF's functions above, which read them before this class is seen
+    _peak_decay_us: int
 
     def __init__(self, method: str = "LEASTCONNECTION", clock: Optional[Clock] = None, *,
                  startup_rr_factor: int = 0, rtsp_nat: bool = False) -> None:
