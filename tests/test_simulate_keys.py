@@ -175,3 +175,21 @@ def test_workload_file_keys(tmp_path):
     assert result.returncode == 2 and result.stderr.startswith("leastload simulate: --keys: not with a workload")
     with pytest.raises(FileError, match="needs a key column"):
         runs.file_keys(config.vservers[0], workload_file.read(str(csv)))
+
+
+def test_the_urlhash_example_moves_only_the_keys_of_the_cache_that_goes_down(tmp_path, ref_impl):
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    out = tmp_path / "run.json"
+    result = cli(str(examples / "urlhash.conf"), "--workload", str(examples / "workloads" / "urls.csv"),
+                 "--json", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads(out.read_text())["vservers"]
+    urls = set(workload_file.read(str(examples / "workloads" / "urls.csv")).key)
+    vs = ref_impl.VirtualServer("URLHASH")
+    for name in ("cache1", "cache2", "cache3"):
+        vs.bind(name)
+    on_cache2 = sum(vs.select(key=url) == "cache2" for url in urls)
+    assert 0 < on_cache2 < len(urls)
+    assert run["keys"] == {"distinct": len(urls), "on_one": len(urls) - on_cache2, "on_several": on_cache2}
