@@ -142,6 +142,12 @@ def test_the_address_methods(impl, procs):
     assert asyncio.run(by_name()) == expected(ref, localhost)
     assert_idle(dest)
 
+    async def from_async():  # this host's address, found off the event loop too
+        fresh = Transport(specs(procs), "SOURCEIPHASH", engine=impl.VirtualServer)
+        async with httpx.AsyncClient(transport=fresh, base_url="http://app", trust_env=False) as c:
+            return served_by(await c.get("/"))
+    assert asyncio.run(from_async()) == expected(twin(impl, "SOURCEIPHASH"), "127.0.0.1")
+
 
 def test_srcipsrcporthash_needs_a_request_key(impl, procs):
     with pytest.raises(ValueError, match="request_key"):

@@ -196,8 +196,7 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self._reap()
-        if self._needs_destination() and request.url.host not in self._resolved:
-            await self._resolve_async(request)  # a host name: resolved off the event loop, once
+        await self._look_up_async(request)
         exchange = _Exchange(self, request, self._key_of(request))
         inner = self._async_transport()
         attempts = self.retries + 1
@@ -221,8 +220,17 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             return self.request_key(request)
         return self.keys.key(self.vserver.method, _RequestView(self, request))
 
-    def _needs_destination(self) -> bool:
-        return self.request_key is None and self.vserver.method in ("DESTINATIONIPHASH", "SRCIPDESTIPHASH")
+    async def _look_up_async(self, request: httpx.Request) -> None:
+        """The addresses the method's key needs and the transport has not found yet, found off
+        the event loop (a name lookup may block): each once for the transport's life."""
+        if self.request_key is not None:
+            return
+        method = self.vserver.method
+        loop = asyncio.get_running_loop()
+        if self._local_ip is None and method in ("SOURCEIPHASH", "SRCIPDESTIPHASH", "TOKEN"):
+            await loop.run_in_executor(None, self.local_ip)
+        if method in ("DESTINATIONIPHASH", "SRCIPDESTIPHASH") and request.url.host not in self._resolved:
+            await loop.run_in_executor(None, self.destination_ip, request)
 
     def local_ip(self) -> Address:
         """This host's address as the backends see it: the `local_address` given to the
@@ -260,10 +268,6 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 address = ipaddress.ip_address(str(infos[0][4][0]).split("%", 1)[0])
             self._resolved[host] = address
         return address
-
-    async def _resolve_async(self, request: httpx.Request) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.destination_ip, request)
 
     def _reap(self) -> None:
         """Ends the transactions of responses that were garbage-collected unclosed.
