@@ -98,6 +98,16 @@ typedef struct {
     uint8_t peak_known;      /* PEAKEWMA: 1 once a sample was taken        */
 } ll_info;
 
+/* The last charged pick, as explain() needs it (ll_last_pick). Kept by
+ * every pick at the cost of a few stores; slots follow ll_compact(). */
+typedef struct {
+    int64_t slot;            /* the slot picked; -1: none yet, or it was unbound */
+    int64_t cursor;          /* the cursor before the pick (-1: before the first) */
+    uint32_t rr_round;       /* ROUNDROBIN's round before the pick         */
+    uint32_t startup;        /* 1: a startup round-robin pick              */
+    int64_t drawn[2];        /* P2C, PEAKEWMA: the two slots drawn (-1: none) */
+} ll_pick_record;
+
 /* Aggregates over the bound services, kept up to date by every call that
  * changes a state, a flag, a cap or the per-second counters: O(1) to read.
  * "pickable" = UP, not draining, not ejected; "open" = pickable and without
@@ -239,6 +249,8 @@ int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out);
  * other method (the key is ignored). O(n), never allocates. */
 int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash);
 int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uint32_t *excluded, size_t n_excluded);
+/* The last charged pick (see ll_pick_record). */
+void ll_last_pick(const ll_vserver *vs, ll_pick_record *out);
 /* Bytes allocated by the engine (for the memory figures). */
 size_t ll_memory_bytes(const ll_vserver *vs);
 

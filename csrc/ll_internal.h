@@ -11,6 +11,7 @@
 #include "ll_method.h"
 #include "ll_tree.h"
 
+#define LL_NO_PICK INT64_MIN     /* last.cursor: no pick to explain              */
 #define LL_LIVE 0x8000u          /* flags: the slot has an entry in live[] */
 #define LL_MASK_WINDOW 15        /* windows up to this long keep a bucket mask   */
 #define LL_BUCKET_BITS 0x7FFFu   /* flags: bit b, bucket b holds traffic (those windows) */
@@ -84,6 +85,8 @@ struct ll_vserver {
     uint64_t *name_hash;     /* [capacity] hash methods: XXH64 of each name (ll_set_name_hash) */
     uint64_t *custom;        /* [capacity] CUSTOMLOAD: load | LL_CUSTOM_OVER    */
     ll_peak *peak;           /* [capacity] PEAKEWMA: allocated when it is first the method */
+    ll_pick_record last;     /* the last charged pick (explain)              */
+    int64_t drawn[2];        /* the sampled family's draws of the pick under way */
 };
 
 /* PEAKEWMA: a status-200 TTFB of `slot` at vs->now (ll_peakewma.c). */

@@ -64,9 +64,11 @@ static inline int64_t ll_p2c_draw(const ll_vserver *vs, uint64_t *state, int64_t
     return -1;
 }
 
-/* The pick, or -ENOENT when nothing is eligible. */
-static inline int64_t ll_p2c_pick(const ll_vserver *vs, uint64_t *state)
+/* The pick, or -ENOENT when nothing is eligible. drawn[] gets the slots
+ * drawn (-1: none), for the pick's record. */
+static inline int64_t ll_p2c_pick(const ll_vserver *vs, uint64_t *state, int64_t drawn[2])
 {
+    drawn[0] = drawn[1] = -1;
     if (vs->n_bound == 0)
         return -ENOENT;
     int64_t a = ll_p2c_draw(vs, state, -1);
@@ -77,11 +79,13 @@ static inline int64_t ll_p2c_pick(const ll_vserver *vs, uint64_t *state)
         if (a < 0)
             return -ENOENT;
     }
+    drawn[0] = a;
     if (vs->n_bound < 2)
         return a;  /* no second service to draw */
     int64_t b = ll_p2c_draw(vs, state, a);
     if (b < 0)
         return a;
+    drawn[1] = b;
     ll_key ka = ll_sampled_key(vs, (uint32_t)a), kb = ll_sampled_key(vs, (uint32_t)b);
     return ll_key_lt(kb, ka) ? b : a;
 }

@@ -204,6 +204,20 @@ static int resize(ll_vserver *vs, uint32_t capacity)
     return 0;
 }
 
+/* No pick to explain (a new vserver, a new method). */
+static void forget_last_pick(ll_vserver *vs)
+{
+    vs->last.cursor = LL_NO_PICK;
+    vs->last.drawn[0] = vs->last.drawn[1] = -1;
+}
+
+/* The record keeps what the pick overwrote; the slot picked is the cursor. */
+void ll_last_pick(const ll_vserver *vs, ll_pick_record *out)
+{
+    *out = vs->last;
+    out->slot = vs->last.cursor == LL_NO_PICK ? -1 : vs->cursor;
+}
+
 ll_vserver *ll_create(ll_method method, int64_t sec)
 {
     if ((unsigned)method >= LL_METHOD_COUNT || !ll_methods[method].supported)
@@ -215,6 +229,7 @@ ll_vserver *ll_create(ll_method method, int64_t sec)
     vs->ops = &ll_methods[method];
     vs->rr_round = 1;
     vs->cursor = -1;
+    forget_last_pick(vs);
     vs->cur_sec = sec;
     vs->window = LL_WINDOW_SECONDS;
     vs->head = ll_window_bucket(sec, vs->window);
@@ -321,6 +336,12 @@ int ll_unbind(ll_vserver *vs, uint32_t slot)
     count_svc(vs, slot, -1);
     clear_slot(vs, slot);
     vs->n_bound--;
+    /* the record's slots name services: an unbound one is gone from it */
+    if ((int64_t)slot == vs->cursor)
+        vs->last.cursor = LL_NO_PICK;
+    for (int k = 0; k < 2; k++)
+        if (vs->last.drawn[k] == (int64_t)slot)
+            vs->last.drawn[k] = -1;
     ll_refresh(vs, slot);
     return 0;
 }
@@ -331,13 +352,19 @@ uint32_t ll_bound_count(const ll_vserver *vs) { return vs->n_bound; }
 void ll_compact(ll_vserver *vs)
 {
     uint32_t j = 0;
-    int64_t cursor = -1;
+    int64_t cursor = -1, last_cursor = -1;
     size_t C = vs->capacity;
     for (uint32_t i = 0; i < vs->n_slots; i++) {
         if (!vs->svc[i].bound)
             continue;
         if ((int64_t)i <= vs->cursor)
             cursor = j;  /* the last bound slot at or before the cursor */
+        if ((int64_t)i <= vs->last.cursor)
+            last_cursor = j;  /* the same for the record's cursor */
+        /* the record's draws are bound (unbind clears them): they move with theirs */
+        for (int k = 0; k < 2; k++)
+            if (vs->last.drawn[k] == (int64_t)i)
+                vs->last.drawn[k] = j;
         if (j != i) {
             vs->svc[j] = vs->svc[i];
             vs->bytes[j] = vs->bytes[i];
@@ -366,6 +393,8 @@ void ll_compact(ll_vserver *vs)
         vs->svc[i].flags = (uint16_t)(vs->svc[i].flags & ~LL_LIVE);
     vs->n_slots = j;
     vs->cursor = cursor;
+    if (vs->last.cursor != LL_NO_PICK)
+        vs->last.cursor = last_cursor;
     vs->n_live = 0;
     for (uint32_t i = 0; i < j; i++)
         if (slot_is_live(vs, i))
@@ -444,6 +473,7 @@ int ll_set_method(ll_vserver *vs, ll_method method)
     vs->method = method;
     vs->ops = &ll_methods[method];
     vs->rr_round = 1;
+    forget_last_pick(vs);
     refresh_all(vs);
     return 0;
 }
@@ -596,7 +626,7 @@ int64_t ll_advance(ll_vserver *vs, int64_t sec) { return advance(vs, sec); }
 
 /* The slot select() would take now, and the round it would leave; no
  * side effects. -ENOENT when nothing is eligible. */
-static int64_t pick(const ll_vserver *vs, uint32_t *round_out, uint64_t *rng_out)
+static int64_t pick(ll_vserver *vs, uint32_t *round_out, uint64_t *rng_out)
 {
     *rng_out = vs->rng;
     const ll_tree *t = &vs->tree;
@@ -606,7 +636,7 @@ static int64_t pick(const ll_vserver *vs, uint32_t *round_out, uint64_t *rng_out
     int64_t slot;
     *round_out = round;
     if (vs->ops->family == LL_FAMILY_SAMPLED)
-        return ll_p2c_pick(vs, rng_out);  /* before the root: P2C keeps it stale */
+        return ll_p2c_pick(vs, rng_out, vs->drawn);  /* before the root: P2C keeps it stale */
     if (ll_key_eq(min, LL_KEY_INF))
         return -ENOENT;
     if (vs->ops->family == LL_FAMILY_ROUNDROBIN) {
@@ -640,10 +670,18 @@ static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round, uint64_t rng)
         vs->full_slot = (uint32_t)slot;
         return -EOVERFLOW;
     }
+    /* the record explain() reads: the state the pick was made from */
+    vs->last.cursor = vs->cursor;
+    vs->last.rr_round = vs->rr_round;
+    vs->last.startup = vs->startup_left && vs->ops->family == LL_FAMILY_LEAST;
+    if (vs->ops->family == LL_FAMILY_SAMPLED) {
+        vs->last.drawn[0] = vs->drawn[0];
+        vs->last.drawn[1] = vs->drawn[1];
+    }
     vs->cursor = slot;
     vs->rr_round = round;
     vs->rng = rng;  /* P2C's draws are spent only by a pick that is charged */
-    if (vs->startup_left && vs->ops->family == LL_FAMILY_LEAST)
+    if (vs->last.startup)
         vs->startup_left--;
     s->active++;
     s->selected++;

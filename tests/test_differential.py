@@ -313,6 +313,23 @@ class EnginesAgree(RuleBasedStateMachine):
             results = [outcome(lambda clock=clock: clock.advance(seconds)) for clock in self.clocks]
             assert results[0] == results[1]
 
+    @rule(key=KEYS, exclude=EXCLUDES)
+    def explain_the_pick(self, key, exclude):
+        # a pick, then its explanation: the same on both engines, and the rule applied
+        # to the explanation's figures gives the pick again
+        picked = [outcome(lambda vs=vs: vs.select(exclude=make_exclude(exclude), key=key)) for vs in self.vservers]
+        assert picked[0] == picked[1]
+        explained = [outcome(lambda vs=vs: vs.explain()) for vs in self.vservers]
+        assert explained[0] == explained[1]
+        if picked[0][0] == "returned":
+            assert explained[0][0] == "returned" and explained[0][1].chosen == picked[0][1]
+            assert explained[0][1].reproduced, str(explained[0][1])
+
+    @rule()
+    def explain_later(self):
+        # any time after: the same on both engines (other calls may have come between)
+        self.both(lambda vs: vs.explain())
+
     @rule(settings=HASH_SETTINGS)
     def set_hash_settings(self, settings):
         self.both(lambda vs: vs.set(**settings))

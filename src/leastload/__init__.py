@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ._version import __version__
 from ._errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
+from ._explain import Candidate, Explanation
 
 _choice = _os.environ.get("LEASTLOAD_IMPLEMENTATION", "c").strip().lower() or "c"
 if TYPE_CHECKING:  # type checkers see the default, the C engine (the reference has the same signatures)
@@ -35,6 +36,8 @@ __all__ = [
     "UnknownService",
     "DuplicateService",
     "TransactionEnded",
+    "Explanation",
+    "Candidate",
     "IMPLEMENTATION",
     "__version__",
 ]

@@ -56,6 +56,13 @@ cdef extern from "leastload.h" nogil:
         uint64_t peak_us
         uint8_t peak_known
 
+    ctypedef struct ll_pick_record:
+        int64_t slot
+        int64_t cursor
+        uint32_t rr_round
+        uint32_t startup
+        int64_t drawn[2]
+
     ctypedef struct ll_totals:
         uint32_t bound
         uint32_t up
@@ -102,6 +109,7 @@ cdef extern from "leastload.h" nogil:
     int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
     void ll_set_rng_seed(ll_vserver *vs, uint64_t seed)
     void ll_set_time(ll_vserver *vs, double now)
+    void ll_last_pick(const ll_vserver *vs, ll_pick_record *out)
     int ll_set_peak_decay(ll_vserver *vs, uint32_t decay_us)
     int ll_set_window(ll_vserver *vs, uint32_t seconds)
     uint32_t ll_window(const ll_vserver *vs)

@@ -291,6 +291,7 @@ cdef class Engine:
     cdef bint _rtsp_nat
     cdef bint _outlier_on    # outlier ejection on: finish and fail read the clock
     cdef bint _peak          # PEAKEWMA: finish and fail read the clock (its sample's time)
+    cdef object _last_names, _last_key  # the last pick's exclude names and key (explain)
     # hash methods: the method's key form (None: not a hash method), its settings, the seed
     cdef object _key_form
     cdef str _method_name
@@ -733,14 +734,23 @@ cdef class Engine:
         """Picks a service, counts one new active transaction on it, returns its name.
         `exclude`: names skipped for this pick only (unknown names are ignored).
         `key`: the request's value a hash method hashes (ignored by the other methods)."""
+        cdef int64_t slot
         names = None if exclude is None else _exclude_names(exclude)
         self._enter()
         try:
-            if self._key_form is None:
-                return self._names[self._pick(names)]
-            return self._names[self._pick_key(names, key)]
+            slot = self._pick(names) if self._key_form is None else self._pick_key(names, key)
+            self._note_pick(names, key)
+            return self._names[slot]
         finally:
             self._leave()
+
+    cdef inline int _note_pick(self, object names, object key) except -1:
+        """The last pick's exclude and key, for explain(): usually None, so usually no store."""
+        if self._last_names is not names:
+            self._last_names = names
+        if self._last_key is not key:
+            self._last_key = key
+        return 0
 
     cdef int64_t _pick_key(self, object names, object key) except -1:
         """select()'s work on a hash method: the key checked and hashed before the clock
@@ -893,6 +903,7 @@ cdef class Engine:
         self._enter()
         try:
             slot = self._pick(names) if self._key_form is None else self._pick_key(names, key)
+            self._note_pick(names, key)
             name = self._names[slot]
             serial = self._serials[slot]  # read before any allocation can run a finalizer
             tx = Transaction.__new__(Transaction)
@@ -1176,6 +1187,25 @@ cdef class Engine:
         cdef ll_info info = self._info_now(name)
         return self._info_dict(name, &info)
 
+    def _last_pick(self):
+        """The last charged pick as explain() reads it; None before the first, after a
+        method change, or once the service picked is unbound."""
+        cdef ll_pick_record r
+        self._enter()
+        try:
+            ll_last_pick(self._vs, &r)
+            if r.slot < 0:
+                return None
+            sampled = _methods.TABLE[<int>ll_get_method(self._vs)].family == "sampled"
+            return {"service": self._names[r.slot],
+                    "cursor": sum(1 for n in self._names[: r.cursor + 1] if n is not None),
+                    "rr_round": r.rr_round, "startup": bool(r.startup),
+                    "drawn": tuple(None if d < 0 else self._names[d] for d in (r.drawn[0], r.drawn[1]))
+                    if sampled else (),
+                    "exclude": tuple(self._last_names or ()), "key": self._last_key}
+        finally:
+            self._leave()
+
     def snapshot(self):
         """The whole state as plain data (the clock is not read)."""
         cdef ll_info info
@@ -1225,6 +1255,7 @@ cdef class Engine:
         calls wait. `trace` must be the replay's own copy (nobody else writes it)."""
         self._enter()
         try:
+            self._note_pick(None, None)  # the replay's picks exclude nothing and take no key
             self._replay_locked(trace, result, events)
         finally:
             self._leave()

@@ -20,7 +20,7 @@ import heapq
 import math
 from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Tuple, Union
 
-from . import _errors, _hash
+from . import _errors, _explain, _hash
 from ._show import ServiceView, VServerView
 from ._types import Clock, Info, Totals
 
@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         def _set_hash_settings(self, key_settings: _hash.KeySettings, seed: int) -> None: ...
         def _seed_draws(self, seed: int) -> None: ...
         def _set_peak_decay(self, decay_us: int) -> None: ...
+        def _last_pick(self) -> Optional[Dict[str, Any]]: ...
 else:
     _EngineBase = object
 
@@ -380,6 +381,14 @@ class VirtualServerFacade(_EngineBase):
                         raise
                     break
         return picks
+
+    def explain(self) -> _explain.Explanation:
+        """Why the last pick (select, acquire, select_many) went where it did: every
+        bound service's N, key and eligibility (and why not), the tie set, the
+        cursor, the draws or the key. Picks pay nothing for it; LookupError when
+        there is no pick to explain. Exact when called right after the pick (inside
+        atomic() if other threads pick too): see Explanation.reproduced."""
+        return _explain.explain(self)
 
     def slow_start(self, name: str) -> Optional[Dict[str, Any]]:
         """Where `name` stands in slow start: None, or a dict of its ramp."""

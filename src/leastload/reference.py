@@ -229,6 +229,9 @@ class Engine:
         self._names: Optional[Tuple[str, ...]] = ()  # the services property's tuple; None: rebuild it
         self._next_seq = 0
         self._cursor = -1  # seq of the service selected last; -1: before the first
+        # the last charged pick, for explain(): (its seq, the cursor, round and startup
+        # flag it was made from, the seqs drawn, the exclude names, the key); None: none
+        self._last: Optional[Tuple[int, int, int, bool, Tuple[Optional[int], ...], Tuple[str, ...], object]] = None
         self._rr_round = 1
         self._deadline: float = math.inf
         self._outlier_k = 0  # consecutive failures that call _on_outlier; 0: off
@@ -345,6 +348,7 @@ class Engine:
     def set_method(self, method: str) -> None:
         """Switches the method; the round-robin round and startup round robin start over."""
         self._method = _errors.check_method(method)
+        self._last = None  # no pick under this method yet
         self._rr_round = 1
         self._startup_rr_left = self._startup_rr_factor
 
@@ -460,11 +464,11 @@ class Engine:
             r = 1
         return next(s for s in eligible if s.weight >= r), r
 
-    def _two_choices(self, skip: Set[str]) -> Tuple[_Service, int]:
+    def _two_choices(self, skip: Set[str]) -> Tuple[_Service, int, Tuple[Optional[int], ...]]:
         """P2C: two distinct eligible services drawn at random (splitmix64, each draw
         a rank in bind order, 64 tries each; the first eligible in bind order when
         the first choice finds none), the lower key wins, the first on a tie.
-        Returns the pick and the generator's next state."""
+        Returns the pick, the generator's next state and the seqs drawn."""
         bound = list(self._services.values())
         state = self._rng
 
@@ -481,9 +485,10 @@ class Engine:
         if a is None:  # few eligible: the first in bind order
             a = next(s for s in bound if self._eligible(s) and s.name not in skip)
         if len(bound) < 2:
-            return a, state
+            return a, state, (a.seq, None)
         b = draw(a)
-        return (b if b is not None and self._key(b) < self._key(a) else a), state
+        drawn = (a.seq, None if b is None else b.seq)
+        return (b if b is not None and self._key(b) < self._key(a) else a), state, drawn
 
     @_atomic
     def _set_hash_settings(self, key_settings: _hash.KeySettings, seed: int) -> None:
@@ -525,6 +530,7 @@ class Engine:
         if not eligible:
             raise _errors.no_service()
         rr_round, rng = self._rr_round, self._rng
+        drawn: Tuple[Optional[int], ...] = ()
         startup = self._startup_rr_left > 0 and BY_NAME[self._method].family == "least"
         if startup:  # plain round robin, the least-load family only: neither ROUNDROBIN nor a hash method uses or counts it down
             chosen = self._first_after_cursor(eligible)
@@ -533,7 +539,7 @@ class Engine:
         elif self._method == "ROUNDROBIN":
             chosen, rr_round = self._round_robin(eligible)
         elif BY_NAME[self._method].family == "sampled":  # P2C, PEAKEWMA
-            chosen, rng = self._two_choices(skip)
+            chosen, rng, drawn = self._two_choices(skip)
         else:
             keys = {s.name: self._key(s) for s in eligible}
             lowest = min(keys.values())
@@ -542,6 +548,7 @@ class Engine:
             raise _errors.active_overflow(chosen.name)
         if startup:
             self._startup_rr_left -= 1
+        self._last = (chosen.seq, self._cursor, self._rr_round, startup, drawn, tuple(names), key)
         self._rr_round = rr_round
         self._rng = rng  # P2C's draws are spent only by a pick that is charged
         self._cursor = chosen.seq
@@ -778,6 +785,22 @@ class Engine:
     def info(self, name: str) -> Info:
         """Every counter of one service now, as a dict."""
         return self._info(self._get_now(name))
+
+    @_atomic
+    def _last_pick(self) -> Optional[Dict[str, Any]]:
+        """The last charged pick as explain() reads it; None before the first, after
+        a method change, or once the service picked is unbound."""
+        if self._last is None:
+            return None
+        seq, cursor, rr_round, startup, drawn, names, key = self._last
+        by_seq = {s.seq: s.name for s in self._services.values()}
+        if seq not in by_seq:
+            return None
+        return {"service": by_seq[seq],
+                "cursor": sum(1 for s in self._services.values() if s.seq <= cursor),
+                "rr_round": rr_round, "startup": startup,
+                "drawn": tuple(None if d is None else by_seq.get(d) for d in drawn),
+                "exclude": names, "key": key}
 
     @_atomic
     def snapshot(self) -> Snapshot:
