@@ -71,6 +71,15 @@ def test_str_reflects_other_settings(impl):
     assert (view.startup_rr_factor, view.startup_rr_left) == (100, 100)
 
 
+def test_method_settings_line(impl):
+    vs, clock = br_lb(impl)
+    assert "Hash:" not in str(vs.show()) and "PEAKEWMA" not in str(vs.show())
+    vs.set(method="PEAKEWMA", peakewma_decay=2.5)
+    assert "PEAKEWMA decay: 2.5 s" in str(vs.show()).splitlines()
+    vs.set(method="URLHASH", hashlength=40)
+    assert "Hash: netmask 255.255.255.255, v6netmasklen 128, hashlength 40, hash_seed 0" in str(vs.show()).splitlines()
+
+
 def test_rows_list_state_weight_n_nw_cap_and_phase(impl):
     vs, clock = br_lb(impl)
     vs.record("S1", bytes=3000)

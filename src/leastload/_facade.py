@@ -616,4 +616,5 @@ class VirtualServerFacade(_EngineBase):
             services=tuple(services),
             hashing=(f"netmask {self._netmask}, v6netmasklen {self._key_settings.v6len}, "
                      f"hashlength {self._key_settings.hashlength}, hash_seed {self._hash_seed}"
-                     if self.method in _hash.HASH_METHODS else None))
+                     if self.method in _hash.HASH_METHODS else None),
+            peakewma_decay=self._peakewma_decay if self.method == "PEAKEWMA" else None)

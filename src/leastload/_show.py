@@ -26,6 +26,7 @@ class VServerView:
     startup_rr_left: int
     services: "tuple[ServiceView, ...]"
     hashing: "str | None" = None  # a hash method's settings; None for the other methods
+    peakewma_decay: "float | None" = None  # PEAKEWMA's decay time, seconds; None for the others
 
     def __str__(self) -> str:
         up = sum(1 for s in self.services if s.state == "UP")
@@ -38,6 +39,8 @@ class VServerView:
         ]
         if self.hashing is not None:
             lines.append(f"Hash: {self.hashing}")
+        if self.peakewma_decay is not None:
+            lines.append(f"PEAKEWMA decay: {self.peakewma_decay:g} s")
         if self.services:
             lines.append("")
             lines.append(f"{'#':>3}  {'service':<16} {'state':<14} {'weight':>6} {'N':>14} {'Nw':>16} "
