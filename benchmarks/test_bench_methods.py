@@ -17,7 +17,9 @@ def test_method_pair_n64(benchmark, c_impl, method):
     assert vs.method == method
 
 
-@pytest.mark.benchmark(group="P2C select+finish by number of services (C): O(1), flat")
-def test_p2c_by_n(benchmark, c_impl, n):
-    vs, _ = cases.loaded(c_impl, "P2C", n)
-    benchmark(cases.pair_step(vs, "P2C"))
+@pytest.mark.parametrize("method", ["P2C", "PEAKEWMA"])
+@pytest.mark.benchmark(group="P2C, PEAKEWMA select+finish by number of services (C): O(1), flat")
+def test_sampled_by_n(benchmark, c_impl, n, method):
+    vs, _ = cases.loaded(c_impl, method, n)
+    benchmark(cases.pair_step(vs, method))
+    assert vs.method == method

@@ -200,7 +200,7 @@ def pair_step(vs: VServer, method: str) -> Callable[[], None]:
         return lambda: finish(select(key=next_key()))
     if PAIR_OF_METHOD[method] == "select+record":
         return lambda: record(select(), REQUEST_BYTES, REQUEST_PACKETS)
-    if method == "LEASTRESPONSETIME":
+    if method in ("LEASTRESPONSETIME", "PEAKEWMA"):  # the methods a TTFB moves
         return lambda: finish(select(), TTFB)
     return lambda: finish(select())
 

@@ -287,8 +287,10 @@ def run(plan: Plan, progress: Optional[Callable[[str], None]] = None) -> Results
         results["rows"].append(row)
     step("every method's per-call pair at n=64")
     results["methods_n64"] = every_method(plan)
-    step("P2C's per-call pair by n")
+    step("P2C's and PEAKEWMA's per-call pair by n")
     results["p2c_by_n"] = [{"n": n, "ns": per_call(c, "P2C", n, plan, reference=False)[0]} for n in plan.sizes]
+    results["peakewma_by_n"] = [{"n": n, "ns": per_call(c, "PEAKEWMA", n, plan, reference=False)[0]}
+                                for n in plan.sizes]
     results["worst_select"] = []
     for n in plan.worst_sizes:
         for method in plan.methods:
@@ -361,11 +363,12 @@ def targets(results: Results) -> List[Dict[str, Any]]:
         worst_m = max(every, key=lambda r: r["over_lc"])
         out.append(_target("per-call pair of every method / LEASTCONNECTION's at n=64", worst_m["over_lc"], 2.0,
                            where=f"worst: {worst_m['method']}"))
-    p2c = results.get("p2c_by_n") or []
-    base = next((r for r in p2c if r["n"] == 64), None)
-    if base and p2c[-1]["n"] > 64:
-        out.append(_target(f"P2C per-call pair at n={p2c[-1]['n']:,} / at n=64 (flat: O(1))",
-                           p2c[-1]["ns"] / base["ns"], 2.0, where=f"n={p2c[-1]['n']:,}"))
+    for name, key in (("P2C", "p2c_by_n"), ("PEAKEWMA", "peakewma_by_n")):
+        by_n = results.get(key) or []
+        base = next((r for r in by_n if r["n"] == 64), None)
+        if base and by_n[-1]["n"] > 64:
+            out.append(_target(f"{name} per-call pair at n={by_n[-1]['n']:,} / at n=64 (flat: O(1))",
+                               by_n[-1]["ns"] / base["ns"], 2.0, where=f"n={by_n[-1]['n']:,}"))
     for w in results.get("worst_select", ()):
         if w["n"] >= 10**6:
             out.append(_target(f"worst single select() {w['method']} at n={w['n']:,}, every second rolling, ms",

@@ -77,9 +77,11 @@ def text(results: Dict[str, Any]) -> str:
                    f"{r['over_lc']:.2f}x LEASTCONNECTION's")
     if results.get("methods_n64"):
         out.append("")
+    for name, key in (("P2C", "p2c_by_n"), ("PEAKEWMA", "peakewma_by_n")):
+        if results.get(key):
+            out.append(f"{name} per-call select+finish by n: " + ", ".join(
+                f"{r['n']:,}: {r['ns']:.1f} ns" for r in results[key]))
     if results.get("p2c_by_n"):
-        out.append("P2C per-call select+finish by n: " + ", ".join(
-            f"{r['n']:,}: {r['ns']:.1f} ns" for r in results["p2c_by_n"]))
         out.append("")
     for w in results.get("worst_select", ()):
         out.append(f"worst single select() at n={w['n']:,}, {w['method']}, every second rolling: "
