@@ -15,13 +15,25 @@
  * fraction from a table of 1,025 points (ll_log2_table.h), interpolated
  * linearly: within 3 units of 2^-20 of the real value.
  *
- * L never grows as x grows, so between two slots of equal weight the
- * greater x wins outright: a vserver whose eligible weights are all equal
- * computes no L, and one with several weights computes one L a weight.
+ * One pass over the slots in bind order, keeping the best so far:
+ * - while the eligible weights equal the first one's, the greater x wins
+ *   outright (L never grows as x grows): no L at all, and no branch the
+ *   processor can mispredict. A vserver whose weights are equal stays in
+ *   this loop to the end.
+ * - from the first weight that differs on, a slot is first tested against
+ *   a bound that needs one multiplication (bound_skips below); only the
+ *   few that pass it, about the number of times the best changes, compute
+ *   their L and compare exactly.
+ * Nothing is allocated and nothing is cached between picks.
  */
 #include "ll_hash.h"
 #include "ll_log2_table.h"
-#include "ll_xxh64.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define LL_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define LL_ALWAYS_INLINE inline
+#endif
 
 /* 63 - floor(log2(y)) for y > 0: the count of leading zero bits. */
 static inline int floor_log2_complement(uint64_t y)
@@ -38,7 +50,7 @@ static inline int floor_log2_complement(uint64_t y)
 #endif
 }
 
-uint32_t ll_neg_log2(uint64_t x)
+static LL_ALWAYS_INLINE uint32_t neg_log2(uint64_t x)
 {
     uint64_t y = (x >> 1) + 1;  /* 1 .. 2^63 */
     int e = 63 - floor_log2_complement(y);
@@ -52,113 +64,185 @@ uint32_t ll_neg_log2(uint64_t x)
     return ((uint32_t)63 << LL_LOG_FRAC_BITS) - (((uint32_t)e << LL_LOG_FRAC_BITS) | frac);
 }
 
-static inline int eligible(const ll_tree *t, uint32_t slot)
+uint32_t ll_neg_log2(uint64_t x)
 {
-    if (!t->wide)
-        return t->cell[t->P + slot] != LL_TREE_EMPTY;
+    return neg_log2(x);
+}
+
+/* The bound. Let g = ~x >> 33 (the top 31 bits of 2^64 - 1 - x). Then
+ *     L >= g / (2048 ln 2) - 4:
+ * L is never below 2^20 * -log2(v), v = (x/2 + 1) / 2^63 (the table's
+ * points and the interpolation are truncated, and the chord of a concave
+ * curve lies below it; the tests allow the 4 units besides), and
+ * -log2(v) >= (1 - v) / ln 2 with 1 - v = (~x >> 1) / 2^63 >= g / 2^31.
+ * So a slot of weight w with g > w * K * (bl / bw + 4), K >= 2048 ln 2,
+ * has L / w > bl / bw: it loses to the best (bl, bw) and needs no L.
+ * K = 14195655 / 10000 = 1419.5655 (2048 ln 2 = 1419.56543 ...). */
+#define BOUND_K_NUM 14195655u
+#define BOUND_K_DEN 10000u
+
+/* K * 2^24 / w rounded up (and then some), w = 1..100: skip_above's
+ * divisor as a multiplier, since it runs each time the best changes. */
+#define BOUND_RECIP(w) (((uint64_t)BOUND_K_NUM << 24) / (BOUND_K_DEN * (uint64_t)(w)) + 1)
+#define BOUND_RECIP10(w) BOUND_RECIP(w), BOUND_RECIP(w + 1), BOUND_RECIP(w + 2), BOUND_RECIP(w + 3), \
+    BOUND_RECIP(w + 4), BOUND_RECIP(w + 5), BOUND_RECIP(w + 6), BOUND_RECIP(w + 7), BOUND_RECIP(w + 8), \
+    BOUND_RECIP(w + 9)
+_Static_assert(LL_MAX_WEIGHT == 100, "bound_recip lists the weights 1..100");
+static const uint64_t bound_recip[LL_MAX_WEIGHT + 1] = {
+    0, BOUND_RECIP10(1), BOUND_RECIP10(11), BOUND_RECIP10(21), BOUND_RECIP10(31), BOUND_RECIP10(41),
+    BOUND_RECIP10(51), BOUND_RECIP10(61), BOUND_RECIP10(71), BOUND_RECIP10(81), BOUND_RECIP10(91),
+};
+
+/* An integer at least K * (bl / bw + 4): bl + 4 bw < 2^27 and
+ * bound_recip[] < 2^35, so the product fits; the result is below 2^38. */
+static inline uint64_t skip_above(uint64_t bl, uint64_t bw)
+{
+    return (((bl + 4 * bw) * bound_recip[bw]) >> 24) + 1;
+}
+
+static inline int bound_skips(uint64_t x, uint32_t w, uint64_t above)
+{
+    /* above < 2^38 and w <= 100: the product fits */
+    return (~x >> 33) > above * w;
+}
+
+/* Slot i's score avalanche(key_hash ^ name's hash), from key_head, the
+ * head of the avalanche of key_hash, and the name hash kept with its head
+ * applied (ll_hash_name_entry). `named` 0: no name hashes were set (a C
+ * caller's omission), and they count as 0. Always inlined, and `named` a
+ * constant at every call, so the scan tests nothing per slot. */
+static LL_ALWAYS_INLINE uint64_t score(uint64_t key_head, const uint64_t *name_hash, int named, size_t i)
+{
+    return ll_xxh64_avalanche_tail(key_head ^ (named ? name_hash[i] : 0));
+}
+
+/* `leaf`: the packed layout's leaves (t->cell + t->P), read when !wide */
+static LL_ALWAYS_INLINE int eligible(const ll_tree *t, const uint64_t *leaf, int wide, uint32_t slot)
+{
+    if (!wide)
+        return leaf[slot] != LL_TREE_EMPTY;
     return !ll_key_eq(ll_tree_wide_key(t, slot), LL_KEY_INF);
 }
 
-/* Slot i's score; name hashes not set yet (a C caller's omission) count as 0. */
-static inline uint64_t score(uint64_t key_hash, const uint64_t *name_hash, uint32_t i)
-{
-    return ll_xxh64_avalanche(key_hash ^ (name_hash ? name_hash[i] : 0));
-}
-
-/* The pick over several weights. Between equal weights the greater x
- * wins, so each weight's best slot is found by x alone (the first on a
- * tie); only those, one a weight, are compared by L / w. A candidate whose
- * lower bound of L (from its leading one bits) already loses to the best
- * so far needs no L: a few logarithms a pick, however many weights. *n_weights: the number of
- * distinct eligible weights seen. */
-static int64_t weighted_pick(const ll_vserver *vs, uint64_t key_hash, uint32_t *n_weights)
+/* The pick's second part: several weights, from slot i (eligible, of a
+ * weight other than the best's) on, the best so far given. The least
+ * L / w, then the greatest x, then the first. */
+static LL_ALWAYS_INLINE int64_t several_weights(const ll_vserver *vs, uint64_t key_head, const uint64_t *name_hash,
+                                                int named, int wide, size_t i, int64_t best, uint64_t best_x, uint64_t best_w)
 {
     const ll_tree *t = &vs->tree;
-    int64_t class_slot[LL_MAX_WEIGHT + 1];
-    uint64_t class_x[LL_MAX_WEIGHT + 1];
-    uint8_t used[LL_MAX_WEIGHT + 1] = { 0 };
-    uint8_t list[LL_MAX_WEIGHT];  /* the weights seen, in no order */
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < vs->n_slots; i++) {
-        if (!eligible(t, i))
+    const uint64_t *leaf = t->cell + t->P;
+    const ll_svc *svc = vs->svc;
+    const size_t n = vs->n_slots;
+    uint64_t best_l = neg_log2(best_x);
+    uint64_t above = skip_above(best_l, best_w);
+    for (; i < n; i++) {
+        if (!eligible(t, leaf, wide, (uint32_t)i))
             continue;
-        uint64_t x = score(key_hash, vs->name_hash, i);
-        uint32_t w = vs->svc[i].weight;
-        if (!used[w]) {
-            used[w] = 1;
-            list[n++] = (uint8_t)w;
-        } else if (x <= class_x[w]) {
+        uint64_t x = score(key_head, name_hash, named, i);
+        uint32_t w = svc[i].weight;
+        if (bound_skips(x, w, above))
             continue;
-        }
-        class_x[w] = x;
-        class_slot[w] = i;
-    }
-    *n_weights = n;
-    if (n == 0)
-        return -ENOENT;  /* not reached: the caller saw an eligible slot */
-    if (n == 1)
-        return class_slot[list[0]];
-    int64_t best = class_slot[list[0]];
-    uint64_t best_x = class_x[list[0]], best_w = list[0], best_l = ll_neg_log2(best_x);
-    for (uint32_t k = 1; k < n; k++) {
-        uint32_t w = list[k];
-        uint64_t x = class_x[w], ones = ~x;
-        uint64_t bound = ll_neg_log2_ones[ones ? floor_log2_complement(ones) : 64];
-        if (bound * best_w > best_l * w)
-            continue;  /* its L / w cannot come below best_L / best_w */
-        uint64_t l = ll_neg_log2(x);
-        /* L / w against best_L / best_w, exactly: both sides < 2^26 * 100 */
+        uint64_t l = neg_log2(x);
+        /* L / w against best_L / best_w, exactly: both sides < 2^26 * 100;
+         * on a tie the greater x, and on equal x the earlier slot, stays */
         uint64_t lhs = l * best_w, rhs = best_l * w;
-        if (lhs < rhs || (lhs == rhs && (x > best_x || (x == best_x && class_slot[w] < best)))) {
-            best = class_slot[w];
+        if (lhs < rhs || (lhs == rhs && x > best_x)) {
+            best = (int64_t)i;
             best_x = x;
             best_w = w;
             best_l = l;
+            above = skip_above(best_l, best_w);
         }
     }
     return best;
 }
 
-/* The equal-weight scan from `first` (an eligible slot) on, in the packed
- * layout (a leaf LL_TREE_EMPTY is not eligible). Returns -1 as soon as an
- * eligible weight differs from the first one's. */
-static inline int64_t equal_pick(const ll_vserver *vs, uint64_t key_hash, uint32_t first)
+/* The usual case, the packed tree and name hashes set, from `first`, the
+ * first eligible slot. While the eligible weights equal the first one's:
+ * the greatest x, the first on a tie, by selects rather than branches,
+ * two slots a turn (the loop's own count and test are a fair part of so
+ * short a body), on pointers (a service's entry is 48 bytes). */
+static __attribute__((noinline)) int64_t packed_pick(const ll_vserver *vs, uint64_t key_head, uint32_t first)
 {
     const uint64_t *leaf = vs->tree.cell + vs->tree.P;
-    const ll_svc *svc = vs->svc;
-    uint32_t w0 = svc[first].weight;
     const uint64_t *name_hash = vs->name_hash;
-    uint64_t best_x = score(key_hash, name_hash, first);
+    const size_t n = vs->n_slots;
+    const uint8_t w0 = vs->svc[first].weight;
+    uint64_t best_x = ll_xxh64_avalanche_tail(key_head ^ name_hash[first]);
+    size_t best = first, i = (size_t)first + 1;
+    const ll_svc *s = vs->svc + i;  /* slot i's */
+    for (; i + 2 <= n; i += 2, s += 2) {
+        if (leaf[i] != LL_TREE_EMPTY) {
+            if (s[0].weight != w0)
+                goto several;
+            uint64_t x = ll_xxh64_avalanche_tail(key_head ^ name_hash[i]);
+            int more = x > best_x;
+            best = more ? i : best;
+            best_x = more ? x : best_x;
+        }
+        if (leaf[i + 1] != LL_TREE_EMPTY) {
+            if (s[1].weight != w0) {
+                i++;
+                goto several;
+            }
+            uint64_t x = ll_xxh64_avalanche_tail(key_head ^ name_hash[i + 1]);
+            int more = x > best_x;
+            best = more ? i + 1 : best;
+            best_x = more ? x : best_x;
+        }
+    }
+    if (i < n && leaf[i] != LL_TREE_EMPTY) {
+        if (s[0].weight != w0)
+            goto several;
+        uint64_t x = ll_xxh64_avalanche_tail(key_head ^ name_hash[i]);
+        best = x > best_x ? i : best;
+        best_x = x > best_x ? x : best_x;
+    }
+    return (int64_t)best;
+several:
+    return several_weights(vs, key_head, name_hash, 1, 0, i, (int64_t)best, best_x, w0);
+}
+
+/* The same pick on the wide tree, or without name hashes (`name_hash`
+ * NULL: every x is the same), one slot a turn. */
+static LL_ALWAYS_INLINE int64_t general_pick(const ll_vserver *vs, uint64_t key_head, const uint64_t *name_hash,
+                                             int named, int wide, uint32_t first)
+{
+    const ll_tree *t = &vs->tree;
+    const uint64_t *leaf = t->cell + t->P;
+    const ll_svc *svc = vs->svc;
+    const size_t n = vs->n_slots;
+    const uint32_t w0 = svc[first].weight;
+    uint64_t best_x = score(key_head, name_hash, named, first);
     int64_t best = first;
-    for (uint32_t i = first + 1; i < vs->n_slots; i++) {
-        if (leaf[i] == LL_TREE_EMPTY)
+    for (size_t i = (size_t)first + 1; i < n; i++) {
+        if (!eligible(t, leaf, wide, (uint32_t)i))
             continue;
         if (svc[i].weight != w0)
-            return -1;
-        uint64_t x = score(key_hash, name_hash, i);
+            return several_weights(vs, key_head, name_hash, named, wide, i, best, best_x, w0);
+        uint64_t x = score(key_head, name_hash, named, i);
         best = x > best_x ? (int64_t)i : best;
         best_x = x > best_x ? x : best_x;
     }
     return best;
 }
 
-int64_t ll_hash_pick(ll_vserver *vs, uint64_t key_hash)
+int64_t ll_hash_pick(const ll_vserver *vs, uint64_t key_hash)
 {
     const ll_tree *t = &vs->tree;
     if (ll_key_eq(ll_tree_min_key(t), LL_KEY_INF))
         return -ENOENT;
-    /* The last pick's finding (one weight or several) chooses the pass;
-     * the equal-weight pass gives way at the first weight that differs. */
-    if (!vs->hash_mixed && !t->wide) {
-        uint32_t first = 0;
-        while (t->cell[t->P + first] == LL_TREE_EMPTY)  /* one is eligible: the minimum is finite */
-            first++;
-        int64_t best = equal_pick(vs, key_hash, first);
-        if (best >= 0)
-            return best;
-    }
-    uint32_t n_weights;
-    int64_t best = weighted_pick(vs, key_hash, &n_weights);
-    vs->hash_mixed = n_weights > 1;
-    return best;
+    const uint64_t *name_hash = vs->name_hash;
+    int wide = t->wide;
+    const uint64_t *leaf = t->cell + t->P;
+    uint32_t first = 0;
+    while (!eligible(t, leaf, wide, first))  /* one is eligible: the minimum is finite */
+        first++;
+    uint64_t key_head = ll_xxh64_avalanche_head(key_hash);
+    if (!wide && name_hash)
+        return packed_pick(vs, key_head, first);
+    if (name_hash)
+        return general_pick(vs, key_head, name_hash, 1, 1, first);
+    return general_pick(vs, key_head, NULL, 0, wide, first);
 }

@@ -10,15 +10,23 @@
 #define LL_HASH_H
 
 #include "ll_internal.h"
+#include "ll_xxh64.h"
 
 #define LL_LOG_FRAC_BITS 20  /* fraction bits of ll_neg_log2's fixed point */
 
 /* -log2((x / 2 + 1) / 2^63) in fixed point, truncated; never grows as x grows. */
 uint32_t ll_neg_log2(uint64_t x);
 
+/* A name hash as the vserver keeps it (vs->name_hash): with the head of
+ * XXH64's avalanche applied, which the pick would otherwise apply to every
+ * slot's key ^ name on every pick (ll_xxh64.h). 0 stays 0. */
+static inline uint64_t ll_hash_name_entry(uint64_t name_hash)
+{
+    return ll_xxh64_avalanche_head(name_hash);
+}
+
 /* The eligible slot (finite tree key) that key hash `key_hash` maps to,
- * or -ENOENT. Notes in vs->hash_mixed whether the eligible weights
- * differed (the next pick's choice of pass); nothing else changes. */
-int64_t ll_hash_pick(ll_vserver *vs, uint64_t key_hash);
+ * or -ENOENT. Changes nothing. */
+int64_t ll_hash_pick(const ll_vserver *vs, uint64_t key_hash);
 
 #endif /* LL_HASH_H */

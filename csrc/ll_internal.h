@@ -55,7 +55,6 @@ struct ll_vserver {
     uint64_t startup_left;   /* plain round-robin picks still to serve     */
     uint32_t full_slot;      /* the slot behind the last -EOVERFLOW of a select */
     uint32_t outlier_k;      /* consecutive failures that flag an outlier; 0 off */
-    uint32_t hash_mixed;     /* hash methods: the last pick saw several weights  */
     ll_totals totals;        /* aggregates kept by count_svc(), O(1) to read */
     uint64_t this_up;        /* what totals.last_up will be after the next second: */
     uint64_t this_open;      /* sel_this summed like last_up / last_open          */
@@ -82,7 +81,7 @@ struct ll_vserver {
     /* Inputs of one method each, allocated on their first use (NULL until
      * then), so the others pay no memory for them. */
     uint32_t *probe;         /* [capacity] LRTM: smoothed probe us + 1; 0: none */
-    uint64_t *name_hash;     /* [capacity] hash methods: XXH64 of each name (ll_set_name_hash) */
+    uint64_t *name_hash;     /* [capacity] hash methods: XXH64 of each name, as ll_hash_name_entry keeps it */
     uint64_t *custom;        /* [capacity] CUSTOMLOAD: load | LL_CUSTOM_OVER    */
     ll_peak *peak;           /* [capacity] PEAKEWMA: allocated when it is first the method */
     ll_pick_record last;     /* the last charged pick (explain)              */

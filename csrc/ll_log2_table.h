@@ -143,21 +143,4 @@ static const uint32_t ll_log2_table[(1 << LL_LOG_TABLE_BITS) + 1] = {
     1048576,
 };
 
-/* ll_neg_log2_ones[z] = ll_neg_log2(2^64 - 2^(63 - z) - 1) for z < 64, and
- * ll_neg_log2(2^64 - 1) for z = 64: the greatest x with z leading one bits
- * (then a zero) gives the least L, so an x with z leading ones has
- * L >= ll_neg_log2_ones[z]. The weighted pick skips a candidate whose
- * bound already loses (ll_hash.c); the tests check these numbers. */
-static const uint32_t ll_neg_log2_ones[65] = {
-    1048576, 435199, 202004, 97633, 48029, 23824, 11865, 5921,
-    2958, 1479, 739, 370, 185, 93, 47, 24,
-    12, 6, 3, 2, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 0,
-    0,
-};
-
 #endif /* LL_LOG2_TABLE_H */

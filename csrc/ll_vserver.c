@@ -819,7 +819,7 @@ int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
         return -EINVAL;
     if (!vs->name_hash && !(vs->name_hash = calloc(vs->capacity, sizeof *vs->name_hash)))
         return -ENOMEM;
-    vs->name_hash[slot] = name_hash;
+    vs->name_hash[slot] = ll_hash_name_entry(name_hash);
     return 0;
 }
 

@@ -19,16 +19,29 @@
 /* XXH64 of `len` bytes at `data` (NULL is fine when len is 0). */
 uint64_t ll_xxh64(const void *data, size_t len, uint64_t seed);
 
-/* XXH64's final avalanche: a bijection of 64-bit words in which every
- * input bit moves about half of the output bits. */
-static inline uint64_t ll_xxh64_avalanche(uint64_t h)
+/* XXH64's final avalanche, in two parts: head, an XOR with a shift of
+ * itself, which distributes over XOR (head(a ^ b) = head(a) ^ head(b)),
+ * then tail, the rest. The hash methods' pick keeps its name hashes with
+ * the head applied, so a score costs one XOR and the tail. */
+static inline uint64_t ll_xxh64_avalanche_head(uint64_t h)
 {
-    h ^= h >> 33;
+    return h ^ (h >> 33);
+}
+
+static inline uint64_t ll_xxh64_avalanche_tail(uint64_t h)
+{
     h *= LL_XXH_PRIME64_2;
     h ^= h >> 29;
     h *= LL_XXH_PRIME64_3;
     h ^= h >> 32;
     return h;
+}
+
+/* The whole avalanche: a bijection of 64-bit words in which every input
+ * bit moves about half of the output bits. */
+static inline uint64_t ll_xxh64_avalanche(uint64_t h)
+{
+    return ll_xxh64_avalanche_tail(ll_xxh64_avalanche_head(h));
 }
 
 #endif /* LL_XXH64_H */
