@@ -29,6 +29,8 @@
 #include "ll_hash.h"
 #include "ll_log2_table.h"
 
+#include <string.h>
+
 #if defined(__GNUC__) || defined(__clang__)
 #define LL_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
@@ -116,6 +118,33 @@ static LL_ALWAYS_INLINE uint64_t score(uint64_t key_head, const uint64_t *name_h
     return ll_xxh64_avalanche_tail(key_head ^ (named ? name_hash[i] : 0));
 }
 
+/* The scores of slots i and i + 1 (name hashes set). The scan waits on
+ * the integer units, not on the data: where the compiler has vector types
+ * and SSE2 (every x86-64), the two avalanches run in a vector register,
+ * each 64-bit multiply made of 32-bit ones, beside the scalar work. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__SSE2__)
+typedef uint64_t ll_u64x2 __attribute__((vector_size(16)));
+
+static LL_ALWAYS_INLINE void score2(uint64_t key_head, const uint64_t *name_hash, size_t i, uint64_t *x0, uint64_t *x1)
+{
+    ll_u64x2 v;
+    memcpy(&v, name_hash + i, sizeof v);
+    v ^= key_head;
+    v *= LL_XXH_PRIME64_2;
+    v ^= v >> 29;
+    v *= LL_XXH_PRIME64_3;
+    v ^= v >> 32;
+    *x0 = v[0];
+    *x1 = v[1];
+}
+#else
+static LL_ALWAYS_INLINE void score2(uint64_t key_head, const uint64_t *name_hash, size_t i, uint64_t *x0, uint64_t *x1)
+{
+    *x0 = ll_xxh64_avalanche_tail(key_head ^ name_hash[i]);
+    *x1 = ll_xxh64_avalanche_tail(key_head ^ name_hash[i + 1]);
+}
+#endif
+
 /* `leaf`: the packed layout's leaves (t->cell + t->P), read when !wide */
 static LL_ALWAYS_INLINE int eligible(const ll_tree *t, const uint64_t *leaf, int wide, uint32_t slot)
 {
@@ -124,80 +153,113 @@ static LL_ALWAYS_INLINE int eligible(const ll_tree *t, const uint64_t *leaf, int
     return !ll_key_eq(ll_tree_wide_key(t, slot), LL_KEY_INF);
 }
 
-/* The pick's second part: several weights, from slot i (eligible, of a
- * weight other than the best's) on, the best so far given. The least
- * L / w, then the greatest x, then the first. */
+/* One slot of the several-weights loop: skipped by the bound, or its L
+ * computed and compared exactly with the best (L / w, then the greater x,
+ * then the earlier slot: i comes after the best). */
+struct best {
+    int64_t slot;
+    uint64_t x, w, l;
+    uint64_t above;  /* skip_above(l, w) */
+};
+
+static LL_ALWAYS_INLINE void weighted_step(struct best *b, size_t i, uint64_t x, uint32_t w)
+{
+    if (bound_skips(x, w, b->above))
+        return;
+    uint64_t l = neg_log2(x);
+    /* L / w against best_L / best_w, exactly: both sides < 2^26 * 100 */
+    uint64_t lhs = l * b->w, rhs = b->l * w;
+    if (lhs < rhs || (lhs == rhs && x > b->x)) {
+        b->slot = (int64_t)i;
+        b->x = x;
+        b->w = w;
+        b->l = l;
+        b->above = skip_above(l, w);
+    }
+}
+
+/* The pick's second part: several weights, from slot i on, the best so
+ * far given. The least L / w, then the greatest x, then the first. */
 static LL_ALWAYS_INLINE int64_t several_weights(const ll_vserver *vs, uint64_t key_head, const uint64_t *name_hash,
-                                                int named, int wide, size_t i, int64_t best, uint64_t best_x, uint64_t best_w)
+                                                int named, int wide, size_t i, int64_t best, uint64_t best_x,
+                                                uint64_t best_w)
 {
     const ll_tree *t = &vs->tree;
     const uint64_t *leaf = t->cell + t->P;
     const ll_svc *svc = vs->svc;
     const size_t n = vs->n_slots;
-    uint64_t best_l = neg_log2(best_x);
-    uint64_t above = skip_above(best_l, best_w);
-    for (; i < n; i++) {
-        if (!eligible(t, leaf, wide, (uint32_t)i))
-            continue;
-        uint64_t x = score(key_head, name_hash, named, i);
-        uint32_t w = svc[i].weight;
-        if (bound_skips(x, w, above))
-            continue;
-        uint64_t l = neg_log2(x);
-        /* L / w against best_L / best_w, exactly: both sides < 2^26 * 100;
-         * on a tie the greater x, and on equal x the earlier slot, stays */
-        uint64_t lhs = l * best_w, rhs = best_l * w;
-        if (lhs < rhs || (lhs == rhs && x > best_x)) {
-            best = (int64_t)i;
-            best_x = x;
-            best_w = w;
-            best_l = l;
-            above = skip_above(best_l, best_w);
+    struct best b = { best, best_x, best_w, neg_log2(best_x), 0 };
+    b.above = skip_above(b.l, b.w);
+    if (named && !wide) {
+        for (; i + 2 <= n; i += 2) {
+            uint64_t x0, x1;
+            score2(key_head, name_hash, i, &x0, &x1);
+            if (leaf[i] != LL_TREE_EMPTY)
+                weighted_step(&b, i, x0, svc[i].weight);
+            if (leaf[i + 1] != LL_TREE_EMPTY)
+                weighted_step(&b, i + 1, x1, svc[i + 1].weight);
         }
     }
-    return best;
+    for (; i < n; i++)
+        if (eligible(t, leaf, wide, (uint32_t)i))
+            weighted_step(&b, i, score(key_head, name_hash, named, i), svc[i].weight);
+    return b.slot;
+}
+
+/* The greatest x of slot i and the best so far, the first on a tie: by
+ * selects, not branches. */
+static LL_ALWAYS_INLINE void equal_step(size_t *best, uint64_t *best_x, size_t i, uint64_t x)
+{
+    int more = x > *best_x;
+    *best = more ? i : *best;
+    *best_x = more ? x : *best_x;
 }
 
 /* The usual case, the packed tree and name hashes set, from `first`, the
- * first eligible slot. While the eligible weights equal the first one's:
- * the greatest x, the first on a tie, by selects rather than branches,
- * two slots a turn (the loop's own count and test are a fair part of so
- * short a body), on pointers (a service's entry is 48 bytes). */
-static __attribute__((noinline)) int64_t packed_pick(const ll_vserver *vs, uint64_t key_head, uint32_t first)
+ * first eligible slot, two slots a turn (the loop's own count and test are
+ * a fair part of so short a body). One weight among the bound services:
+ * the greatest x, reading no weight. Else the same while the eligible
+ * weights equal the first one's, then several_weights. */
+static int64_t packed_pick(const ll_vserver *vs, uint64_t key_head, uint32_t first)
 {
     const uint64_t *leaf = vs->tree.cell + vs->tree.P;
     const uint64_t *name_hash = vs->name_hash;
     const size_t n = vs->n_slots;
-    const uint8_t w0 = vs->svc[first].weight;
-    uint64_t best_x = ll_xxh64_avalanche_tail(key_head ^ name_hash[first]);
+    uint64_t best_x = ll_xxh64_avalanche_tail(key_head ^ name_hash[first]), x0, x1;
     size_t best = first, i = (size_t)first + 1;
+    if (vs->n_weights == 1) {
+        for (; i + 2 <= n; i += 2) {
+            score2(key_head, name_hash, i, &x0, &x1);
+            if (leaf[i] != LL_TREE_EMPTY)
+                equal_step(&best, &best_x, i, x0);
+            if (leaf[i + 1] != LL_TREE_EMPTY)
+                equal_step(&best, &best_x, i + 1, x1);
+        }
+        if (i < n && leaf[i] != LL_TREE_EMPTY)
+            equal_step(&best, &best_x, i, ll_xxh64_avalanche_tail(key_head ^ name_hash[i]));
+        return (int64_t)best;
+    }
     const ll_svc *s = vs->svc + i;  /* slot i's */
+    const uint8_t w0 = vs->svc[first].weight;
     for (; i + 2 <= n; i += 2, s += 2) {
+        score2(key_head, name_hash, i, &x0, &x1);
         if (leaf[i] != LL_TREE_EMPTY) {
             if (s[0].weight != w0)
                 goto several;
-            uint64_t x = ll_xxh64_avalanche_tail(key_head ^ name_hash[i]);
-            int more = x > best_x;
-            best = more ? i : best;
-            best_x = more ? x : best_x;
+            equal_step(&best, &best_x, i, x0);
         }
         if (leaf[i + 1] != LL_TREE_EMPTY) {
             if (s[1].weight != w0) {
                 i++;
                 goto several;
             }
-            uint64_t x = ll_xxh64_avalanche_tail(key_head ^ name_hash[i + 1]);
-            int more = x > best_x;
-            best = more ? i + 1 : best;
-            best_x = more ? x : best_x;
+            equal_step(&best, &best_x, i + 1, x1);
         }
     }
     if (i < n && leaf[i] != LL_TREE_EMPTY) {
         if (s[0].weight != w0)
             goto several;
-        uint64_t x = ll_xxh64_avalanche_tail(key_head ^ name_hash[i]);
-        best = x > best_x ? i : best;
-        best_x = x > best_x ? x : best_x;
+        equal_step(&best, &best_x, i, ll_xxh64_avalanche_tail(key_head ^ name_hash[i]));
     }
     return (int64_t)best;
 several:

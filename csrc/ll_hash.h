@@ -25,6 +25,17 @@ static inline uint64_t ll_hash_name_entry(uint64_t name_hash)
     return ll_xxh64_avalanche_head(name_hash);
 }
 
+/* Keeps vs->n_of_weight and vs->n_weights (the distinct weights among the
+ * bound services): ll_bind counts its weight in (+1), ll_unbind out (-1),
+ * ll_set_weight both. One weight: the pick need not read any weight. */
+static inline void ll_hash_count_weight(ll_vserver *vs, uint32_t weight, int sign)
+{
+    if (sign > 0)
+        vs->n_weights += vs->n_of_weight[weight]++ == 0;
+    else
+        vs->n_weights -= --vs->n_of_weight[weight] == 0;
+}
+
 /* The eligible slot (finite tree key) that key hash `key_hash` maps to,
  * or -ENOENT. Changes nothing. */
 int64_t ll_hash_pick(const ll_vserver *vs, uint64_t key_hash);

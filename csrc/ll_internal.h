@@ -55,6 +55,8 @@ struct ll_vserver {
     uint64_t startup_left;   /* plain round-robin picks still to serve     */
     uint32_t full_slot;      /* the slot behind the last -EOVERFLOW of a select */
     uint32_t outlier_k;      /* consecutive failures that flag an outlier; 0 off */
+    uint32_t n_weights;      /* distinct weights among the bound services (ll_hash_count_weight) */
+    uint32_t n_of_weight[LL_MAX_WEIGHT + 1]; /* bound services of each weight */
     ll_totals totals;        /* aggregates kept by count_svc(), O(1) to read */
     uint64_t this_up;        /* what totals.last_up will be after the next second: */
     uint64_t this_open;      /* sel_this summed like last_up / last_open          */

@@ -307,6 +307,7 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
     s->cap = LL_NO_CAP;
     clear_method_inputs(vs, slot);
     vs->n_bound++;
+    ll_hash_count_weight(vs, weight, +1);
     count_svc(vs, slot, +1);
     ll_refresh(vs, slot);
     return slot;
@@ -334,6 +335,7 @@ int ll_unbind(ll_vserver *vs, uint32_t slot)
     if (vs->svc[slot].cap != LL_NO_CAP)
         vs->n_capped--;
     count_svc(vs, slot, -1);
+    ll_hash_count_weight(vs, vs->svc[slot].weight, -1);
     clear_slot(vs, slot);
     vs->n_bound--;
     /* the record's slots name services: an unbound one is gone from it */
@@ -406,6 +408,8 @@ int ll_set_weight(ll_vserver *vs, uint32_t slot, uint32_t weight)
 {
     if (!slot_ok(vs, slot) || weight < 1 || weight > LL_MAX_WEIGHT)
         return -EINVAL;
+    ll_hash_count_weight(vs, vs->svc[slot].weight, -1);
+    ll_hash_count_weight(vs, weight, +1);
     vs->svc[slot].weight = (uint8_t)weight;
     ll_refresh(vs, slot);
     return 0;

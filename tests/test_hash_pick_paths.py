@@ -144,3 +144,29 @@ def test_ip_keys_take_the_same_pick(c_impl):
             name = vs.select(key=key)
             vs.finish(name)
             assert name == expected, key
+
+
+def test_binding_and_unbinding_other_weights_switch_between_the_scans(c_impl):
+    # the C engine counts the bound weights: one weight reads none in the scan; the
+    # counts must follow bind, unbind and holes (a DOWN service keeps its weight counted)
+    rng = random.Random(17)
+    seed = 5
+    services = [(f"svc-{i}", 4, True) for i in range(30)]
+    vs = build(c_impl, "CALLIDHASH", services, seed)
+    check_keys(vs, services, seed, 150, rng)
+    vs.bind("odd-one", 90)
+    services.append(("odd-one", 90, True))
+    check_keys(vs, services, seed, 150, rng)
+    vs.set_state("odd-one", "DOWN")  # bound, of another weight, not eligible
+    services[-1] = ("odd-one", 90, False)
+    check_keys(vs, services, seed, 150, rng)
+    vs.unbind("odd-one")
+    del services[-1]
+    for name in ("svc-0", "svc-13", "svc-29"):  # holes at the start, middle and end
+        vs.unbind(name)
+    services = [s for s in services if s[0] not in ("svc-0", "svc-13", "svc-29")]
+    check_keys(vs, services, seed, 150, rng)
+    vs.bind("svc-0", 4)
+    vs.bind("heavy", 100)
+    services += [("svc-0", 4, True), ("heavy", 100, True)]
+    check_keys(vs, services, seed, 150, rng)
