@@ -170,3 +170,22 @@ def test_binding_and_unbinding_other_weights_switch_between_the_scans(c_impl):
     vs.bind("heavy", 100)
     services += [("svc-0", 4, True), ("heavy", 100, True)]
     check_keys(vs, services, seed, 150, rng)
+
+
+@pytest.mark.parametrize("v6len", [0, 1, 7, 8, 63, 64, 65, 100, 127, 128])
+def test_ipv6_keys_are_masked_as_the_reference_masks_them(c_impl, v6len):
+    # the binding reads an IPv6Address's int in two halves and masks it itself
+    rng = random.Random(v6len)
+    services = [(f"svc-{i}", 1, True) for i in range(16)]
+    vs = c_impl.VirtualServer("SOURCEIPHASH", c_impl.ManualClock(0.0), v6netmasklen=v6len, hash_seed=3)
+    for name, w, _ in services:
+        vs.bind(name, w)
+    keys = [ipaddress.IPv6Address(rng.getrandbits(128)) for _ in range(150)]
+    keys += [ipaddress.IPv6Address(f"::ffff:{ipaddress.IPv4Address(rng.getrandbits(32))}") for _ in range(20)]
+    keys += [ipaddress.IPv6Address((0xFFFF << 32) | (1 << 48) | rng.getrandbits(32)) for _ in range(20)]  # not mapped
+    keys += [ipaddress.IPv6Address(f"fe80::{rng.getrandbits(16):x}%eth0")]  # a scope id is not hashed
+    for key in keys:
+        data = _hash.key_bytes("SOURCEIPHASH", key, 0xFFFFFFFF, v6len, 80)
+        name = vs.select(key=key)
+        vs.finish(name)
+        assert name == by_formula(_hash.xxh64(data, 3), services), key
