@@ -65,6 +65,8 @@ CASES = {
     "select_record_LB_n64": ("record(select(), 1500 B) + finish, LEASTBANDWIDTH, n=64: the window's path", 20_000),
     "second_LB_n16384": ("a second boundary, LEASTBANDWIDTH, n=16384, 20 requests a second: per second", 200),
     "replay_LC_n64": ("replay() of a 64-service trace (C batch path), LEASTCONNECTION: per request", 1),
+    "select_key_finish_URLHASH_n64": ("finish(select(key=...)), URLHASH, n=64, random weights, 1,024 URLs in turn",
+                                      20_000),
 }
 REPLAY_REQUESTS = 20_000  # requests in the replay case's trace (one repetition)
 
@@ -112,6 +114,18 @@ def _driver(case, k):
             acquire = vs.acquire
             for _ in range(k):
                 acquire().finish()
+        return 1
+    m = re.fullmatch(r"select_key_finish_([A-Z]+)_n(\d+)", case)
+    if m:
+        # a hash method scores every service: its scan, weighted (random weights), and the key's path
+        from leastload._hash import example_keys
+
+        method, n = m.group(1), int(m.group(2))
+        vs = _loaded(impl, method, n)
+        keys = example_keys(method, 1024)
+        select, finish = vs.select, vs.finish
+        for i in range(k):
+            finish(select(key=keys[i & 1023]))
         return 1
     if case == "select_record_LB_n64":
         vs = _loaded(impl, "LEASTBANDWIDTH", 64)
