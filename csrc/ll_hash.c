@@ -120,12 +120,14 @@ static LL_ALWAYS_INLINE uint64_t score(uint64_t key_head, const uint64_t *name_h
 
 /* The scores of slots i .. i + lanes - 1 (name hashes set; lanes 2 or 4,
  * a constant) into x[]. The scan waits on the integer units, not on the
- * data: where the compiler has vector types (GCC, Clang), the avalanches
- * run in vector registers beside the scalar compare-and-select. With SSE2
- * alone (every x86-64) each 64-bit multiply is made of 32-bit ones;
- * packed_pick is also built for AVX2 (four lanes a register) and for
- * AVX-512DQ/VL (one instruction a multiply), chosen at run time (below). */
-#if defined(__GNUC__) || defined(__clang__)
+ * data: on x86-64 with GCC or Clang (vector types) the avalanches run in
+ * vector registers beside the scalar compare-and-select. With SSE2 alone
+ * (every x86-64) each 64-bit multiply is made of 32-bit ones; packed_pick
+ * is also built for AVX2 (four lanes a register) and for AVX-512DQ/VL (one
+ * instruction a multiply), chosen at run time (below). Elsewhere scalar:
+ * NEON, say, has no 64-bit lane multiply either, and that trade was not
+ * measured there. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__SSE2__)
 typedef uint64_t ll_u64x2 __attribute__((vector_size(16)));
 typedef uint64_t ll_u64x4 __attribute__((vector_size(32)));
 

@@ -55,8 +55,6 @@ struct ll_vserver {
     uint64_t startup_left;   /* plain round-robin picks still to serve     */
     uint32_t full_slot;      /* the slot behind the last -EOVERFLOW of a select */
     uint32_t outlier_k;      /* consecutive failures that flag an outlier; 0 off */
-    uint32_t n_weights;      /* distinct weights among the bound services (ll_hash_count_weight) */
-    uint32_t n_of_weight[LL_MAX_WEIGHT + 1]; /* bound services of each weight */
     ll_totals totals;        /* aggregates kept by count_svc(), O(1) to read */
     uint64_t this_up;        /* what totals.last_up will be after the next second: */
     uint64_t this_open;      /* sel_this summed like last_up / last_open          */
@@ -88,6 +86,11 @@ struct ll_vserver {
     ll_peak *peak;           /* [capacity] PEAKEWMA: allocated when it is first the method */
     ll_pick_record last;     /* the last charged pick (explain)              */
     int64_t drawn[2];        /* the sampled family's draws of the pick under way */
+    /* The hash methods' pick reads no weight while every bound service has
+     * the same one: the bound services by weight (ll_hash_count_weight);
+     * last, so that no other field moves. */
+    uint32_t n_weights;      /* distinct weights among the bound services */
+    uint32_t n_of_weight[LL_MAX_WEIGHT + 1]; /* bound services of each weight */
 };
 
 /* PEAKEWMA: a status-200 TTFB of `slot` at vs->now (ll_peakewma.c). */
