@@ -102,10 +102,11 @@ static inline uint64_t skip_above(uint64_t bl, uint64_t bw)
     return (((bl + 4 * bw) * bound_recip[bw]) >> 24) + 1;
 }
 
-static inline int bound_skips(uint64_t x, uint32_t w, uint64_t above)
+/* g = ~x >> 33 (score_lanes gives it beside x) */
+static inline int bound_skips(uint64_t g, uint32_t w, uint64_t above)
 {
     /* above < 2^38 and w <= 100: the product fits */
-    return (~x >> 33) > above * w;
+    return g > above * w;
 }
 
 /* Slot i's score avalanche(key_hash ^ name's hash), from key_head, the
@@ -119,9 +120,12 @@ static LL_ALWAYS_INLINE uint64_t score(uint64_t key_head, const uint64_t *name_h
 }
 
 /* The scores of slots i .. i + lanes - 1 (name hashes set; lanes 2 or 4,
- * a constant) into x[]. The scan waits on the integer units, not on the
- * data: on x86-64 with GCC or Clang (vector types) the avalanches run in
- * vector registers beside the scalar compare-and-select. With SSE2 alone
+ * a constant) into x[], and the bound's g = ~x >> 33 of each into g[]
+ * (in the vector too: two scalar operations a slot fewer in the weighted
+ * loop, which reads g first and x only for the few it does not skip).
+ * The scan waits on the integer units, not on the data: on x86-64 with
+ * GCC or Clang (vector types) the avalanches run in vector registers
+ * beside the scalar compare-and-select. With SSE2 alone
  * (every x86-64) each 64-bit multiply is made of 32-bit ones; packed_pick
  * is also built for AVX2 (four lanes a register) and for AVX-512DQ/VL (one
  * instruction a multiply), chosen at run time (below). Elsewhere scalar:
@@ -132,7 +136,7 @@ typedef uint64_t ll_u64x2 __attribute__((vector_size(16)));
 typedef uint64_t ll_u64x4 __attribute__((vector_size(32)));
 
 static LL_ALWAYS_INLINE void score_lanes(uint64_t key_head, const uint64_t *name_hash, size_t i, uint64_t x[4],
-                                         const int lanes)
+                                         uint64_t g[4], const int lanes)
 {
     if (lanes == 2) {
         ll_u64x2 v;
@@ -144,6 +148,9 @@ static LL_ALWAYS_INLINE void score_lanes(uint64_t key_head, const uint64_t *name
         v ^= v >> 32;
         x[0] = v[0];
         x[1] = v[1];
+        ll_u64x2 gv = ~v >> 33;
+        g[0] = gv[0];
+        g[1] = gv[1];
     } else {
         ll_u64x4 v;
         memcpy(&v, name_hash + i, sizeof v);
@@ -156,14 +163,21 @@ static LL_ALWAYS_INLINE void score_lanes(uint64_t key_head, const uint64_t *name
         x[1] = v[1];
         x[2] = v[2];
         x[3] = v[3];
+        ll_u64x4 gv = ~v >> 33;
+        g[0] = gv[0];
+        g[1] = gv[1];
+        g[2] = gv[2];
+        g[3] = gv[3];
     }
 }
 #else
 static LL_ALWAYS_INLINE void score_lanes(uint64_t key_head, const uint64_t *name_hash, size_t i, uint64_t x[4],
-                                         const int lanes)
+                                         uint64_t g[4], const int lanes)
 {
-    for (int k = 0; k < lanes; k++)
+    for (int k = 0; k < lanes; k++) {
         x[k] = ll_xxh64_avalanche_tail(key_head ^ name_hash[i + k]);
+        g[k] = ~x[k] >> 33;
+    }
 }
 #endif
 
@@ -184,9 +198,9 @@ struct best {
     uint64_t above;  /* skip_above(l, w) */
 };
 
-static LL_ALWAYS_INLINE void weighted_step(struct best *b, size_t i, uint64_t x, uint32_t w)
+static LL_ALWAYS_INLINE void weighted_step(struct best *b, size_t i, uint64_t x, uint64_t g, uint32_t w)
 {
-    if (bound_skips(x, w, b->above))
+    if (bound_skips(g, w, b->above))
         return;
     uint64_t l = neg_log2(x);
     /* L / w against best_L / best_w, exactly: both sides < 2^26 * 100 */
@@ -214,22 +228,25 @@ static LL_ALWAYS_INLINE int64_t several_weights(const ll_vserver *vs, uint64_t k
     b.above = skip_above(b.l, b.w);
     if (named && !wide) {
         for (; i + (size_t)lanes <= n; i += (size_t)lanes) {
-            uint64_t x[4];
-            score_lanes(key_head, name_hash, i, x, lanes);
+            uint64_t x[4], g[4];
+            score_lanes(key_head, name_hash, i, x, g, lanes);
             /* written out: a loop over k keeps x[] in memory when the step is this long */
             if (leaf[i] != LL_TREE_EMPTY)
-                weighted_step(&b, i, x[0], svc[i].weight);
+                weighted_step(&b, i, x[0], g[0], svc[i].weight);
             if (leaf[i + 1] != LL_TREE_EMPTY)
-                weighted_step(&b, i + 1, x[1], svc[i + 1].weight);
+                weighted_step(&b, i + 1, x[1], g[1], svc[i + 1].weight);
             if (lanes == 4 && leaf[i + 2] != LL_TREE_EMPTY)
-                weighted_step(&b, i + 2, x[2], svc[i + 2].weight);
+                weighted_step(&b, i + 2, x[2], g[2], svc[i + 2].weight);
             if (lanes == 4 && leaf[i + 3] != LL_TREE_EMPTY)
-                weighted_step(&b, i + 3, x[3], svc[i + 3].weight);
+                weighted_step(&b, i + 3, x[3], g[3], svc[i + 3].weight);
         }
     }
     for (; i < n; i++)
         if (eligible(t, leaf, wide, (uint32_t)i))
-            weighted_step(&b, i, score(key_head, name_hash, named, i), svc[i].weight);
+        {
+            uint64_t x = score(key_head, name_hash, named, i);
+            weighted_step(&b, i, x, ~x >> 33, svc[i].weight);
+        }
     return b.slot;
 }
 
@@ -252,11 +269,11 @@ static LL_ALWAYS_INLINE int64_t packed_pick(const ll_vserver *vs, uint64_t key_h
     const uint64_t *name_hash = vs->name_hash;
     const ll_svc *svc = vs->svc;
     const size_t n = vs->n_slots;
-    uint64_t best_x = ll_xxh64_avalanche_tail(key_head ^ name_hash[first]), x[4];
+    uint64_t best_x = ll_xxh64_avalanche_tail(key_head ^ name_hash[first]), x[4], g[4];
     size_t best = first, i = (size_t)first + 1;
     if (vs->n_weights == 1) {
         for (; i + (size_t)lanes <= n; i += (size_t)lanes) {
-            score_lanes(key_head, name_hash, i, x, lanes);
+            score_lanes(key_head, name_hash, i, x, g, lanes);
             if (leaf[i] != LL_TREE_EMPTY)
                 equal_step(&best, &best_x, i, x[0]);
             if (leaf[i + 1] != LL_TREE_EMPTY)
@@ -273,7 +290,7 @@ static LL_ALWAYS_INLINE int64_t packed_pick(const ll_vserver *vs, uint64_t key_h
     }
     const uint8_t w0 = svc[first].weight;
     for (; i + (size_t)lanes <= n; i += (size_t)lanes) {
-        score_lanes(key_head, name_hash, i, x, lanes);
+        score_lanes(key_head, name_hash, i, x, g, lanes);
         for (int k = 0; k < lanes; k++) {
             if (leaf[i + k] == LL_TREE_EMPTY)
                 continue;
