@@ -24,7 +24,10 @@
  *   a bound that needs one multiplication (bound_skips below); only the
  *   few that pass it, about the number of times the best changes, compute
  *   their L and compare exactly.
- * Nothing is allocated and nothing is cached between picks.
+ * The scores are computed a few slots at a time in vector registers
+ * (score_lanes), in a build of the scan chosen for the processor at run
+ * time (packed_pick_dispatch). Nothing is allocated and nothing is cached
+ * between picks.
  */
 #include "ll_hash.h"
 #include "ll_log2_table.h"

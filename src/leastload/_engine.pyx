@@ -200,7 +200,9 @@ cdef enum:
 
 cdef Py_ssize_t _slot_offset(object cls, str name, object sample):
     """The offset of `name`'s slot in instances of `cls`, or -1 when it cannot be trusted."""
-    import types
+    import sys, types
+    if sys.implementation.name != "cpython":  # the descriptor's layout is CPython's
+        return -1
     descr = cls.__dict__.get(name)
     if type(descr) is not types.MemberDescriptorType:
         return -1
