@@ -323,7 +323,12 @@ several:
  * C and the same integers. On this project's test machine (AMD EPYC,
  * Zen 4) the C pick at n = 64, equal weights, takes 77 ns as SSE2, 62 as
  * AVX2 and 53 as AVX-512. */
+static int forced_path;  /* ll_hash_force_path: 0, the processor's best */
+
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+static int has_avx512(void) { return __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"); }
+static int has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+
 static int64_t packed_pick_sse2(const ll_vserver *vs, uint64_t key_head, uint32_t first)
 {
     return packed_pick(vs, key_head, first, 2);
@@ -343,16 +348,36 @@ static int64_t packed_pick_avx512(const ll_vserver *vs, uint64_t key_head, uint3
 
 static int64_t packed_pick_dispatch(const ll_vserver *vs, uint64_t key_head, uint32_t first)
 {
-    if (__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    if (forced_path == 0 ? has_avx512() : forced_path == 3)
         return packed_pick_avx512(vs, key_head, first);
-    if (__builtin_cpu_supports("avx2"))
+    if (forced_path == 0 ? has_avx2() : forced_path == 2)
         return packed_pick_avx2(vs, key_head, first);
     return packed_pick_sse2(vs, key_head, first);
+}
+
+int ll_hash_force_path(int path)
+{
+    if (path < 0 || path > 3)
+        return -EINVAL;
+    if ((path == 2 && !has_avx2()) || (path == 3 && !has_avx512()))
+        return -ENOTSUP;
+    forced_path = path;
+    return 0;
 }
 #else
 static int64_t packed_pick_dispatch(const ll_vserver *vs, uint64_t key_head, uint32_t first)
 {
     return packed_pick(vs, key_head, first, 2);
+}
+
+int ll_hash_force_path(int path)
+{
+    if (path < 0 || path > 3)
+        return -EINVAL;
+    if (path > 1)
+        return -ENOTSUP;
+    forced_path = path;
+    return 0;
 }
 #endif
 

@@ -36,6 +36,12 @@ static inline void ll_hash_count_weight(ll_vserver *vs, uint32_t weight, int sig
         vs->n_weights -= --vs->n_of_weight[weight] == 0;
 }
 
+/* Tests: which build of the packed scan picks. 0 (the default): the
+ * processor's best; 1: SSE2 (on x86-64; elsewhere the scalar scan); 2:
+ * AVX2; 3: AVX-512DQ/VL. -ENOTSUP when this processor or build has not
+ * that one, -EINVAL out of range; the choice is the process's. */
+int ll_hash_force_path(int path);
+
 /* The eligible slot (finite tree key) that key hash `key_hash` maps to,
  * or -ENOENT. Changes nothing. */
 int64_t ll_hash_pick(const ll_vserver *vs, uint64_t key_hash);

@@ -3,8 +3,10 @@
 The pick scans the slots in bind order: while the eligible weights equal
 the first one's it compares scores only; from the first weight that differs
 on, a slot is first tested against a lower bound of its logarithm, and only
-the few that pass compute it (csrc/ll_hash.c). These tests drive every
-branch of that with many keys against the reference formula
+the few that pass compute it (csrc/ll_hash.c), in the build of the scan
+chosen for the processor (SSE2, AVX2, AVX-512). These tests drive every
+branch of that, in every build the processor has, with many keys against
+the reference formula
 (_hash.rendezvous_rank), and check the bound itself on the reference's
 integers, which the C engine's equal (tests/test_hash_function.py).
 """
@@ -90,9 +92,23 @@ LAYOUTS = {
 }
 
 
+PATHS = {"sse2": 1, "avx2": 2, "avx512": 3}  # the packed scan's builds (ll_hash_force_path)
+
+
+@pytest.fixture(params=list(PATHS))
+def scan_build(request, c_impl):
+    """Each build of the packed scan this processor has, one after the other (a
+    vserver uses the best one; every other hash test runs that)."""
+    from leastload._engine import _hash_force_path
+    if not _hash_force_path(PATHS[request.param]):
+        pytest.skip(f"this processor or build has no {request.param} scan")
+    yield request.param
+    _hash_force_path(0)
+
+
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 64, 129])
-def test_the_pick_is_the_formula_for_every_weight_layout(c_impl, layout, n):
+def test_the_pick_is_the_formula_for_every_weight_layout(c_impl, scan_build, layout, n):
     rng = random.Random(f"{layout}/{n}")
     seed = rng.getrandbits(64)
     services = [(f"svc-{i}", w, True) for i, w in enumerate(LAYOUTS[layout](rng, n))]
@@ -101,7 +117,7 @@ def test_the_pick_is_the_formula_for_every_weight_layout(c_impl, layout, n):
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_ineligible_and_excluded_services_are_skipped_on_every_path(c_impl, layout):
+def test_ineligible_and_excluded_services_are_skipped_on_every_path(c_impl, scan_build, layout):
     rng = random.Random(f"down/{layout}")
     n = 70
     seed = rng.getrandbits(64)

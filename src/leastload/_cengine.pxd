@@ -183,3 +183,4 @@ cdef extern from "ll_xxh64.h" nogil:
 
 cdef extern from "ll_hash.h" nogil:
     uint32_t ll_neg_log2(uint64_t x)
+    int ll_hash_force_path(int path)

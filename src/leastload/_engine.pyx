@@ -1485,6 +1485,15 @@ def _hash64(const unsigned char[::1] data not None, uint64_t seed):
     return ll_xxh64(&data[0] if n else NULL, n, seed)
 
 
+def _hash_force_path(int path):
+    """Tests: the build of the hash pick's packed scan to use (0 the processor's best,
+    1 SSE2, 2 AVX2, 3 AVX-512); False when this processor or build has not that one."""
+    cdef int rc = ll_hash_force_path(path)
+    if rc == -EINVAL:
+        raise ValueError(f"path must be 0..3, got {path}")
+    return rc == 0
+
+
 def _neg_log2(uint64_t x):
     """The hash methods' fixed-point -log2 from the C core (tests compare it with the reference's)."""
     return ll_neg_log2(x)
