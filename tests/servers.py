@@ -6,6 +6,7 @@ served, read over HTTP), `.kill()` (SIGKILL: its connections are reset) and
 `.stop()`. The process is always reaped; every wait is bounded.
 """
 
+import asyncio
 import json
 import os
 import selectors
@@ -100,3 +101,16 @@ def wait_until(predicate, timeout, step=0.02):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(step)
+
+
+def run_loop(coro, timeout):
+    """Runs an end-to-end test's event loop, bounded by `timeout` seconds; any error
+    the loop reports (a callback or task that raised) fails the test."""
+    errors = []
+
+    async def guarded():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context))
+        return await asyncio.wait_for(coro, timeout)
+    result = asyncio.run(guarded())
+    assert not errors, errors
+    return result

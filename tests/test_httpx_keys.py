@@ -15,10 +15,8 @@ import pytest
 httpx = pytest.importorskip("httpx")
 
 from leastload.httpx import MissingKey, Transport  # noqa: E402
+from keyed_backends import NAMES, SIZES, expected, specs, twin  # noqa: E402
 from servers import free_port, start_backend  # noqa: E402
-
-SIZES = (100, 101, 102)
-NAMES = ("b0", "b1", "b2")
 
 
 @pytest.fixture(scope="module")
@@ -27,23 +25,6 @@ def procs():
     yield started
     for p in started:
         p.stop()
-
-
-def specs(procs):
-    return [f"{n}=127.0.0.1:{p.port}" for n, p in zip(NAMES, procs)]
-
-
-def twin(impl, method):
-    vs = impl.VirtualServer(method)
-    for name in NAMES:
-        vs.bind(name)
-    return vs
-
-
-def expected(vs, key, exclude=()):
-    name = vs.select(list(exclude), key=key)
-    vs.finish(name)
-    return name
 
 
 def served_by(response):

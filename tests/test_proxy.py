@@ -19,21 +19,14 @@ import httpx
 import pytest
 
 from leastload.proxy import Proxy
-from servers import first_line, free_port, free_port_pair, start_backend
+from servers import first_line, free_port, free_port_pair, run_loop, start_backend
 
 RUN_TIMEOUT = 90.0  # no test's event loop runs longer than this
 
 
 def run(coro):
-    """Runs the test's loop (bounded); any error the loop reports (a callback or task that raised) fails it."""
-    errors = []
-
-    async def guarded():
-        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context))
-        return await asyncio.wait_for(coro, RUN_TIMEOUT)
-    result = asyncio.run(guarded())
-    assert not errors, errors
-    return result
+    """Runs the test's loop (bounded); any error the loop reports fails it."""
+    return run_loop(coro, RUN_TIMEOUT)
 
 
 @pytest.fixture

@@ -11,22 +11,14 @@ import asyncio
 import pytest
 
 from leastload.proxy import Proxy
-from servers import start_backend
+from keyed_backends import NAMES, SIZES, expected, specs, twin
+from servers import run_loop, start_backend
 
 RUN_TIMEOUT = 60.0
-SIZES = (100, 101, 102)
-NAMES = ("b0", "b1", "b2")
 
 
 def run(coro):
-    errors = []
-
-    async def guarded():
-        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context))
-        return await asyncio.wait_for(coro, RUN_TIMEOUT)
-    result = asyncio.run(guarded())
-    assert not errors, errors
-    return result
+    return run_loop(coro, RUN_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -36,23 +28,6 @@ def shared_backends():
     yield procs
     for p in procs:
         p.stop()
-
-
-def specs(procs):
-    return [f"{name}=127.0.0.1:{p.port}" for name, p in zip(NAMES, procs)]
-
-
-def twin(impl, method, **settings):
-    vs = impl.VirtualServer(method, **settings)
-    for name in NAMES:
-        vs.bind(name)
-    return vs
-
-
-def expected(vs, key, exclude=()):
-    name = vs.select(list(exclude), key=key)
-    vs.finish(name)
-    return name
 
 
 class Connection:
