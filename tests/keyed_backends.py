@@ -3,8 +3,20 @@ answer with bodies of their own sizes (so a response tells which one served it),
 a twin vserver that says where a key should go (a hash pick depends on the key and
 the eligible services only)."""
 
+from servers import start_backend
+
 SIZES = (100, 101, 102)
 NAMES = ("b0", "b1", "b2")
+
+
+def start_backends():
+    """The three backends, answering SIZES bytes each (stop them with stop_backends)."""
+    return [start_backend(0.0, size) for size in SIZES]
+
+
+def stop_backends(procs):
+    for p in procs:
+        p.stop()
 
 
 def specs(procs):

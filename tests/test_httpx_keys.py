@@ -15,16 +15,15 @@ import pytest
 httpx = pytest.importorskip("httpx")
 
 from leastload.httpx import MissingKey, Transport  # noqa: E402
-from keyed_backends import NAMES, SIZES, expected, specs, twin  # noqa: E402
-from servers import free_port, start_backend  # noqa: E402
+from keyed_backends import NAMES, SIZES, expected, specs, start_backends, stop_backends, twin  # noqa: E402
+from servers import free_port  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def procs():
-    started = [start_backend(0.0, size) for size in SIZES]
+    started = start_backends()
     yield started
-    for p in started:
-        p.stop()
+    stop_backends(started)
 
 
 def served_by(response):

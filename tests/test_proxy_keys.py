@@ -11,8 +11,8 @@ import asyncio
 import pytest
 
 from leastload.proxy import Proxy
-from keyed_backends import NAMES, SIZES, expected, specs, twin
-from servers import run_loop, start_backend
+from keyed_backends import NAMES, SIZES, expected, specs, start_backends, stop_backends, twin
+from servers import run_loop
 
 RUN_TIMEOUT = 60.0
 
@@ -24,10 +24,9 @@ def run(coro):
 @pytest.fixture(scope="module")
 def shared_backends():
     """Three backends for the tests that kill none."""
-    procs = [start_backend(0.0, size) for size in SIZES]
+    procs = start_backends()
     yield procs
-    for p in procs:
-        p.stop()
+    stop_backends(procs)
 
 
 class Connection:
@@ -81,7 +80,7 @@ URLS = [f"/item/{i}?lang=en" for i in range(30)]
 
 
 def test_urlhash_keeps_each_url_on_one_backend_and_a_killed_backend_moves_only_its_urls(impl):
-    procs = [start_backend(0.0, size) for size in SIZES]
+    procs = start_backends()
     try:
         async def main():
             async with Proxy(specs(procs), "URLHASH", listen=("127.0.0.1", 0), health_check="none",
@@ -93,8 +92,7 @@ def test_urlhash_keeps_each_url_on_one_backend_and_a_killed_backend_moves_only_i
                 return before, victim, after, proxy.stats.of(victim).failures
         before, victim, after, failures = run(main())
     finally:
-        for p in procs:
-            p.stop()
+        stop_backends(procs)
     ref = twin(impl, "URLHASH")
     for url in URLS:
         assert len(set(before[url])) == 1, (url, before[url])  # the same backend every time
