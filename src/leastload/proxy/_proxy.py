@@ -12,6 +12,7 @@ from ..upstream import Backend, check_int
 from . import _admin, _backend, _client, _health
 
 log = logging.getLogger("leastload.proxy")
+XFF_MODES = ("append", "replace")
 
 
 class BackendCounters:
@@ -78,7 +79,10 @@ class Proxy:
                  health_timeout: float = 2.0, health_fall: int = 3, health_rise: int = 1,
                  admin: Optional[Tuple[str, int]] = None, reuse_port: bool = False,
                  engine: Optional[Type[Any]] = None, token_header: Optional[str] = None,
-                 **vserver_settings: Any) -> None:
+                 max_request_line: int = 8 << 10, max_header_size: int = 32 << 10, max_headers: int = 100,
+                 header_timeout: float = 10.0, body_timeout: float = 60.0,
+                 max_connections: Optional[int] = None, xff: str = "append", forwarded: bool = False,
+                 via: bool = False, **vserver_settings: Any) -> None:
         self.backends = {b.name: b for b in upstream.parse_backends(backends)}
         self.keys = KeyRule(token_header)
         if method == "TOKEN" and token_header is None:
@@ -90,6 +94,18 @@ class Proxy:
                            ("health_timeout", health_timeout)):
             _check_seconds(arg, value)
         check_int("max_body", max_body, 0, 1 << 40)
+        check_int("max_request_line", max_request_line, 64, 1 << 20)
+        check_int("max_header_size", max_header_size, 256, 1 << 24)
+        check_int("max_headers", max_headers, 1, 10000)
+        for arg, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout)):
+            _check_seconds(arg, value)
+        if max_connections is not None:
+            check_int("max_connections", max_connections, 1, 1 << 20)
+        if xff not in XFF_MODES:
+            raise ValueError(f"xff must be one of {', '.join(XFF_MODES)}, got {xff!r}")
+        for arg, flag in (("forwarded", forwarded), ("via", via)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{arg} must be True or False, got {flag!r}")
         check_int("pool_size", pool_size, 0, 1 << 20)
         check_int("health_fall", health_fall, 1, 1000)
         check_int("health_rise", health_rise, 1, 1000)
@@ -103,6 +119,10 @@ class Proxy:
         self.listen, self.admin_listen, self.reuse_port = listen, admin, reuse_port
         self.retries, self.connect_timeout, self.timeout = retries, float(connect_timeout), float(timeout)
         self.client_timeout, self.max_body, self.pool_size = float(client_timeout), max_body, pool_size
+        self.max_request_line, self.max_header_size, self.max_headers = max_request_line, max_header_size, max_headers
+        self.header_timeout, self.body_timeout = float(header_timeout), float(body_timeout)
+        self.max_connections_setting = max_connections
+        self.xff, self.forwarded, self.via = xff, forwarded, via
         self.health: Tuple[str, str, float, float, int, int] = (
             health_check, health_path, float(health_interval), float(health_timeout), health_fall, health_rise)
         self.stats = Stats(self.backends)
