@@ -151,12 +151,17 @@ def test_domainhash_hashes_the_host_name_and_falls_back_without_one(impl, shared
             for h in hosts:
                 with_port = (await conn.get("/", headers=[("Host", f"{h}:8080")]))[1]
                 lower = (await conn.get("/x?y", headers=[("Host", h.lower() + ".")]))[1]
-                absolute = (await conn.get(f"http://{h}/z", headers=[("Host", "elsewhere")]))[1]
+                # RFC 9112 3.2.2: the target's authority is the Host; a Host that agrees may differ in case
+                absolute = (await conn.get(f"http://{h}/z", headers=[("Host", h.upper())]))[1]
                 by_host[h] = (with_port, lower, absolute)
+            disagreeing = await conn.get(f"http://{hosts[0]}/z", headers=[("Host", "elsewhere")])
+            await conn.close()  # that answer closed the connection
+            conn = await Connection.open(proxy)
             no_host = await conn.get("/", headers=[], version="1.0")  # LEASTCONNECTION's pick
             await conn.close()
-            return by_host, no_host
-    by_host, no_host = run(main())
+            return by_host, no_host, disagreeing
+    by_host, no_host, disagreeing = run(main())
+    assert disagreeing[0] == 400, disagreeing
     ref = twin(impl, "DOMAINHASH")
     for h, picks in by_host.items():
         # the port, letter case and a root dot do not matter; an absolute-form target's host wins

@@ -1,9 +1,11 @@
 """Connections to one backend: the keep-alive pool and one response's trip back.
 
-A `BackendConnection` carries one request at a time. Its response is
-passed through to the client byte for byte as it arrives (the head too: the
-proxy does not rewrite response headers); the parser only finds the status,
-the end of the message and whether the connection may be reused. When the
+A `BackendConnection` carries one request at a time. Its response goes
+through the I/O-free reader (_http1.ResponseReader), which rewrites the head
+for the client (hop-by-hop headers out), passes the body on as it arrives,
+finds the end of the message and says whether the connection may carry
+another request: one that sent bytes past its response's end, or a body its
+framing did not announce, is closed and never pooled. When the
 exchange ends, the connection calls `exchange.on_outcome(outcome, conn)`
 once, as its last step, so the request's accounting sits in one place.
 
@@ -14,11 +16,10 @@ connections that carry a request a few times per timeout period.
 import asyncio
 import os
 import socket
-from typing import TYPE_CHECKING, Any, Dict, Optional, Set, Tuple, cast
-
-import httptools
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple, cast
 
 from ..tcpinfo import SegmentCounter
+from ._http1 import Limits, ResponseReader
 
 if TYPE_CHECKING:
     from ._client import ClientConnection
@@ -31,6 +32,7 @@ BROKEN = "broken"          # closed, reset or garbled after response bytes were 
 TIMEOUT = "timeout"        # no first byte (or no further byte) within the timeout
 BAD_RESPONSE = "bad"       # unparsable response before anything was passed on
 CLIENT_GONE = "client-gone"
+CLIENT_STALLED = "client-stalled"  # the client did not read its answer for `timeout`
 
 
 def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socket], Optional[socket.socket]]:
@@ -54,9 +56,8 @@ def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socke
 
 
 class BackendConnection(asyncio.Protocol):
-    __slots__ = ("pool", "loop", "transport", "parser", "counter", "dup", "exchange", "client", "t",
-                 "timeout", "sent", "received", "sent_at", "last_data", "ttfb", "status", "head_only",
-                 "interim", "until_eof", "complete", "keep_alive", "client_keep_alive", "_framing")
+    __slots__ = ("pool", "loop", "transport", "reader", "counter", "dup", "exchange", "client", "t",
+                 "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb")
 
     # set by connection_made / send(), before they are read
     transport: asyncio.Transport
@@ -66,24 +67,17 @@ class BackendConnection(asyncio.Protocol):
     timeout: float
     sent: int
     received: int
+    passed: bool  # some of the answer went to the client
     sent_at: float
     last_data: float
     ttfb: Optional[float]
-    status: int
-    head_only: bool
-    interim: bool
-    until_eof: bool
-    complete: bool
-    client_keep_alive: bool
-    _framing: bool
 
     def __init__(self, pool: "Pool") -> None:
         self.pool = pool
         self.loop = pool.loop
-        self.parser = httptools.HttpResponseParser(self)
+        self.reader = ResponseReader(pool.limits)
         self.dup: Optional[socket.socket] = None
         self.exchange: "Optional[Exchange]" = None
-        self.keep_alive = True  # a new connection may carry a request; each answer decides again
 
     # ---- asyncio.Protocol -------------------------------------------------
 
@@ -92,11 +86,13 @@ class BackendConnection(asyncio.Protocol):
         sock, self.dup = _own_socket(transport)
         # the connection's first request is charged its handshake too
         self.counter = SegmentCounter(sock, from_start=True)
+        self.pool.opened_one()
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
-        self.pool.forget(self)
+        self.pool.lost(self)
         if self.exchange is not None:
-            if self.until_eof and self.status:  # a body delimited by the close: the close ends it
+            self._pass_on(self.reader.feed_eof())
+            if self.reader.complete:  # a body delimited by the close: the close ends it
                 self._end(OK)
             elif self.ttfb is None:
                 self._end(RESET)
@@ -107,84 +103,76 @@ class BackendConnection(asyncio.Protocol):
             self.dup = None
 
     def data_received(self, data: bytes) -> None:
-        if self.exchange is None:  # nothing was asked: a confused backend
+        if self.exchange is None:  # nothing was asked (bytes after a response's end): never reused
             self.transport.abort()
             return
         now = self.last_data = self.loop.time()
         if self.ttfb is None:
             self.ttfb = now - self.sent_at
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            self.transport.abort()
-            self._end(BAD_RESPONSE if not self.received else BROKEN)
-            return
-        if self.head_only and self.complete:  # a backend that sends a body after HEAD: not passed on
-            end = data.find(b"\r\n\r\n")
-            if end >= 0:
-                data = data[:end + 4]
+        reader = self.reader
+        out = reader.feed(data)
         self.received += len(data)
-        self.client.transport.write(data)
         self.t.record(bytes=len(data))
-        if self.complete:
+        if out:
+            self._pass_on(out)
+        if reader.failed is not None:
+            self.transport.abort()
+            self._end(BROKEN if self.passed else BAD_RESPONSE)
+        elif reader.complete:
+            if not reader.reusable:
+                self.transport.close()
             self._end(OK)
 
-    # ---- httptools callbacks ------------------------------------------------
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) in (14, 17):
-            lowered = name.lower()
-            if lowered == b"content-length" or (lowered == b"transfer-encoding" and b"chunked" in value.lower()):
-                self._framing = True
-
-    def on_headers_complete(self) -> None:
-        status: int = self.parser.get_status_code()
-        if 100 <= status < 200 and status != 101:
-            self.interim = True  # 1xx: passed on, the final response follows
-            return
-        self.status = status
-        if self.head_only or status in (204, 304):
-            self.complete = True
-            self.client_keep_alive = self.parser.should_keep_alive()
-            # after HEAD the parser would wait for the announced body: this connection is done
-            self.keep_alive = self.client_keep_alive and not self.head_only
-            return
-        self.until_eof = not self._framing
-
-    def on_message_complete(self) -> None:
-        if self.interim:
-            self.interim = False
-            self._framing = False
-            return
-        self.complete = True
-        self.keep_alive = self.client_keep_alive = self.parser.should_keep_alive() and not self.until_eof
+    def _pass_on(self, out: List[bytes]) -> None:
+        if out and not self.client.gone:
+            self.passed = True
+            if len(out) == 1:
+                self.client.transport.write(out[0])
+            else:
+                self.client.transport.writelines(out)
 
     # ---- one exchange ----------------------------------------------------------
 
-    def send(self, exchange: "Exchange", payload: bytes, timeout: float, head_only: bool) -> None:
+    def send(self, exchange: "Exchange", payload: bytes, timeout: float, head_only: bool,
+             http10: bool, keep_alive: bool) -> None:
         """Sends a request for `exchange`; its on_outcome() is called when the exchange ends."""
         self.exchange, self.client, self.t = exchange, exchange.client, exchange.t
-        self.timeout, self.head_only = timeout, head_only
-        self.sent, self.received = len(payload), 0
+        self.timeout = timeout
+        self.reader.start(head_only, http10, keep_alive)
+        self.sent, self.received, self.passed = len(payload), 0, False
         self.ttfb = None
-        self.status = 0
-        self.interim = self.until_eof = self.complete = self._framing = False
-        self.keep_alive = self.client_keep_alive = False
         self.pool.busy.add(self)
         self.transport.write(payload)
         self.sent_at = self.last_data = self.loop.time()
         self.t.record(bytes=len(payload))
 
+    @property
+    def status(self) -> int:
+        return self.reader.status
+
     def check_timeout(self, now: float) -> None:
-        if self.exchange is not None and now - self.last_data >= self.timeout:
+        if self.exchange is None:
+            return
+        client = self.client
+        if client.paused:  # the client is not reading: its stall, not the backend's
+            if now - client.paused_since >= self.timeout:
+                self.abandon(stalled=True)
+                client.transport.abort()
+            return
+        if now - self.last_data >= self.timeout:
             self.transport.abort()
             self._end(TIMEOUT)
 
-    def abandon(self) -> None:
-        """The client went away mid-exchange: this connection cannot be reused."""
+    def resume(self, now: float) -> None:
+        """The client reads again: so does this connection, and its timeout starts again."""
+        self.last_data = now
+        self.transport.resume_reading()
+
+    def abandon(self, stalled: bool = False) -> None:
+        """The client went away (or stopped reading) mid-exchange: this connection cannot be reused."""
         if self.exchange is not None:
             self.transport.abort()
-            self._end(CLIENT_GONE)
+            self._end(CLIENT_STALLED if stalled else CLIENT_GONE)
 
     def _end(self, outcome: str) -> None:
         exchange, self.exchange = self.exchange, None
@@ -196,23 +184,52 @@ class BackendConnection(asyncio.Protocol):
         return self.counter.take(self.sent, self.received)
 
     def reusable(self) -> bool:
-        return self.keep_alive and not self.transport.is_closing()
+        return self.reader.reusable and not self.transport.is_closing()
+
+
+class ConnectionBudget:
+    """Backend connections open across all pools, kept to `limit` (the proxy's
+    max_connections): a new one past it first closes the oldest idle connection
+    of the pool that has most, so descriptors spent on idle connections never
+    crowd out client connections and probes. Busy connections are never closed
+    for it (each serves one client connection, and those are limited)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        self.pools: "List[Pool]" = []
+
+    def make_room(self) -> None:
+        if self.open < self.limit:
+            return
+        fullest = max(self.pools, key=lambda pool: len(pool.idle), default=None)
+        if fullest is not None and fullest.idle:
+            oldest = next(iter(fullest.idle))
+            fullest.forget(oldest)
+            oldest.transport.close()
 
 
 class Pool:
     """Keep-alive connections to one backend: the idle ones (newest reused first), the busy ones."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int, max_idle: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int, max_idle: int,
+                 limits: Limits, budget: ConnectionBudget) -> None:
         self.loop, self.host, self.port, self.max_idle = loop, host, port, max_idle
+        self.limits, self.budget = limits, budget
         self.idle: Dict[BackendConnection, None] = {}  # insertion-ordered: popitem() takes the newest
         self.busy: Set[BackendConnection] = set()
         self.opened = 0
+        budget.pools.append(self)
 
     async def connect(self, timeout: float) -> BackendConnection:
         self.opened += 1
+        self.budget.make_room()
         _, conn = await asyncio.wait_for(
             self.loop.create_connection(lambda: BackendConnection(self), self.host, self.port), timeout)
         return conn
+
+    def opened_one(self) -> None:
+        self.budget.open += 1
 
     def take(self) -> Optional[BackendConnection]:
         while self.idle:
@@ -230,6 +247,10 @@ class Pool:
     def forget(self, conn: BackendConnection) -> None:
         self.idle.pop(conn, None)
 
+    def lost(self, conn: BackendConnection) -> None:
+        self.forget(conn)
+        self.budget.open -= 1
+
     def check_timeouts(self, now: float) -> None:
         for conn in list(self.busy):
             conn.check_timeout(now)
@@ -238,3 +259,5 @@ class Pool:
         for conn in list(self.idle):
             conn.transport.close()
         self.idle.clear()
+        if self in self.budget.pools:
+            self.budget.pools.remove(self)

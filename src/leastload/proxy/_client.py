@@ -1,84 +1,80 @@
-"""The client side: parse requests, hand each to an Exchange, one at a time.
+"""The client side: bytes into the I/O-free reader, each complete request to an Exchange.
 
-One `ClientConnection` per client connection. Requests are parsed with
-httptools; each complete request (its body buffered, so it can be sent again
-on another backend) becomes an `Exchange` (_exchange.py), one at a time in
-arrival order: pipelined requests wait their turn. Under a hash method the
-request's key is read when the request is complete (leastload.request_keys:
-the connection is the `RequestView`), and kept for its retries.
+One `ClientConnection` per client connection, one request in flight: the
+reader (_http1.RequestReader) checks every limit as bytes arrive and stops
+after a complete request; what the client sends meanwhile stays in the
+reader, and once that is more than a head's worth the connection stops
+reading until the answer is out (a pipelining client cannot queue work).
+The body is buffered whole, so the request can be sent again to another
+backend. A client that does not read its answers stops the next request
+from starting, and the proxy's sweep closes it after `timeout`.
+
+Waits, checked by the proxy's sweep (`check_deadline`) rather than a timer
+each: a new connection's first head, and any head once its first byte is
+in, must be complete within `header_timeout` (408); a body within
+`body_timeout` of its head (408); an idle keep-alive connection closes after
+`client_timeout`; a client whose writes stay backed up for `timeout` is
+dropped.
 """
 
 import asyncio
-from collections import deque
-from typing import TYPE_CHECKING, Deque, List, Optional, Set, Tuple, Union, cast
-
-import httptools
+from typing import TYPE_CHECKING, Optional, Tuple, cast
 
 from ..request_keys import Address, MissingKey, ip_or_none
 from ..upstream import IDEMPOTENT
+from . import _http1
 from ._exchange import Exchange
-from ._http import error_response
+from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, error_response
 
 if TYPE_CHECKING:
     from ._backend import BackendConnection
     from ._proxy import Proxy
 
-# Headers that belong to one hop (RFC 9110 7.6.1) or that the proxy sets itself.
-_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding",
-                   b"upgrade", b"expect", b"content-length", b"x-forwarded-for"})
-_CONNECTION_OPTIONS = frozenset({b"close", b"keep-alive", b"upgrade"})
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _METHOD_NAMES = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE")}
-MAX_HEAD = 65536
+
+# what the connection is waiting for (its deadline's kind)
+WAIT_HEAD = 1      # the first head of a new connection, or a head begun: 408 when late
+WAIT_BODY = 2      # the body of a head that is in: 408 when late
+WAIT_IDLE = 3      # the next request on a kept-alive connection: closed when late
+WAIT_NONE = 0      # a request is being served (the backend side keeps its own time)
 
 
 class Request:
-    __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only", "key")
+    __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only", "http10", "key")
 
-    def __init__(self, method: str, payload: bytes, keep_alive: bool, key: object = None) -> None:
+    def __init__(self, method: str, payload: bytes, keep_alive: bool, http10: bool, key: object = None) -> None:
         self.method = method
         self.payload = payload
         self.keep_alive = keep_alive
         self.idempotent = method in IDEMPOTENT
         self.head_only = method == "HEAD"
+        self.http10 = http10
         self.key = key  # what the vserver's hash method picks by (None for the other methods)
 
 
 class ClientConnection(asyncio.Protocol):
     transport: asyncio.Transport  # set by connection_made, before any other callback
-    url: bytes
-    headers: List[Tuple[bytes, bytes]]
-    head_size: int
-    body: bytearray
-    too_large: bool
 
     def __init__(self, proxy: "Proxy") -> None:
         self.proxy = proxy
         assert proxy.loop is not None  # connections come in once the proxy runs
         self.loop: asyncio.AbstractEventLoop = proxy.loop
-        self.parser = httptools.HttpRequestParser(self)
+        self.reader = _http1.RequestReader(proxy.limits)
         self.peer = b"unknown"
         self.peername: Tuple[object, ...] = ()  # the client's (address, port, ...)
         self.sockname: Tuple[object, ...] = ()  # the proxy's end of the connection
         self._addresses: Optional[Tuple[Optional[Address], Optional[Address]]] = None
-        # requests in arrival order, or an answer of the proxy's own: (status, text, close after it)
-        self.queue: Deque[Union[Request, Tuple[int, str, bool]]] = deque()
-        self.busy = False
-        self.gone = False
-        self.paused = False
+        self.busy = False       # an exchange is in progress
+        self.gone = False       # the connection is lost
+        self.closing = False    # answered for the last time; the transport closes once flushed
+        self.paused = False     # our writes are backed up (the client is not reading)
+        self.paused_since = 0.0
+        self.reading = True
+        self.half_closed = False  # the client shut its side after its request
         self.backend: "Optional[BackendConnection]" = None  # the exchange in progress
-        self.idle_since = 0.0
-        self.idle_timer: Optional[asyncio.TimerHandle] = None
-        self.refused = False
-        self.in_next = False
-        self._reset_message()
-
-    def _reset_message(self) -> None:
-        self.url = b""
-        self.headers = []
-        self.head_size = 0
-        self.body = bytearray()
-        self.too_large = False
+        self.wait = WAIT_HEAD
+        self.deadline = 0.0
+        self.in_pump = False
 
     # ---- asyncio.Protocol -------------------------------------------------
 
@@ -89,49 +85,153 @@ class ClientConnection(asyncio.Protocol):
             self.peer = str(peer[0]).encode()
             self.peername = tuple(peer)
         self.sockname = tuple(transport.get_extra_info("sockname") or ())
-        self.proxy.clients.add(self)
-        self.idle_since = self.loop.time()
-        self.idle_timer = self.loop.call_later(self.proxy.client_timeout, self._on_idle_timer)
+        self.proxy.client_opened(self)
+        self.deadline = self.loop.time() + self.proxy.header_timeout
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.gone = True
-        self.proxy.clients.discard(self)
-        self.queue.clear()
-        if self.idle_timer is not None:
-            self.idle_timer.cancel()
+        self.proxy.client_closed(self)
         if self.backend is not None:
             self.backend.abandon()
 
     def data_received(self, data: bytes) -> None:
-        self.idle_since = self.loop.time()
-        if self.refused:
+        if self.closing:
             return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._refuse(501, "upgrade and CONNECT are not supported by this proxy")
-        except httptools.HttpParserError:
-            self._refuse(400, "malformed request")
+        reader = self.reader
+        if self.wait == WAIT_IDLE:  # the first byte of the next request: its head's time starts
+            self.wait = WAIT_HEAD
+            self.deadline = self.loop.time() + self.proxy.header_timeout
+        reader.feed(data)
+        if not self.busy:
+            self._pump()
+        elif reader.buffered > self.proxy.limits.max_header_size:
+            self._stop_reading()  # read ahead: about one more head while a request is served
+
+    def eof_received(self) -> Optional[bool]:
+        if self.busy:  # the request is in: answer it on the half-open connection, then close
+            self.half_closed = True
+            return True
+        return None  # nothing pending: close
 
     def pause_writing(self) -> None:  # the client reads slower than the backend sends: slow the backend down
         self.paused = True
+        self.paused_since = self.loop.time()
         if self.backend is not None:
             self.backend.transport.pause_reading()
 
     def resume_writing(self) -> None:
         self.paused = False
         if self.backend is not None:
-            self.backend.transport.resume_reading()
+            self.backend.resume(self.loop.time())
+        elif not self.busy and not self.gone:
+            self._pump()
 
-    def _on_idle_timer(self) -> None:
-        self.idle_timer = None
+    def check_deadline(self, now: float) -> None:
+        """The proxy's sweep: ends a wait that took too long."""
+        if self.gone or self.closing:
+            return
+        if self.paused and not self.busy:
+            if now - self.paused_since >= self.proxy.timeout:  # the client does not read its answers
+                self.transport.abort()
+            return
+        if self.wait == WAIT_NONE or now < self.deadline:
+            return
+        if self.wait == WAIT_IDLE or not self.reader.started:
+            self.transport.close()  # nothing was asked: close quietly
+        else:
+            what = "request head" if self.wait == WAIT_HEAD else "request body"
+            self._answer_and_close(408, f"the {what} did not arrive in time")
+
+    # ---- reading requests ----------------------------------------------------
+
+    def _stop_reading(self) -> None:
+        if self.reading:
+            self.reading = False
+            self.transport.pause_reading()
+
+    def _start_reading(self) -> None:
+        if not self.reading:
+            self.reading = True
+            self.transport.resume_reading()
+
+    def _pump(self) -> None:
+        """Reads requests and serves them, one at a time, while nothing else is pending."""
+        if self.in_pump:
+            return  # an exchange that ended at once: the loop below goes on
+        self.in_pump = True
+        reader = self.reader
+        try:
+            while not self.busy and not self.gone and not self.closing:
+                if self.paused:  # answers are backed up: no next request until they drain
+                    self._stop_reading()
+                    return
+                event = reader.next_event()
+                if event is NEED_DATA:
+                    if self.half_closed:
+                        self.transport.close()
+                        return
+                    self._start_reading()
+                    return
+                if event is COMPLETE:
+                    self._dispatch()
+                elif event is HEAD:
+                    head = reader.head
+                    assert head is not None  # a HEAD event carries it
+                    if head.expect_continue and head.version == 11:
+                        self.transport.write(_http1.CONTINUE)  # this request is the one forwarded next
+                    self.wait = WAIT_BODY
+                    self.deadline = self.loop.time() + self.proxy.body_timeout
+                elif event is ERROR:
+                    status, text = reader.error or (400, "malformed request")
+                    self._answer_and_close(status, text)
+                    return
+                else:  # PAUSED: a request was completed and not handed on (cannot happen)
+                    return
+        finally:
+            self.in_pump = False
+
+    def _dispatch(self) -> None:
+        """A complete request: its key, its bytes for the backend, its exchange."""
+        reader, proxy = self.reader, self.proxy
+        head = reader.head
+        assert head is not None  # COMPLETE carries it
+        method = _METHOD_NAMES.get(head.method) or head.method.decode("ascii", "replace")
+        try:
+            key = proxy.keys.key(proxy.vserver.method, self)
+        except MissingKey as exc:  # answered in turn, like any request; the connection goes on
+            proxy.stats.answered_by_proxy[400] += 1
+            self.transport.write(error_response(400, str(exc), not head.keep_alive))
+            self._request_done(head.keep_alive)
+            return
+        payload = _http1.encode_request(head, reader.body, self.peer, proxy.forwarding)
+        self.busy = True
+        self.wait = WAIT_NONE
+        Exchange(self, Request(method, payload, head.keep_alive, head.version == 10, key)).start()
+
+    def exchange_done(self, keep_going: bool) -> None:
+        self.busy = False
         if self.gone:
             return
-        due = self.idle_since + self.proxy.client_timeout
-        if self.busy or self.queue or due > self.loop.time():
-            self.idle_timer = self.loop.call_at(max(due, self.loop.time() + 1.0), self._on_idle_timer)
-        else:
-            self.transport.close()
+        self._request_done(keep_going)
+
+    def _request_done(self, keep_going: bool) -> None:
+        if not keep_going or self.half_closed:
+            self.closing = True
+            self.transport.close()  # after what is buffered is written
+            return
+        self.reader.start_next()
+        self.wait = WAIT_IDLE
+        self.deadline = self.loop.time() + self.proxy.client_timeout
+        if self.reader.started:  # the next request's bytes are here already
+            self.wait = WAIT_HEAD
+            self.deadline = self.loop.time() + self.proxy.header_timeout
+        self._pump()
+
+    def _answer_and_close(self, status: int, text: str) -> None:
+        self.proxy.stats.answered_by_proxy[status] += 1
+        self.closing = True
+        self.transport.write(error_response(status, text, True))
+        self.transport.close()
 
     # ---- the request's key (a RequestView for leastload.request_keys) --------------
 
@@ -157,121 +257,14 @@ class ClientConnection(asyncio.Protocol):
 
     @property
     def target(self) -> bytes:
-        return self.url
+        head = self.reader.head
+        return head.target if head is not None else b""
 
     def header(self, name: bytes) -> Optional[bytes]:
-        """The current request's first header of that (lowercase) name."""
-        for key, value in self.headers:
-            if len(key) == len(name) and key.lower() == name:
-                return value
-        return None
-
-    # ---- httptools callbacks ------------------------------------------------
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-        self.head_size += len(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.head_size += len(name) + len(value)
-        self.headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        if self.head_size > MAX_HEAD:
-            raise httptools.HttpParserError("head too large")  # caught in data_received
-        for name, value in self.headers:
-            if len(name) == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
-                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the body is read here, then sent on
-
-    def on_body(self, body: bytes) -> None:
-        if len(self.body) + len(body) > self.proxy.max_body:
-            self.too_large = True
-        elif not self.too_large:
-            self.body += body
-
-    def on_message_complete(self) -> None:
-        if self.parser.should_upgrade():
-            self._refuse(501, "upgrade and CONNECT are not supported by this proxy")
-            return
-        if self.too_large:
-            self._refuse(413, f"request body larger than {self.proxy.max_body} bytes")
-            return
-        raw_method: bytes = self.parser.get_method()
-        method = _METHOD_NAMES.get(raw_method) or raw_method.decode("ascii", "replace")
-        keep_alive = self.parser.should_keep_alive()
-        try:
-            key = self.proxy.keys.key(self.proxy.vserver.method, self)
-        except MissingKey as exc:  # answered in turn, like any request; the connection goes on
-            self.queue.append((400, str(exc), not keep_alive))
-            self.proxy.stats.answered_by_proxy[400] += 1
-        else:
-            self.queue.append(Request(method, self._payload(method, raw_method), keep_alive, key))
-        self._reset_message()
-        if not self.busy and not self.in_next:
-            self._next()
-
-    def _payload(self, method: str, raw_method: bytes) -> bytes:
-        """The request as sent to a backend: HTTP/1.1, keep-alive, hop-by-hop headers dropped."""
-        parts: List[bytes] = [raw_method, b" ", self.url, b" HTTP/1.1\r\n"]
-        kept: List[Tuple[bytes, bytes, bytes]] = []
-        forwarded = self.peer
-        named: Optional[Set[bytes]] = None  # headers a Connection header names as hop-by-hop
-        for name, value in self.headers:
-            lowered = name.lower()
-            if lowered in _DROP:
-                if lowered == b"x-forwarded-for":
-                    forwarded = value + b", " + self.peer
-                elif lowered == b"connection":
-                    named = {t.strip().lower() for t in value.split(b",")} - _CONNECTION_OPTIONS
-            else:
-                kept.append((lowered, name, value))
-        for lowered, name, value in kept:
-            if not named or lowered not in named:
-                parts += (name, b": ", value, b"\r\n")
-        parts += (b"X-Forwarded-For: ", forwarded, b"\r\n")
-        body = self.body
-        if body or method in _BODY_METHODS:
-            parts.append(b"Content-Length: %d\r\n" % len(body))
-        parts.append(b"\r\n")
-        if body:
-            parts.append(bytes(body))
-        return b"".join(parts)
-
-    # ---- answering ------------------------------------------------------------
-
-    def _refuse(self, status: int, text: str) -> None:
-        """A request this proxy will not forward: answer in turn and close (the stream is unusable)."""
-        self.refused = True
-        self.queue.append((status, text, True))
-        if not self.busy and not self.in_next:
-            self._next()
-
-    def _next(self) -> None:
-        """Starts the queued requests in order, each when the one before it is done."""
-        self.in_next = True  # an exchange that ends at once returns here instead of recursing
-        try:
-            while self.queue and not self.busy and not self.gone:
-                item = self.queue.popleft()
-                if isinstance(item, tuple):  # an answer of the proxy's own: (status, text, close)
-                    status, text, close = item
-                    self.transport.write(error_response(status, text, close))
-                    if close:
-                        self.transport.close()
-                        self.queue.clear()
-                        return
-                    continue
-                self.busy = True
-                Exchange(self, item).start()
-        finally:
-            self.in_next = False
-
-    def exchange_done(self, keep_going: bool) -> None:
-        self.busy = False
-        self.idle_since = self.loop.time()
-        if self.gone:
-            return
-        if not keep_going:
-            self.queue.clear()
-            self.transport.close()
-        elif self.queue and not self.in_next:
-            self._next()
+        """The current request's first header of that (lowercase) name; its authority for host."""
+        head: Optional[RequestHead] = self.reader.head
+        if head is None:
+            return None
+        if name == b"host":
+            return head.host
+        return head.header(name)

@@ -17,17 +17,19 @@ The engine sees, per request:
 """
 
 import asyncio
+import errno
 from typing import TYPE_CHECKING, Any, List, Optional
 
 from .. import NoServiceAvailable
 from . import _backend
-from ._http import error_response
+from ._http1 import error_response
 
 if TYPE_CHECKING:
     from ._backend import BackendConnection, Pool
     from ._client import ClientConnection, Request
     from ._proxy import BackendCounters
 
+LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL})
 CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: not the backend's fault
 
 
@@ -71,6 +73,12 @@ class Exchange:
         try:
             conn = await pool.connect(self.proxy.connect_timeout)
         except (OSError, asyncio.TimeoutError) as exc:
+            if isinstance(exc, OSError) and exc.errno in LOCAL_ERRNOS:
+                # the proxy's own trouble (out of descriptors, ports, buffers): not the backend's
+                self.proxy.note_local_error("connect to backend", exc)
+                self.t.finish(status=CLIENT_CLOSED)
+                self._answer_error(503, "the proxy is out of resources")
+                return
             self.proxy.note_failure(self.t.service, exc)
             self.on_outcome(_backend.RESET, None)
             return
@@ -87,7 +95,8 @@ class Exchange:
         if client.paused:
             conn.transport.pause_reading()
         request = self.request
-        conn.send(self, request.payload, self.proxy.timeout, request.head_only)
+        conn.send(self, request.payload, self.proxy.timeout, request.head_only, request.http10,
+                  request.keep_alive)
 
     def on_outcome(self, outcome: str, conn: "Optional[BackendConnection]") -> None:
         """The backend connection's report; ends the transaction exactly once per attempt."""
@@ -105,11 +114,15 @@ class Exchange:
             if status >= 500:
                 self.counters.failures += 1
             proxy.pools[name].put(conn)
-            client.exchange_done(self.request.keep_alive and conn.client_keep_alive)
+            client.exchange_done(self.request.keep_alive and not conn.reader.close_client)
             return
         if outcome is _backend.CLIENT_GONE:
             assert conn is not None  # the exchange was on it
             t.finish(ttfb=conn.ttfb if conn.status else None, status=conn.status or CLIENT_CLOSED)
+            client.exchange_done(False)
+            return
+        if outcome is _backend.CLIENT_STALLED:  # the client's fault: the 499 finish, never a failure
+            t.finish(status=CLIENT_CLOSED)
             client.exchange_done(False)
             return
         if outcome is _backend.RESET and self.reused and self.request.idempotent and not client.gone:
@@ -142,7 +155,7 @@ class Exchange:
 
     def _answer_error(self, status: int, text: str) -> None:
         client = self.client
-        keep_alive = self.request.keep_alive
+        keep_alive = self.request.keep_alive and not self.request.http10
         if not client.gone:
             client.transport.write(error_response(status, text, not keep_alive))
         self.proxy.stats.answered_by_proxy[status] += 1

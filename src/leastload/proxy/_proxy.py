@@ -9,7 +9,7 @@ from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Typ
 from .. import _errors, upstream
 from ..request_keys import KeyRule
 from ..upstream import Backend, check_int
-from . import _admin, _backend, _client, _health
+from . import _admin, _backend, _client, _health, _http1
 
 log = logging.getLogger("leastload.proxy")
 XFF_MODES = ("append", "replace")
@@ -121,8 +121,11 @@ class Proxy:
         self.client_timeout, self.max_body, self.pool_size = float(client_timeout), max_body, pool_size
         self.max_request_line, self.max_header_size, self.max_headers = max_request_line, max_header_size, max_headers
         self.header_timeout, self.body_timeout = float(header_timeout), float(body_timeout)
-        self.max_connections_setting = max_connections
-        self.xff, self.forwarded, self.via = xff, forwarded, via
+        self.max_connections = max_connections if max_connections is not None else _default_max_connections()
+        self.limits = _http1.Limits(max_request_line, max_header_size, max_headers, max_body)
+        self.forwarding = _http1.Forwarding(xff, forwarded, via)
+        self.budget = _backend.ConnectionBudget(self.max_connections)
+        self.local_errors: "Counter[str]" = collections.Counter()  # the proxy's own troubles, by what failed
         self.health: Tuple[str, str, float, float, int, int] = (
             health_check, health_path, float(health_interval), float(health_timeout), health_fall, health_rise)
         self.stats = Stats(self.backends)
@@ -136,13 +139,14 @@ class Proxy:
         self._sweeper: "Optional[asyncio.Task[None]]" = None
         # the newest event of each list already logged (by identity)
         self._seen: Dict[str, Optional[Tuple[float, str, str]]] = {"outlier_events": None, "slow_start_exits": None}
+        self._local_error_logged: Dict[str, float] = {}
 
     # ---- life cycle -----------------------------------------------------------
 
     async def start(self) -> "Proxy":
         self.loop = loop = asyncio.get_running_loop()
         for b in self.backends.values():
-            self.pools[b.name] = _backend.Pool(loop, b.host, b.port, self.pool_size)
+            self.pools[b.name] = self._pool(b)
         host, port = self.listen
         self.server = await loop.create_server(
             lambda: _client.ClientConnection(self), host, port, reuse_address=True,
@@ -218,7 +222,7 @@ class Proxy:
             old = self.pools.get(backend.name)
             if old is not None:
                 old.close()
-            self.pools[backend.name] = _backend.Pool(self.loop, backend.host, backend.port, self.pool_size)
+            self.pools[backend.name] = self._pool(backend)
             if self.health[0] != "none":
                 if backend.name in self.monitors:
                     self.monitors[backend.name].stop()
@@ -249,20 +253,45 @@ class Proxy:
             entry.update(self.stats.of(name).as_dict())
             backends[name] = entry
         return {"vserver": asdict(view), "show": str(view), "backends": backends,
-                "answered_by_proxy": {str(k): v for k, v in self.stats.answered_by_proxy.items()}}
+                "answered_by_proxy": {str(k): v for k, v in self.stats.answered_by_proxy.items()},
+                "clients": len(self.clients), "max_connections": self.max_connections,
+                "backend_connections": self.budget.open, "local_errors": dict(self.local_errors)}
+
+    def _pool(self, b: Backend) -> _backend.Pool:
+        assert self.loop is not None  # pools are made once the proxy runs
+        return _backend.Pool(self.loop, b.host, b.port, self.pool_size, self.limits, self.budget)
+
+    def client_opened(self, client: "_client.ClientConnection") -> None:
+        self.clients.add(client)
+
+    def client_closed(self, client: "_client.ClientConnection") -> None:
+        self.clients.discard(client)
+
+    def note_local_error(self, what: str, exc: BaseException) -> None:
+        """A failure of the proxy's own (descriptors, ports, buffers): logged once per kind a
+        second at most, counted, never charged to a backend."""
+        self.local_errors[what] += 1
+        now = self.loop.time() if self.loop is not None else 0.0
+        if now - self._local_error_logged.get(what, -2.0) >= 1.0:
+            self._local_error_logged[what] = now
+            log.error("%s failed for a local reason: %s (%d so far)", what, exc, self.local_errors[what])
 
     def note_failure(self, name: str, why: object) -> None:
         log.debug("backend %s failed: %s", name, why)
         self._log_events()
 
     async def _sweep(self) -> None:
-        """Ends the exchanges whose backend has been silent for `timeout` (one timer for all)."""
-        tick = min(1.0, max(0.01, self.timeout / 10))
+        """One timer for every wait: backends silent for `timeout`, clients past their
+        header, body, idle or write deadline (checked a few times per shortest period)."""
+        shortest = min(self.timeout, self.header_timeout, self.body_timeout, self.client_timeout)
+        tick = min(1.0, max(0.01, shortest / 10))
         while True:
             await asyncio.sleep(tick)
             now = asyncio.get_running_loop().time()
             for pool in list(self.pools.values()):
                 pool.check_timeouts(now)
+            for client in list(self.clients):
+                client.check_deadline(now)
 
     async def _watch_events(self) -> None:
         while True:
@@ -286,6 +315,18 @@ class Proxy:
                     log.warning("backend %s: %s at %.3f", name, what, when)
             if events:
                 self._seen[attr] = events[-1]
+
+
+def _default_max_connections(reserve: int = 64) -> int:
+    """From the descriptor limit: a client connection may hold a backend connection too."""
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 10000
+    if soft == resource.RLIM_INFINITY:
+        return 10000
+    return max(1, min(10000, (soft - reserve) // 2))
 
 
 def _check_seconds(arg: str, value: object) -> None:
