@@ -6,9 +6,14 @@ The defaults follow the vendor's monitors: a probe every 5 s, 2 s to answer,
 A `tcp` probe opens a connection; an `http` probe sends `GET path` on a new
 connection and wants a 2xx or 3xx status. Probes do not go through the engine:
 they are not transactions and do not count as load.
+
+A probe that cannot even be made for the proxy's own trouble (out of descriptors,
+buffers, memory or local ports: `is_local_error`) says nothing of the backend: it is
+neither a failure nor a success, is counted (`local_errors`) and logged once per episode.
 """
 
 import asyncio
+import errno
 import logging
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
@@ -20,6 +25,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("leastload.proxy")
 
 KINDS = ("none", "tcp", "http")
+# the proxy's own shortages, not the peer's answer
+LOCAL_ERRNOS = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL))
+
+
+def is_local_error(exc: BaseException) -> bool:
+    """True when a connect (a probe's, or a request's to a backend) failed for the proxy's
+    own trouble: out of descriptors (EMFILE, ENFILE), buffers or memory (ENOBUFS, ENOMEM),
+    or local ports (EADDRNOTAVAIL). Such a failure must not count against the backend."""
+    return isinstance(exc, OSError) and exc.errno in LOCAL_ERRNOS
 
 
 class HealthMonitor:
@@ -32,6 +46,9 @@ class HealthMonitor:
         self.successes = 0  # probes passed in a row
         self.probes = 0
         self.last_error: Optional[str] = None
+        self.local_errors = 0  # probes the proxy could not make (is_local_error)
+        self.unprobed = 0      # of them in a row: an episode of the proxy's trouble while > 0
+        self.last_local_error: Optional[str] = None
         self.task: "Optional[asyncio.Task[None]]" = None
 
     def start(self) -> None:
@@ -45,7 +62,8 @@ class HealthMonitor:
             self.probes += 1
             self._judge(ok, why)
 
-    async def _probe(self) -> Tuple[bool, Optional[str]]:
+    async def _probe(self) -> Tuple[Optional[bool], Optional[str]]:
+        """(True, why) passed, (False, why) failed, (None, why) could not be made (local)."""
         b = self.backend
         writer: Optional[asyncio.StreamWriter] = None
         try:
@@ -62,15 +80,27 @@ class HealthMonitor:
             status = int(parts[1])
             return 200 <= status < 400, f"status {status}"
         except (OSError, asyncio.TimeoutError) as exc:
-            return False, type(exc).__name__ + (f": {exc}" if str(exc) else "")
+            why = type(exc).__name__ + (f": {exc}" if str(exc) else "")
+            return (None if is_local_error(exc) else False), why
         finally:
             if writer is not None:
                 writer.close()
 
-    def _judge(self, ok: bool, why: Optional[str]) -> None:
+    def _judge(self, ok: Optional[bool], why: Optional[str]) -> None:
         vs, name = self.proxy.vserver, self.backend.name
         if name not in vs:
             return
+        if ok is None:  # the proxy's trouble: the runs of failures and successes stand
+            self.local_errors += 1
+            self.unprobed += 1
+            self.last_local_error = why
+            if self.unprobed == 1:  # once per episode, not per probe
+                log.warning("backend %s cannot be probed for the proxy's own trouble (%s): "
+                            "its state stays %s until a probe can be made", name, why, vs.state(name))
+            return
+        if self.unprobed:
+            log.warning("backend %s can be probed again (%d probe(s) could not be made)", name, self.unprobed)
+            self.unprobed = 0
         if ok:
             self.failures = 0
             self.successes += 1
@@ -87,7 +117,9 @@ class HealthMonitor:
 
     def status(self) -> Dict[str, Any]:
         return {"check": self.kind, "probes": self.probes, "failures_in_row": self.failures,
-                "successes_in_row": self.successes, "last_error": self.last_error}
+                "successes_in_row": self.successes, "last_error": self.last_error,
+                "local_errors": self.local_errors, "unprobed_in_row": self.unprobed,
+                "last_local_error": self.last_local_error}
 
     def stop(self) -> None:
         if self.task is not None:

@@ -1,0 +1,214 @@
+"""`Listener`: accepts client connections itself, so that it can stop at a limit.
+
+`loop.create_server` accepts whenever the listening socket is readable, however many
+connections are open, and when accept() fails for want of descriptors (EMFILE) it
+retries every second while the descriptors it needs for backends and health probes
+are gone as well. The Listener accepts in batches from `loop.add_reader` instead and,
+like HAProxy at `maxconn`, stops accepting while `max_connections` client
+connections are open: the next clients wait in the kernel's backlog (4096) until
+one closes. When accept() fails for the process's or the system's own shortage
+(EMFILE, ENFILE, ENOBUFS, ENOMEM) it stops for a short while, logged once per episode.
+
+The default limit, `default_max_connections()`, follows the descriptor limit:
+each client connection may hold one backend connection too, and some descriptors
+(`reserve`, 64) are kept for the health probes, the admin port, logs and the pool,
+so it is (soft RLIMIT_NOFILE - reserve) // 2, at most 10,000 and at least 1;
+1,024 descriptors give 480 connections. Raise the limit (`ulimit -n`) for more.
+
+Every protocol the factory makes must call `listener.connection_closed()` once, from
+its `connection_lost`: that is how the Listener counts what is open.
+"""
+
+import asyncio
+import errno
+import logging
+import socket
+from typing import Any, Callable, Coroutine, Optional, Tuple
+
+log = logging.getLogger("leastload.proxy")
+
+BACKLOG = 4096
+BATCH = 64             # accepts per wake-up: one busy listener must not starve the loop
+RETRY_DELAY = 0.25     # seconds without accepting after an EMFILE and the like
+MAX_CONNECTIONS = 10_000
+RESERVE = 64
+# accept() failing for the proxy's own shortage: wait, do not spin
+SHORTAGE = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM))
+# accept() passing on one client's trouble (the network errors Linux's accept(2) lists): the next one
+SKIP = frozenset(getattr(errno, name) for name in (
+    "ECONNABORTED", "EPERM", "EPROTO", "ENETDOWN", "ENOPROTOOPT", "EHOSTDOWN", "ENONET", "EHOSTUNREACH",
+    "EOPNOTSUPP", "ENETUNREACH") if hasattr(errno, name))
+
+
+def default_max_connections(reserve: int = RESERVE) -> int:
+    """(soft RLIMIT_NOFILE - reserve) // 2, at most 10,000 and at least 1 (see the module's text)."""
+    try:
+        import resource
+    except ImportError:  # Windows: no descriptor limit to read
+        return MAX_CONNECTIONS
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, (soft - reserve) // 2))
+
+
+class Listener:
+    """A listening TCP socket whose connections become `protocol_factory()`'s, at most
+    `max_connections` open at once (None: `default_max_connections()`).
+
+        listener = Listener(loop, "127.0.0.1", 0, factory, 1000)
+        listener.start()            # listener.sockname: where it listens
+        ...                         # each protocol calls listener.connection_closed() when lost
+        listener.close()
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int,
+                 protocol_factory: Callable[[], asyncio.BaseProtocol],
+                 max_connections: Optional[int] = None, *, reuse_port: bool = False,
+                 backlog: int = BACKLOG) -> None:
+        self.loop, self.host, self.port = loop, host, port
+        self.protocol_factory = protocol_factory
+        self.max_connections = default_max_connections() if max_connections is None else max_connections
+        if self.max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
+        self.reuse_port, self.backlog = reuse_port, backlog
+        self.sock: Optional[socket.socket] = None
+        self.active = 0       # client connections open (accepted, not yet closed)
+        self.accepted = 0     # since start
+        self.shortages = 0    # accept() failures for want of descriptors or memory
+        self.reading = False  # the loop watches the listening socket
+        self.closed = False
+        self._retry: Optional[asyncio.TimerHandle] = None  # the end of a backoff
+        self._short_since: Optional[float] = None  # when the current shortage episode began
+        self._done: "asyncio.Future[None]" = loop.create_future()
+
+    # ---- life cycle ------------------------------------------------------------
+
+    def start(self) -> "Listener":
+        """Binds and listens (OSError when it cannot), then accepts."""
+        assert self.sock is None, "the listener is already started"
+        family, _, _, _, address = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
+                                                      flags=socket.AI_PASSIVE)[0]
+        # create_server sets SO_REUSEADDR (POSIX) and IPV6_V6ONLY, as loop.create_server does
+        self.sock = socket.create_server(address[:2], family=family, backlog=self.backlog,
+                                         reuse_port=self.reuse_port)
+        self.sock.setblocking(False)
+        self._resume()
+        return self
+
+    @property
+    def sockname(self) -> Tuple[str, int]:
+        """(host, port) it listens on."""
+        assert self.sock is not None, "the listener is not started"
+        host, port = self.sock.getsockname()[:2]
+        return host, port
+
+    @property
+    def paused(self) -> bool:
+        """True while it does not accept: full, or backing off after a shortage."""
+        return not self.reading
+
+    def close(self) -> None:
+        """Stops listening (the backlog's clients are refused); open connections stay open."""
+        if self.closed:
+            return
+        self.closed = True
+        self._pause()
+        if self._retry is not None:
+            self._retry.cancel()
+        if self.sock is not None:
+            self.sock.close()
+        if not self._done.done():
+            self._done.set_result(None)
+
+    async def serve_forever(self) -> None:
+        """Returns once the listener is closed; closes it when cancelled."""
+        try:
+            await asyncio.shield(self._done)
+        finally:
+            self.close()
+
+    # ---- connections -------------------------------------------------------------
+
+    def connection_closed(self) -> None:
+        """A protocol's connection is lost (call once per connection, from connection_lost)."""
+        self.active -= 1
+        if self.active < self.max_connections and self._retry is None:
+            self._resume()
+
+    def _resume(self) -> None:
+        if not self.reading and not self.closed and self.sock is not None:
+            self.loop.add_reader(self.sock, self._accept)
+            self.reading = True
+
+    def _pause(self) -> None:
+        if self.reading:
+            assert self.sock is not None
+            self.loop.remove_reader(self.sock)
+            self.reading = False
+
+    def _accept(self) -> None:
+        sock = self.sock
+        assert sock is not None
+        for _ in range(BATCH):
+            try:
+                conn, _ = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return  # nothing more waits
+            except OSError as exc:
+                if exc.errno in SKIP:
+                    continue
+                self._back_off(exc)
+                return
+            if self._short_since is not None:
+                log.warning("accepting connections again after %.1f s (%d open)",
+                            self.loop.time() - self._short_since, self.active)
+                self._short_since = None
+            self.active += 1
+            self.accepted += 1
+            self._hand_over(conn)
+            if self.active >= self.max_connections:
+                self._pause()  # full: the next clients wait in the backlog
+                return
+
+    def _hand_over(self, conn: socket.socket) -> None:
+        """Runs connect_accepted_socket() without a Task of its own: its first step now,
+        which makes the protocol and the transport on both asyncio's loop and uvloop and
+        schedules connection_made; the rest once the future it waits for is done.
+        (A Task costs some 5 us more per connection, on either loop.)"""
+        coro = self.loop.connect_accepted_socket(self.protocol_factory, conn)
+        try:
+            waiting = coro.send(None)
+        except StopIteration:
+            return
+        except Exception as exc:  # before there is a transport: no protocol will report it
+            log.error("cannot take a client connection: %r", exc, exc_info=exc)
+            conn.close()
+            self.connection_closed()
+            return
+        waiting.add_done_callback(lambda _: _finish(coro))
+
+    def _back_off(self, exc: OSError) -> None:
+        """Not accepting for RETRY_DELAY: EMFILE and the like pass as connections close."""
+        self.shortages += 1
+        if self._short_since is None:  # once per episode, not per attempt
+            self._short_since = self.loop.time()
+            level = logging.WARNING if exc.errno in SHORTAGE else logging.ERROR
+            log.log(level, "cannot accept connections (%s), %d open: retrying every %.2f s",
+                    exc, self.active, RETRY_DELAY)
+        self._pause()
+        self._retry = self.loop.call_later(RETRY_DELAY, self._end_backoff)
+
+    def _end_backoff(self) -> None:
+        self._retry = None
+        if self.active < self.max_connections:
+            self._resume()
+
+
+def _finish(coro: "Coroutine[Any, Any, Any]") -> None:
+    try:
+        coro.send(None)
+    except StopIteration:
+        pass
+    except Exception as exc:  # it closed the transport: the protocol's connection_lost counts it
+        log.debug("client connection failed as it was taken: %r", exc)
