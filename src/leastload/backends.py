@@ -16,6 +16,7 @@ Needs httptools (`pip install leastload[proxy]`).
 import argparse
 import asyncio
 import json
+import signal
 import sys
 from typing import Any, List, Optional, Sequence, Tuple, cast
 from urllib.parse import parse_qsl
@@ -176,6 +177,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.delay < 0 or args.size < 0:
         _parser().error("--delay and --size must not be negative")
+    if hasattr(signal, "SIGPIPE"):  # `leastload` set it to SIG_DFL: a write to a reset connection would kill us
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     run: Any = asyncio.run
     try:
         import uvloop

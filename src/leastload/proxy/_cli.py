@@ -1,31 +1,38 @@
-"""`leastload proxy`: the command line, and `--workers N` as N processes on one port.
+"""`leastload proxy`: the command line, and `--workers N` as N supervised processes on one port.
 
 With `--workers N` the command starts N copies of itself, each listening on
 the same port with SO_REUSEPORT and each with its own engine; the kernel
-spreads new client connections over them. The parent prints
-`listening on HOST:PORT` once every worker listens, forwards SIGTERM/SIGINT,
-and exits when they have. With `--admin HOST:PORT`, worker i answers on
-PORT + i (each worker reports its own engine).
+spreads new client connections over them. The parent supervises them: it
+prints `listening on HOST:PORT` once every worker listens, restarts a worker
+that dies (with a backoff), gives up (exit 1) when a worker keeps dying before
+it listens, and on SIGTERM/SIGINT stops them all and exits 0. With
+`--admin HOST:PORT`, worker i answers on PORT + i (each worker reports its own
+engine; a restarted worker gets its index's port again).
 """
 
 import argparse
 import asyncio
 import logging
 import os
+import selectors
 import signal
 import socket
 import subprocess
 import sys
-from types import FrameType
-from typing import Any, Callable, Coroutine, List, Optional, Sequence, Tuple, Union
+import threading
+import time
+from typing import Any, Callable, Coroutine, List, Optional, Sequence, Tuple
 
 from .._methods import METHODS
 from ..upstream import parse_host_port
 from . import _health
-from ._proxy import Proxy
+from ._proxy import XFF_MODES, Proxy
 
 log = logging.getLogger("leastload.proxy")
-WORKER_START_TIMEOUT = 60.0
+WORKER_START_TIMEOUT = 60.0  # a worker not listening by then is killed (a failed start)
+RESTART_FIRST, RESTART_MAX = 0.1, 10.0  # a dead worker's restart delay: doubling from the first to the max
+STABLE_AFTER = 10.0  # a worker that listened this long before dying restarts after RESTART_FIRST again
+START_FAILURES = 5  # a worker dying before it listens this many times in a row: the supervisor gives up
 
 
 def _host_port(text: str) -> Tuple[str, int]:
@@ -35,16 +42,26 @@ def _host_port(text: str) -> Tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive(kind: Callable[[str], Union[int, float]]) -> Callable[[str], Union[int, float]]:
-    def convert(text: str) -> Union[int, float]:
+def _integer(low: int, high: int) -> Callable[[str], int]:
+    def convert(text: str) -> int:
         try:
-            value = kind(text)
+            value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected an integer in {low}..{high}, got {text!r}")
         return value
     return convert
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value <= 86400:  # Proxy's own bound; also rejects NaN
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, 86400], got {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,20 +92,41 @@ def _parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("requests")
     g.add_argument("--retries", type=int, default=2,
                    help="tries on other backends after a refused or reset connection (default 2)")
-    g.add_argument("--connect-timeout", type=_positive(float), default=3.0, metavar="SECONDS")
-    g.add_argument("--timeout", type=_positive(float), default=30.0, metavar="SECONDS",
+    g.add_argument("--connect-timeout", type=_seconds, default=3.0, metavar="SECONDS",
+                   help="for the connection to a backend (default 3)")
+    g.add_argument("--timeout", type=_seconds, default=30.0, metavar="SECONDS",
                    help="for the first response byte, and between response bytes (default 30): 504 after")
-    g.add_argument("--client-timeout", type=_positive(float), default=60.0, metavar="SECONDS",
-                   help="idle keep-alive client connections close after this (default 60)")
-    g.add_argument("--max-body", type=int, default=16 << 20, metavar="BYTES",
-                   help="largest request body accepted (default 16 MiB; bodies are buffered so they can be retried)")
     g.add_argument("--pool-size", type=int, default=256, help="idle keep-alive connections kept per backend (default 256)")
+    g = p.add_argument_group("client limits (what one client may send, and how slowly)")
+    g.add_argument("--max-request-line", type=_integer(64, 1 << 20), default=8 << 10, metavar="BYTES",
+                   help="longest request line (default 8192): 414 over it")
+    g.add_argument("--max-header-size", type=_integer(256, 1 << 24), default=32 << 10, metavar="BYTES",
+                   help="largest request head, request line and headers together (default 32768): 431 over it")
+    g.add_argument("--max-headers", type=_integer(1, 10000), default=100, metavar="N",
+                   help="most header fields in a request (default 100): 431 over it")
+    g.add_argument("--max-body", type=_integer(0, 1 << 40), default=16 << 20, metavar="BYTES",
+                   help="largest request body accepted (default 16 MiB; bodies are buffered so they can be retried)")
+    g.add_argument("--header-timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                   help="a request's whole head must arrive within this (default 10): 408 after")
+    g.add_argument("--body-timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="a request's body must arrive within this once its head is in (default 60): 408 after")
+    g.add_argument("--client-timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="idle keep-alive client connections close after this (default 60)")
+    g.add_argument("--max-connections", type=_integer(1, 1 << 20), default=None, metavar="N",
+                   help="most client connections open at once (default: derived from the file-descriptor limit)")
+    g = p.add_argument_group("forwarding headers")
+    g.add_argument("--xff", choices=XFF_MODES, default="append",
+                   help="X-Forwarded-For: append the client's address to what the client sent, or replace "
+                        "what it sent (for an edge proxy) (default append)")
+    g.add_argument("--forwarded", action="store_true",
+                   help="also add an RFC 7239 Forwarded header (default: off)")
+    g.add_argument("--via", action="store_true", help="add a Via header (default: off)")
     g = p.add_argument_group("health monitors")
     g.add_argument("--health-check", choices=_health.KINDS, default="tcp",
                    help="probe per backend: tcp (connect), http (GET, 2xx/3xx) or none (default tcp)")
     g.add_argument("--health-path", default="/", help="path of the http probe (default /)")
-    g.add_argument("--health-interval", type=_positive(float), default=5.0, metavar="SECONDS", help="default 5")
-    g.add_argument("--health-timeout", type=_positive(float), default=2.0, metavar="SECONDS", help="default 2")
+    g.add_argument("--health-interval", type=_seconds, default=5.0, metavar="SECONDS", help="default 5")
+    g.add_argument("--health-timeout", type=_seconds, default=2.0, metavar="SECONDS", help="default 2")
     g.add_argument("--health-fall", type=int, default=3, metavar="N", help="failed probes in a row for DOWN (default 3)")
     g.add_argument("--health-rise", type=int, default=1, metavar="N", help="passed probes in a row for UP (default 1)")
     g = p.add_argument_group("passive ejection")
@@ -124,7 +162,10 @@ def _proxy_from(args: argparse.Namespace) -> Proxy:
     return Proxy(
         args.backend, args.method, listen=args.listen, retries=args.retries,
         connect_timeout=args.connect_timeout, timeout=args.timeout, client_timeout=args.client_timeout,
-        max_body=args.max_body, pool_size=args.pool_size, health_check=args.health_check,
+        max_body=args.max_body, max_request_line=args.max_request_line, max_header_size=args.max_header_size,
+        max_headers=args.max_headers, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
+        max_connections=args.max_connections, xff=args.xff, forwarded=args.forwarded, via=args.via,
+        pool_size=args.pool_size, health_check=args.health_check,
         health_path=args.health_path, health_interval=args.health_interval,
         health_timeout=args.health_timeout, health_fall=args.health_fall, health_rise=args.health_rise,
         admin=args.admin, reuse_port=args.reuse_port, outlier_failures=args.outlier_failures,
@@ -164,69 +205,143 @@ def _run_loop(kind: str, coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(coro)
 
 
+class _Worker:
+    """Worker i of --workers N: its process, and when to start it again after it died."""
+
+    def __init__(self, index: int, cmd: List[str]) -> None:
+        self.index, self.cmd = index, cmd
+        self.proc: "Optional[subprocess.Popen[str]]" = None
+        self.started = 0.0
+        self.listening_since: Optional[float] = None
+        self.failures = 0  # deaths before listening, in a row
+        self.delay = RESTART_FIRST
+        self.restart_at = 0.0  # when proc is None
+
+    def start(self, now: float) -> "subprocess.Popen[str]":
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, text=True)
+        self.started, self.listening_since = now, None
+        return self.proc
+
+    def died(self, now: float) -> str:
+        """Reaps the process (its stdout has ended); returns how it ended, and sets the restart time."""
+        assert self.proc is not None and self.proc.stdout is not None
+        self.proc.stdout.close()
+        code = _reap(self.proc)
+        self.proc = None
+        if self.listening_since is None:
+            self.failures += 1
+        elif now - self.listening_since >= STABLE_AFTER:
+            self.delay = RESTART_FIRST
+        self.restart_at = now + self.delay
+        self.delay = min(self.delay * 2, RESTART_MAX)
+        if code >= 0:
+            return f"exited with code {code}"
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:  # a signal without a name (real-time)
+            return f"killed by signal {-code}"
+
+
 def _run_workers(args: argparse.Namespace, argv: List[str]) -> int:
-    """The parent of --workers N: start them on one port, wait for them, pass signals on."""
+    """The parent of --workers N: starts them on one port and restarts the ones that die;
+    SIGTERM/SIGINT stop them all. Exits 1 when a worker keeps dying before it listens."""
     host, port = args.listen
     holder: Optional[socket.socket] = None
-    if port == 0:  # every worker must get the same port: reserve one, held until they listen
+    if port == 0:  # every worker, restarted ones too, must get the same port: reserve one, held throughout
         holder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        holder.bind((host, 0))
+        holder.bind((host, port))
         port = holder.getsockname()[1]
-    base = _without(argv, ("--workers", "--listen", "--admin"))
-    children: "List[subprocess.Popen[str]]" = []
+    # the options given last win: a worker never gets the parent's --workers, even abbreviated
+    base = [sys.executable, "-m", "leastload", "proxy", *_without(argv, ("--workers", "--listen", "--admin")),
+            "--workers", "1", "--listen", f"{host}:{port}", "--reuse-port"]
+    workers = []
+    for i in range(args.workers):
+        admin = [] if args.admin is None else ["--admin", f"{args.admin[0]}:{args.admin[1] + i if args.admin[1] else 0}"]
+        workers.append(_Worker(i, base + admin))
+    # signals only wake the loop below (through the wakeup fd); it does the stopping
     stopping: List[int] = []
-
-    def stop(signum: int, frame: Optional[FrameType]) -> None:  # set before the first worker starts: none is left behind
-        stopping.append(signum)
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    wake_r, wake_w = socket.socketpair()
+    wake_w.setblocking(False)
+    old_wakeup = signal.set_wakeup_fd(wake_w.fileno())
+    old_handlers = {sig: signal.signal(sig, lambda signum, frame: stopping.append(signum))
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
+    sel = selectors.DefaultSelector()
+    sel.register(wake_r, selectors.EVENT_READ, None)
     try:
-        for i in range(args.workers):
-            if stopping:
-                return 0
-            cmd = [sys.executable, "-m", "leastload", "proxy", *base, "--listen", f"{host}:{port}", "--reuse-port"]
-            if args.admin is not None:
-                cmd += ["--admin", f"{args.admin[0]}:{args.admin[1] + i if args.admin[1] else 0}"]
-            children.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
-        for child in children:
-            line = _first_line(child, WORKER_START_TIMEOUT)
-            if not line.startswith("listening on "):
-                if stopping:
-                    return 0
-                raise SystemExit(f"leastload proxy: a worker did not start ({line or 'no output'})")
-        print(f"listening on {host}:{port}", flush=True)
-        log.warning("%d workers on %s:%d", args.workers, host, port)
-        if holder is not None:
-            holder.close()
-            holder = None
-        codes = [child.wait() for child in children]
-        return 0 if stopping or not any(codes) else 1
+        return _supervise(workers, sel, stopping, f"{host}:{port}")
     finally:
-        if holder is not None:
-            holder.close()
-        for child in children:
-            if child.poll() is None:
-                child.terminate()
-                try:
-                    child.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-            if child.stdout is not None:
-                child.stdout.close()
+        signal.set_wakeup_fd(old_wakeup)
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
+        sel.close()
+        for w in workers:
+            if w.proc is not None and w.proc.poll() is None:
+                w.proc.terminate()
+        for w in workers:
+            if w.proc is not None:
+                _reap(w.proc)
+                if w.proc.stdout is not None:
+                    w.proc.stdout.close()
+        for closing in (wake_r, wake_w, holder):
+            if closing is not None:
+                closing.close()
 
 
-def _first_line(child: "subprocess.Popen[str]", timeout: float) -> str:
-    import selectors
-    assert child.stdout is not None  # started with stdout=PIPE
-    with selectors.DefaultSelector() as sel:
-        sel.register(child.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout):
-            return ""
-        return child.stdout.readline().strip()
+def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: List[int], where: str) -> int:
+    announced = False
+    while not stopping:
+        now = time.monotonic()
+        deadlines = []
+        for w in workers:
+            if w.proc is None:
+                if w.restart_at <= now:
+                    proc = w.start(now)
+                    assert proc.stdout is not None  # started with stdout=PIPE
+                    sel.register(proc.stdout, selectors.EVENT_READ, w)
+                else:
+                    deadlines.append(w.restart_at)
+            elif w.listening_since is None:
+                if now - w.started > WORKER_START_TIMEOUT:
+                    log.error("worker %d (pid %d): not listening after %.0f s, killed",
+                              w.index, w.proc.pid, WORKER_START_TIMEOUT)
+                    w.proc.kill()  # its stdout ends: handled below as a failed start
+                else:
+                    deadlines.append(w.started + WORKER_START_TIMEOUT)
+        if not announced and all(w.listening_since is not None for w in workers):
+            print(f"listening on {where}", flush=True)
+            log.warning("%d workers on %s", len(workers), where)
+            announced = True
+        timeout = max(0.0, min(deadlines) - now) if deadlines else None
+        for key, _ in sel.select(timeout):
+            w = key.data
+            if w is None:  # a signal: drain the wakeup bytes; `stopping` says which
+                os.read(key.fd, 512)
+                continue
+            assert w.proc is not None and w.proc.stdout is not None
+            line = w.proc.stdout.readline()
+            if line.startswith("listening on "):
+                w.listening_since, w.failures = time.monotonic(), 0
+            elif line:
+                log.warning("worker %d: %s", w.index, line.rstrip())
+            elif not stopping:  # end of its stdout: it exited
+                sel.unregister(w.proc.stdout)
+                pid, how = w.proc.pid, w.died(time.monotonic())
+                if w.failures >= START_FAILURES:
+                    print(f"leastload proxy: worker {w.index} died {w.failures} times in a row before listening "
+                          f"(last: {how}); giving up", file=sys.stderr)
+                    return 1
+                log.error("worker %d (pid %d) %s; restarting in %.1f s",
+                          w.index, pid, how, w.restart_at - time.monotonic())
+    return 0
+
+
+def _reap(proc: "subprocess.Popen[str]") -> int:
+    try:
+        return proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
 
 
 def _without(argv: Sequence[str], options: Sequence[str]) -> List[str]:
@@ -243,6 +358,17 @@ def _without(argv: Sequence[str], options: Sequence[str]) -> List[str]:
     return out
 
 
+def _ignore_sigpipe() -> None:
+    """A write to a connection the peer has reset fails with EPIPE (a connection error)
+    instead of killing the process. `leastload`'s entry point sets SIGPIPE to SIG_DFL (for
+    `leastload ... | head`). Under uvloop, a reset that arrives while a write is queued is
+    read first, then libuv flushes the queue with write(2) to the dead socket: SIGPIPE. So
+    each long-running command ignores it again once its arguments are parsed (--help still
+    ends quietly in a pipe); the workers are such commands too."""
+    if hasattr(signal, "SIGPIPE") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
@@ -255,14 +381,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--method TOKEN needs --token-header NAME (the request header whose value is the token)")
     if args.token_header is not None and args.method != "TOKEN":
         parser.error(f"--token-header: only with --method TOKEN, got --method {args.method}")
-    if args.workers > 1:
-        if not hasattr(socket, "SO_REUSEPORT"):
-            parser.error("--workers above 1 needs SO_REUSEPORT, which this system does not have")
-        return _run_workers(args, argv)
+    if args.workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
+        parser.error("--workers above 1 needs SO_REUSEPORT, which this system does not have")
     try:
-        proxy = _proxy_from(args)
+        proxy = _proxy_from(args)  # with --workers, only to check the settings before any worker starts
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
+    _ignore_sigpipe()
+    if args.workers > 1:
+        return _run_workers(args, argv)
     try:
         _run_loop(args.loop, _serve(proxy))
     except OSError as exc:
