@@ -71,7 +71,7 @@ START_TIMEOUT = 30.0   # seconds for a server to say it is ready
 STOP_TIMEOUT = 5.0     # seconds for a server to exit after SIGTERM, then SIGKILL
 HTTP_TIMEOUT = 5.0     # one GET /__stats
 INSTALL_TIMEOUT = 600  # apt-get update, apt-get install
-PROXY_KINDS = ("leastload", "haproxy")
+PROXY_KINDS = ("leastload", "haproxy", "before")  # before: another build of leastload (--before)
 HAPROXY_BALANCE = {"LEASTCONNECTION": "leastconn", "ROUNDROBIN": "roundrobin"}
 METHODS = ("LEASTCONNECTION", "ROUNDROBIN", "LEASTRESPONSETIME", "LEASTBANDWIDTH", "LEASTPACKETS")
 SHARE_GOAL_PERCENT = 2.0
@@ -344,17 +344,18 @@ backend pool
 """
 
 
-def start_proxy(kind, n, backends, method, workdir, admin_port=None):
+def start_proxy(kind, n, backends, method, workdir, admin_port=None, before_python=None):
     """Starts one proxy (n workers or threads) on a free port; returns (Server, port)."""
     port = free_port()
-    if kind == "leastload":
-        cmd = [sys.executable, "-m", "leastload", "proxy", "--listen", f"{HOST}:{port}", "--method", method,
+    if kind in ("leastload", "before"):
+        python = before_python if kind == "before" else sys.executable
+        cmd = [python, "-m", "leastload", "proxy", "--listen", f"{HOST}:{port}", "--method", method,
                "--workers", str(n), "--health-check", "none"]
         if admin_port is not None:
             cmd += ["--admin", f"{HOST}:{admin_port}"]
         for name, p in backends.items():
             cmd += ["--backend", f"{name}={HOST}:{p}"]
-        server = Server(f"leastload-{n}w", cmd, workdir)
+        server = Server(label(kind, n), cmd, workdir)
         try:
             server.wait_listening()  # with workers: once every worker listens
         except BaseException:
@@ -421,8 +422,8 @@ def run_wrk(port, connections, seconds):
 
 def measure(label, kind, n, connections, args, backends, workdir):
     """Starts the proxy, warms up, measures, stops it; returns one result row."""
-    admin_port = free_port() if kind == "leastload" and n == 1 else None
-    proxy, port = start_proxy(kind, n, backends, args.method, workdir, admin_port)
+    admin_port = free_port() if kind in ("leastload", "before") and n == 1 else None
+    proxy, port = start_proxy(kind, n, backends, args.method, workdir, admin_port, args.before)
     window = None
     try:
         run_wrk(port, connections, args.warmup)
@@ -572,6 +573,9 @@ def parse_args(argv=None):
     p.add_argument("--size", type=int, default=1024, help="response body bytes (default 1024)")
     p.add_argument("--quick", action="store_true", help="2 s runs, 1 s warm-up, 32 connections only")
     p.add_argument("--json", metavar="PATH", help="also write every number to PATH as JSON")
+    p.add_argument("--before", metavar="PYTHON",
+                   help="the Python of another leastload build (a venv of an earlier commit): its proxy runs "
+                        "too, as before-N, in the same run; leastload rows then say how they compare")
     args = p.parse_args(argv)
     if args.quick:
         args.duration, args.warmup, args.connections = 2.0, 1.0, "32"
@@ -580,6 +584,12 @@ def parse_args(argv=None):
         args.proxies = [parse_proxy(text) for text in args.proxies.split(",")]
     except ValueError as exc:
         p.error(str(exc))
+    if args.before:
+        # interleaved: each build right after the other at the same setting
+        args.proxies = [pair for kind, n in args.proxies
+                        for pair in ([(kind, n), ("before", n)] if kind == "leastload" else [(kind, n)])]
+    elif any(kind == "before" for kind, _ in args.proxies):
+        p.error("--proxies before-N needs --before PYTHON")
     if min(args.connections) < 2:
         p.error("--connections: wrk -t2 needs at least 2 connections")
     if args.duration < 1 or args.warmup < 1:
@@ -593,12 +603,12 @@ def parse_args(argv=None):
 def parse_proxy(text):
     kind, _, n = text.strip().partition("-")
     if kind not in PROXY_KINDS or not n.isdigit() or int(n) < 1:
-        raise ValueError(f"--proxies: each must be leastload-N or haproxy-N, got {text!r}")
+        raise ValueError(f"--proxies: each must be leastload-N, haproxy-N or before-N, got {text!r}")
     return kind, int(n)
 
 
 def label(kind, n):
-    return f"{kind}-{n}{'w' if kind == 'leastload' else 't'}"
+    return f"{kind}-{n}{'t' if kind == 'haproxy' else 'w'}"
 
 
 def raise_interrupt(signum, frame):
@@ -655,6 +665,23 @@ def print_report(args, specs, rows, engine, pairs, share):
               f"(goal < {SHARE_GOAL_PERCENT:g} %: {verdict})")
 
 
+def print_before(rows):
+    """leastload against the --before build, same connections and workers."""
+    by = {(r["kind"], r["workers_or_threads"], r["connections"]): r for r in rows if r["requests_per_s"]}
+    lines = []
+    for (kind, n, c), r in sorted(by.items(), key=lambda kv: (kv[0][2], kv[0][1])):
+        b = by.get(("before", n, c))
+        if kind == "leastload" and b:
+            cpu = (f", CPU/req {r['cpu_us_per_request']:.1f} vs {b['cpu_us_per_request']:.1f} us "
+                   f"({r['cpu_us_per_request'] / b['cpu_us_per_request']:.3f}x)"
+                   if r["cpu_us_per_request"] and b["cpu_us_per_request"] else "")
+            lines.append(f"  {c} connections, {n} worker(s): {r['requests_per_s']:,.0f} vs "
+                         f"{b['requests_per_s']:,.0f} req/s ({r['requests_per_s'] / b['requests_per_s']:.3f}x){cpu}")
+    if lines:
+        print("\nthis build against the --before build (same run):")
+        print("\n".join(lines))
+
+
 def print_packets(rows, window_s):
     """TCP_INFO packets against bytes, as the 1-worker leastload proxy's engine counted them."""
     for row in rows:
@@ -706,6 +733,7 @@ def main(argv=None):
         return 130
     pairs, share = ratios(rows), engine_share(rows, engine["ns_per_request"])
     print_report(args, specs, rows, engine, pairs, share)
+    print_before(rows)
     print_packets(rows, args.warmup + args.duration)
     if args.json:
         write_json(args.json, args, specs, rows, engine, pairs, share)

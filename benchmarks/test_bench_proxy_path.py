@@ -58,7 +58,6 @@ def proxied(impl):
     for pool in proxy.pools.values():
         conn = _backend.BackendConnection(pool)
         conn.connection_made(DropTransport())
-        conn.keep_alive = True
         pool.idle[conn] = None
     client = _client.ClientConnection(proxy)
     client.connection_made(DropTransport())

@@ -19,7 +19,7 @@ import socket
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple, cast
 
 from ..tcpinfo import SegmentCounter
-from ._http1 import Limits, ResponseReader
+from ._http1 import Buffer, Limits, Piece, ResponseReader
 
 if TYPE_CHECKING:
     from ._client import ClientConnection
@@ -123,17 +123,15 @@ class BackendConnection(asyncio.Protocol):
                 self.transport.close()
             self._end(OK)
 
-    def _pass_on(self, out: List[bytes]) -> None:
+    def _pass_on(self, out: List[Piece]) -> None:
         if out and not self.client.gone:
             self.passed = True
-            if len(out) == 1:
-                self.client.transport.write(out[0])
-            else:
-                self.client.transport.writelines(out)
+            # one write: a head and its body in one segment, one system call
+            self.client.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     # ---- one exchange ----------------------------------------------------------
 
-    def send(self, exchange: "Exchange", payload: bytes, timeout: float, head_only: bool,
+    def send(self, exchange: "Exchange", payload: Buffer, timeout: float, head_only: bool,
              http10: bool, keep_alive: bool) -> None:
         """Sends a request for `exchange`; its on_outcome() is called when the exchange ends."""
         self.exchange, self.client, self.t = exchange, exchange.client, exchange.t

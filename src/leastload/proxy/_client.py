@@ -42,7 +42,8 @@ WAIT_NONE = 0      # a request is being served (the backend side keeps its own t
 class Request:
     __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only", "http10", "key")
 
-    def __init__(self, method: str, payload: bytes, keep_alive: bool, http10: bool, key: object = None) -> None:
+    def __init__(self, method: str, payload: _http1.Buffer, keep_alive: bool, http10: bool,
+                 key: object = None) -> None:
         self.method = method
         self.payload = payload
         self.keep_alive = keep_alive
@@ -219,13 +220,17 @@ class ClientConnection(asyncio.Protocol):
             self.closing = True
             self.transport.close()  # after what is buffered is written
             return
-        self.reader.start_next()
-        self.wait = WAIT_IDLE
-        self.deadline = self.loop.time() + self.proxy.client_timeout
-        if self.reader.started:  # the next request's bytes are here already
+        reader = self.reader
+        reader.start_next()
+        if reader.started:  # the next request's bytes are here already
             self.wait = WAIT_HEAD
             self.deadline = self.loop.time() + self.proxy.header_timeout
-        self._pump()
+            self._pump()
+        else:
+            self.wait = WAIT_IDLE
+            self.deadline = self.loop.time() + self.proxy.client_timeout
+            if not self.reading or self.paused:
+                self._pump()
 
     def _answer_and_close(self, status: int, text: str) -> None:
         self.proxy.stats.answered_by_proxy[status] += 1

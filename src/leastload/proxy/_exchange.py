@@ -17,11 +17,11 @@ The engine sees, per request:
 """
 
 import asyncio
-import errno
 from typing import TYPE_CHECKING, Any, List, Optional
 
 from .. import NoServiceAvailable
 from . import _backend
+from ._health import is_local_error
 from ._http1 import error_response
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ._client import ClientConnection, Request
     from ._proxy import BackendCounters
 
-LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL})
 CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: not the backend's fault
 
 
@@ -73,7 +72,7 @@ class Exchange:
         try:
             conn = await pool.connect(self.proxy.connect_timeout)
         except (OSError, asyncio.TimeoutError) as exc:
-            if isinstance(exc, OSError) and exc.errno in LOCAL_ERRNOS:
+            if is_local_error(exc):
                 # the proxy's own trouble (out of descriptors, ports, buffers): not the backend's
                 self.proxy.note_local_error("connect to backend", exc)
                 self.t.finish(status=CLIENT_CLOSED)

@@ -25,11 +25,12 @@ so it never accumulates a header piece by piece.
 """
 
 import re
-from typing import List, Optional, Set, Tuple, Union
+from typing import Dict, List, Optional, Set, Tuple, Union
 
 import httptools
 
 Buffer = Union[bytes, bytearray]
+Piece = Union[bytes, bytearray, memoryview]  # what llhttp is fed and what a client is sent
 
 # next_event() results
 NEED_DATA = "need-data"  # feed more bytes
@@ -69,6 +70,14 @@ class Limits:
         self.max_header_size = max_header_size    # the whole head, trailers included: 431 above it
         self.max_headers = max_headers            # header lines, trailers included: 431 above it
         self.max_body = max_body                  # 413 above it (decided from Content-Length when there is one)
+
+
+# llhttp refusing; an upgrade (or CONNECT) it stops at is not an HttpParserError
+_PARSE_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
+
+
+class _NotFast(Exception):
+    """Stops the response fast path's parse: the general path takes the bytes."""
 
 
 class _Refuse(Exception):
@@ -151,22 +160,27 @@ class _Chunks:
 
 
 class RequestHead:
-    """A request head that passed every check: what the proxy forwards and how it answers."""
+    """A request head that passed every check: what the proxy forwards and how it answers.
 
-    __slots__ = ("method", "target", "version", "headers", "host", "keep_alive", "expect_continue",
-                 "content_length", "chunked", "dropped")
+    Attributes a request rarely changes are class defaults (a head is made per request)."""
+
+    method = b""
+    target = b""                      # origin-form (an absolute-form target rewritten), or * for OPTIONS
+    version = 11                      # 10 or 11
+    host: Optional[bytes] = None      # the authority: the Host header's, or an absolute-form target's
+    keep_alive = True
+    expect_continue = False
+    content_length: Optional[int] = None
+    chunked = False
+    dropped: "frozenset[bytes] | Set[bytes]" = frozenset()  # names a Connection header declared hop-by-hop
+    tokens: "frozenset[bytes] | Set[bytes]" = frozenset()   # the Connection headers' tokens, lowercase
+    # the head as received when it can be forwarded as it is (HTTP/1.1, origin-form, no
+    # header the proxy drops or rewrites): the common case costs no rebuilding
+    raw: Optional[Buffer] = None
 
     def __init__(self) -> None:
-        self.method = b""
-        self.target = b""             # origin-form (an absolute-form target rewritten), or * for OPTIONS
-        self.version = 11             # 10 or 11
         self.headers: List[Tuple[bytes, bytes, bytes]] = []  # (lowercase name, name, value), in order
-        self.host: Optional[bytes] = None  # the authority: the Host header's, or an absolute-form target's
-        self.keep_alive = True
-        self.expect_continue = False
-        self.content_length: Optional[int] = None
-        self.chunked = False
-        self.dropped: Set[bytes] = set()  # lowercase names a Connection header declared hop-by-hop
+        self.hosts: List[bytes] = []
 
     def header(self, name: bytes) -> Optional[bytes]:
         """The first header of that lowercase name."""
@@ -174,6 +188,22 @@ class RequestHead:
             if lowered == name:
                 return value
         return None
+
+
+_NO_NAMES: "frozenset[bytes]" = frozenset()
+# headers whose presence needs a look when a request head is read (the rest pass as they are)
+_REQUEST_SPECIAL = _REQUEST_DROP | frozenset({b"host", b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"})
+_HOSTS_SEEN: Dict[bytes, bool] = {}  # Host values already checked (bounded): clients repeat theirs
+
+
+def _host_ok(host: bytes) -> bool:
+    known = _HOSTS_SEEN.get(host)
+    if known is None:
+        known = _HOST.match(host) is not None
+        if len(_HOSTS_SEEN) >= 4096:
+            _HOSTS_SEEN.clear()
+        _HOSTS_SEEN[host] = known
+    return known
 
 
 class RequestReader:
@@ -193,8 +223,9 @@ class RequestReader:
 
     def _begin(self) -> None:
         self._url: List[bytes] = []
-        self._url_size = 0
-        self._raw: List[Tuple[bytes, bytes]] = []
+        self._next_head = RequestHead()
+        self._plain = True        # no header the proxy drops or rewrites (so far)
+        self._line: Buffer = b""  # the request line, while a head fed in one piece is parsed
         self._head_bytes = 0      # head bytes fed to the parser
         self._line_done = False   # the request line has its end
         self._skipped = 0         # empty lines before the request line (RFC 9112 2.2 lets us ignore them)
@@ -228,7 +259,8 @@ class RequestReader:
         if self._state is PAUSED:
             self._state = HEAD
             self.head = None
-            self.body = bytearray()
+            if self.body:
+                self.body = bytearray()
             self._begin()
             self.started = bool(self._buf)
             self._scan = 0
@@ -253,19 +285,47 @@ class RequestReader:
         """Feeds llhttp; the ERROR event if it (or a check in a callback) refuses."""
         try:
             self._parser.feed_data(data)
-        except _Refuse as exc:
-            return self._fail(exc.status, exc.text)
-        except httptools.HttpParserUpgrade:
-            return self._fail(501, "upgrade and CONNECT are not supported by this proxy")
-        except httptools.HttpParserError as exc:
-            cause = exc.__context__
-            if isinstance(cause, _Refuse):
-                return self._fail(cause.status, cause.text)
-            return self._fail(400, "malformed request")
+        except _PARSE_ERRORS as exc:
+            return self._parse_error(exc)
         return None
+
+    def _parse_error(self, exc: Exception) -> str:
+        if isinstance(exc, httptools.HttpParserUpgrade):
+            return self._fail(501, "upgrade and CONNECT are not supported by this proxy")
+        cause = exc.__context__
+        if isinstance(cause, _Refuse):
+            return self._fail(cause.status, cause.text)
+        return self._fail(400, "malformed request")
 
     def _read_head(self) -> str:
         limits = self.limits
+        buf = self._buf
+        if not self._head_bytes and buf[:1] != b"\r":
+            # the common case: a whole head from its first byte, fed in one piece
+            end = buf.find(b"\r\n\r\n")
+            first = buf.find(b"\n")
+            if 0 <= end <= limits.max_header_size - 4 and first <= limits.max_request_line:
+                stop = end + 4
+                piece, self._buf = (buf, b"") if stop == len(buf) else (buf[:stop], buf[stop:])
+                self._line_done = True
+                self._head_bytes = stop
+                self._line = piece[:first]  # the request line: its method and version read from it
+                try:
+                    self._parser.feed_data(piece)
+                except _PARSE_ERRORS as exc:
+                    return self._parse_error(exc)
+                finally:
+                    self._line = b""
+                if self._headers_done:
+                    head = self.head
+                    assert head is not None  # set by on_headers_complete
+                    if self._plain:
+                        head.raw = piece
+                    if self._complete and head.content_length is None and not head.chunked:
+                        self._state = PAUSED  # no body: the request is whole
+                        self.requests += 1
+                        return COMPLETE
+                    return self._after_head(head)
         while True:
             buf = self._buf
             while not self._head_bytes and buf[:2] == b"\r\n":
@@ -310,16 +370,22 @@ class RequestReader:
             if self._headers_done:
                 head = self.head
                 assert head is not None  # set by on_headers_complete
-                if head.content_length is not None and head.content_length > limits.max_body:
-                    return self._fail(413, f"request body larger than {limits.max_body} bytes")
-                if head.chunked:
-                    self._chunks = _Chunks()
-                else:
-                    self._body_left = head.content_length or 0
-                self._state = _BODY
-                if self._complete and self._body_left == 0 and self._chunks is None:
-                    return self._finish()
-                return HEAD
+                return self._after_head(head)
+
+    def _after_head(self, head: RequestHead) -> str:
+        """The head is in and checked: COMPLETE when there is no body, else HEAD (the body follows)."""
+        if head.chunked:
+            self._chunks = _Chunks()
+        else:
+            length = head.content_length
+            if length:
+                if length > self.limits.max_body:
+                    return self._fail(413, f"request body larger than {self.limits.max_body} bytes")
+                self._body_left = length
+        self._state = _BODY
+        if self._complete and self._body_left == 0 and self._chunks is None:
+            return self._finish()
+        return HEAD
 
     def _over_head_limit(self, buf: Buffer) -> str:
         if not self._line_done and buf.find(b"\n") < 0:
@@ -344,7 +410,7 @@ class RequestReader:
                 return self._fail(400, "malformed chunked body")
             if self._head_bytes + chunks.trailer_bytes > limits.max_header_size:
                 return self._fail(431, f"request head and trailers larger than {limits.max_header_size} bytes")
-            if len(self._raw) + chunks.trailers > limits.max_headers:
+            if len(self.head.headers if self.head else ()) + chunks.trailers > limits.max_headers:
                 return self._fail(431, f"more than {limits.max_headers} header and trailer lines")
         piece, self._buf = (buf, b"") if take == len(buf) else (buf[:take], buf[take:])
         failed = self._feed_parser(piece)
@@ -370,13 +436,26 @@ class RequestReader:
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._headers_done:  # a trailer: counted against the limits (in _read_body), never a header
             return
-        if len(self._raw) >= self.limits.max_headers:
+        head = self._next_head
+        headers = head.headers
+        if len(headers) >= self.limits.max_headers:
             raise _Refuse(431, f"more than {self.limits.max_headers} header lines")
-        self._raw.append((name, value))
+        lowered = name.lower()
+        headers.append((lowered, name, value))
+        if lowered in _REQUEST_SPECIAL:
+            if lowered == b"host":
+                head.hosts.append(value.strip())
+            else:
+                _special_header(head, lowered, value)
+                self._plain = False
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
-        self.head = _check_head(self._parser, b"".join(self._url), self._raw)
+        head = self.head = self._next_head
+        url = self._url
+        _check_head(head, self._parser, url[0] if len(url) == 1 else b"".join(url), self._line)
+        if len(url) != 1 or head.target is not url[0] or head.version != 11:
+            self._plain = False
 
     def on_body(self, body: bytes) -> None:
         if len(self.body) + len(body) > self.limits.max_body:
@@ -387,32 +466,35 @@ class RequestReader:
         self._complete = True
 
 
-def _check_head(parser: "httptools.HttpRequestParser", target: bytes,
-                raw: List[Tuple[bytes, bytes]]) -> RequestHead:
-    """RFC 9112's rules for a request head; raises _Refuse with the answer when one fails."""
-    head = RequestHead()
-    version = parser.get_http_version()
-    if version not in ("1.1", "1.0"):
-        raise _Refuse(400, f"HTTP/{version} requests are not served here (HTTP/1.0 and HTTP/1.1 are)")
-    head.version = 11 if version == "1.1" else 10
-    head.method = method = parser.get_method()
-    hosts: List[bytes] = []
-    tokens: Set[bytes] = set()
-    for name, value in raw:
-        lowered = name.lower()
-        head.headers.append((lowered, name, value))
-        if lowered == b"host":
-            hosts.append(value.strip())
-        elif lowered == b"connection":
-            tokens.update(t.strip().lower() for t in value.split(b","))
-        elif lowered == b"transfer-encoding":
-            head.chunked = True  # llhttp accepts a request's transfer coding only when chunked ends it
-        elif lowered == b"content-length":
-            head.content_length = int(value)  # llhttp checked it: digits, one value
-        elif lowered == b"expect" and value.strip().lower() == b"100-continue":
-            head.expect_continue = True
-    tokens.discard(b"")
-    head.dropped = tokens - _CONNECTION_OPTIONS - _PROTECTED
+def _special_header(head: RequestHead, lowered: bytes, value: bytes) -> None:
+    """What a request header the proxy looks at says."""
+    if lowered == b"connection":
+        head.tokens = head.tokens.union(t.strip().lower() for t in value.split(b","))
+    elif lowered == b"transfer-encoding":
+        head.chunked = True  # llhttp accepts a request's transfer coding only when chunked ends it
+    elif lowered == b"content-length":
+        head.content_length = int(value)  # llhttp checked it: digits, one value
+    elif lowered == b"expect" and value.strip().lower() == b"100-continue":
+        head.expect_continue = True
+
+
+def _check_head(head: RequestHead, parser: "httptools.HttpRequestParser", target: bytes, line: Buffer) -> None:
+    """RFC 9112's rules for a request head; raises _Refuse with the answer when one fails.
+    `line`: the request line when the head came in one piece (llhttp checked it), else b""."""
+    if line[-10:] == b" HTTP/1.1\r":  # what llhttp would say, without asking it
+        method = line[:line.find(b" ")]
+    else:
+        version = parser.get_http_version()
+        if version == "1.0":
+            head.version = 10
+        elif version != "1.1":
+            raise _Refuse(400, f"HTTP/{version} requests are not served here (HTTP/1.0 and HTTP/1.1 are)")
+        method = parser.get_method()
+    head.method = bytes(method)
+    tokens = head.tokens
+    if tokens:
+        head.dropped = tokens - _CONNECTION_OPTIONS - _PROTECTED - {b""}
+    hosts = head.hosts
     if head.version == 11:
         head.keep_alive = b"close" not in tokens
         if len(hosts) != 1:
@@ -423,7 +505,7 @@ def _check_head(parser: "httptools.HttpRequestParser", target: bytes,
         if len(hosts) > 1:
             raise _Refuse(400, "a request may have one Host header only")
     host = hosts[0] if hosts else None
-    if host is not None and not _HOST.match(host):
+    if host is not None and not _HOSTS_SEEN.get(host) and not _host_ok(host):
         raise _Refuse(400, "the Host header is not a host[:port]")
     if target[:1] == b"/":
         pass
@@ -444,7 +526,6 @@ def _check_head(parser: "httptools.HttpRequestParser", target: bytes,
             target = target.split(b"#", 1)[0]
     head.host = host
     head.target = target
-    return head
 
 
 class Forwarding:
@@ -461,12 +542,19 @@ class Forwarding:
 _CLIENT_FORWARDING = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"})
 
 
-def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: Forwarding) -> bytes:
+def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: Forwarding) -> Buffer:
     """The request as a backend gets it: HTTP/1.1 and keep-alive, hop-by-hop headers
     dropped (and those a Connection header named), the body with a Content-Length,
     and the client's address added to X-Forwarded-For (RFC 7239's Forwarded and Via
     when asked). `client` is the client's IP address as text."""
-    parts: List[bytes] = [head.method, b" ", head.target, b" HTTP/1.1\r\n"]
+    raw = head.raw
+    if raw is not None:  # forwarded as received, with the proxy's lines before its empty line
+        if not body and not forwarding.forwarded and not forwarding.via and head.method not in _BODY_METHODS:
+            return raw[:-2] + b"X-Forwarded-For: " + client + b"\r\nX-Forwarded-Proto: http\r\n\r\n"
+        parts: List[Buffer] = [raw[:-2], b"X-Forwarded-For: ", client, b"\r\nX-Forwarded-Proto: http\r\n"]
+        _forwarding_extras(parts, head, client, forwarding, body)
+        return b"".join(parts)
+    parts = [head.method, b" ", head.target, b" HTTP/1.1\r\n"]
     dropped = head.dropped
     replace = forwarding.replace
     proto_seen = False
@@ -488,6 +576,13 @@ def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: F
     parts += (b"X-Forwarded-For: ", client, b"\r\n")
     if not proto_seen:
         parts.append(b"X-Forwarded-Proto: http\r\n")
+    _forwarding_extras(parts, head, client, forwarding, body)
+    return b"".join(parts)
+
+
+def _forwarding_extras(parts: List[Buffer], head: RequestHead, client: bytes, forwarding: Forwarding,
+                       body: Buffer) -> None:
+    """Forwarded and Via when asked, Content-Length, the empty line, the body."""
     if forwarding.forwarded:
         node = b'"[' + client + b']"' if b":" in client else client
         parts += (b"Forwarded: for=", node, b";proto=http\r\n")
@@ -497,8 +592,7 @@ def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: F
         parts.append(b"Content-Length: %d\r\n" % len(body))
     parts.append(b"\r\n")
     if body:
-        parts.append(bytes(body))
-    return b"".join(parts)
+        parts.append(body)
 
 
 # ---- responses ----------------------------------------------------------------------
@@ -514,20 +608,21 @@ class ResponseReader:
     `close_client` (the client connection must close after this answer).
 
     To the client: the head is rewritten (HTTP/1.1 status line, hop-by-hop
-    headers dropped); a Content-Length body passes as it is; a chunked body
-    passes as it is to an HTTP/1.1 client (its trailers as trailers) and is
-    de-chunked for an HTTP/1.0 client, which then gets the end of the body
-    from the close; a body delimited by the backend's close is delimited by
-    the client connection's close too. 1xx answers other than 100 go to
-    HTTP/1.1 clients; 101 is refused (the proxy never asks for an upgrade).
-    Bytes after the end of the response, or a response body on a HEAD, 204 or
-    304 exchange, make the backend connection unusable (`reusable` False).
+    headers dropped) unless it can go as it is; a Content-Length body passes
+    as it is; a chunked body passes as it is to an HTTP/1.1 client (its
+    trailers as trailers) and is de-chunked for an HTTP/1.0 client, which
+    then gets the end of the body from the close; a body delimited by the
+    backend's close is delimited by the client connection's close too. 1xx
+    answers other than 100 go to HTTP/1.1 clients; 101 is refused (the proxy
+    never asks for an upgrade). Bytes after the end of the response, or a
+    body on a HEAD, 204 or 304 exchange, make the backend connection
+    unusable (`reusable` False).
     """
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._parser = httptools.HttpResponseParser(self)
-        self._fresh = True  # the parser has seen nothing since it was made
+        self._data = b""
         self.start(False, False, True)
 
     def start(self, head_only: bool, http10: bool, keep_alive: bool) -> None:
@@ -539,16 +634,17 @@ class ResponseReader:
         self.close_client = False
         self.extra = False          # bytes came after the response's end
         self._buf = bytearray()     # a partial head
-        self._scan = 0
+        self._fresh = not (head_only or http10 or not keep_alive)  # the fast path may take the first bytes
+        self._fast_size = 0  # while the fast path feeds: the bytes it has; else 0
         self._begin_message()
 
     def _begin_message(self) -> None:
-        self._head_bytes = 0
         self._status_text = b""
-        self._lines: List[Tuple[bytes, bytes]] = []  # (lowercase name, the header line)
-        self._tokens: Set[bytes] = set()
+        self._headers: List[Tuple[bytes, bytes, bytes]] = []  # (lowercase name, name, value)
+        self._tokens: "frozenset[bytes] | Set[bytes]" = _NO_NAMES
         self._length: Optional[int] = None
         self._chunked = False
+        self._plain = True          # no header to drop: the head can go as it is
         self._in_body = False
         self._headers_done = False
         self._message_done = False
@@ -556,19 +652,24 @@ class ResponseReader:
         self._body_left = 0
         self._chunks: Optional[_Chunks] = None
         self._dechunk = False
-        self._no_body = False
         self._out: List[bytes] = []  # de-chunked pieces for an HTTP/1.0 client
 
     # ---- input --------------------------------------------------------------------
 
-    def feed(self, data: bytes) -> List[bytes]:
+    def feed(self, data: bytes) -> List[Piece]:
         """The backend's bytes; returns the pieces to write to the client, in order."""
-        out: List[bytes] = []
+        out: List[Piece] = []
         if self.complete or self.failed:
             if data:
                 self.extra = True
                 self.reusable = False
             return out
+        if self._fresh:
+            fast = self._fast(data)
+            if fast is not None:
+                return fast
+        self._data = data
+        self._from = self._to = 0  # data[_from:_to]: a run of bytes passed on as they came
         i = 0
         n = len(data)
         while i < n and not self.complete and not self.failed:
@@ -576,109 +677,151 @@ class ResponseReader:
                 i = self._head_step(data, i, out)
             else:
                 i = self._body_step(data, i, out)
+        if self._to > self._from:
+            out.append(data if self._to - self._from == n else data[self._from:self._to])
+        self._data = b""
         if i < n and self.complete:
             self.extra = True
             self.reusable = False
         return out
 
-    def feed_eof(self) -> List[bytes]:
+    def _fast(self, data: bytes) -> Optional[List[Piece]]:
+        """The common case in one llhttp call: `data` is exactly one final response with a
+        Content-Length body. on_headers_complete stops the parse (_NotFast) as soon as the
+        head shows otherwise; the general path then starts again on a fresh parser."""
+        self._fresh = False
+        end = data.find(b"\r\n\r\n")
+        if not 0 < end <= self.limits.max_header_size - 4:
+            return None
+        self._fast_end = end + 4
+        self._fast_size = len(data)
+        try:
+            self._parser.feed_data(data)
+        except _PARSE_ERRORS as exc:
+            self._parser = httptools.HttpResponseParser(self)
+            self._begin_message()
+            if not isinstance(exc.__context__, _NotFast):
+                self.failed = "malformed response"  # the general path would say the same
+                return []
+            return None
+        finally:
+            self._fast_size = 0
+        if not self._message_done:
+            self.failed = "malformed response body"
+            return []
+        self.complete = True
+        self.reusable = b"close" not in self._tokens
+        if self._plain:  # HTTP/1.1 with nothing to drop: as it came
+            return [data]
+        return [self._rewrite_head(self.status, b""), data[end + 4:]]
+
+    def _emit(self, start: int, stop: int, out: List[Piece]) -> None:
+        """data[start:stop] goes on as it came."""
+        if start != self._to:
+            if self._to > self._from:
+                out.append(self._data[self._from:self._to])
+            self._from = start
+        self._to = stop
+
+    def _emit_bytes(self, piece: Piece, out: List[Piece]) -> None:
+        """Bytes of the proxy's own go on."""
+        if self._to > self._from:
+            out.append(self._data[self._from:self._to])
+        self._from = self._to = 0
+        out.append(piece)
+
+    def feed_eof(self) -> List[Piece]:
         """The backend closed its side."""
-        out: List[bytes] = []
-        if self.complete or self.failed:
-            return out
-        if self._in_body and self._until_eof:
-            self._done()
-        else:
-            self.failed = "the backend closed the connection mid-response"
-        return out
+        if not (self.complete or self.failed):
+            if self._in_body and self._until_eof:
+                self._done()
+            else:
+                self.failed = "the backend closed the connection mid-response"
+        return []
 
     # ---- the head -------------------------------------------------------------------
 
-    def _head_step(self, data: bytes, i: int, out: List[bytes]) -> int:
+    def _head_step(self, data: bytes, i: int, out: List[Piece]) -> int:
         """Consumes head bytes from data[i:]; returns where it stopped."""
         limits = self.limits
         if self._buf:
             start = len(self._buf)
             self._buf += data[i:]
-            buf: Buffer = self._buf
-            base = start  # data[i] is buf[start]
-            scan = max(0, start - 3)
-        else:
-            buf, base, scan = data, i, i
-        end = buf.find(b"\r\n\r\n", scan)
-        if end < 0:
-            size = len(buf) - (0 if buf is self._buf else i)
-            if size > limits.max_header_size:
-                self.failed = f"response head larger than {limits.max_header_size} bytes"
+            end = self._buf.find(b"\r\n\r\n", max(0, start - 3))
+            if end < 0:
+                if len(self._buf) > limits.max_header_size:
+                    self.failed = f"response head larger than {limits.max_header_size} bytes"
                 return len(data)
-            if buf is not self._buf:
-                self._buf = bytearray(data[i:])
-            return len(data)
-        stop = end + 4
-        if buf is self._buf:
-            head = bytes(self._buf[:stop])
-            consumed = i + (stop - base)
+            stop = end + 4
+            head: Piece = bytes(self._buf[:stop])
+            consumed = i + stop - start
             self._buf = bytearray()
+            raw_at = -1  # the head is not in data as one run
         else:
-            head = data[i:stop] if (i or stop != len(data)) else data
-            consumed = stop
+            end = data.find(b"\r\n\r\n", i)
+            if end < 0:
+                if len(data) - i > limits.max_header_size:
+                    self.failed = f"response head larger than {limits.max_header_size} bytes"
+                else:
+                    self._buf = bytearray(data[i:])
+                return len(data)
+            consumed = stop = end + 4
+            head = data if (i == 0 and stop == len(data)) else memoryview(data)[i:stop]
+            raw_at = i
         if len(head) > limits.max_header_size:
             self.failed = f"response head larger than {limits.max_header_size} bytes"
             return len(data)
         self._head_bytes = len(head)
         if not self._feed_parser(head):
             return len(data)
-        if not self._headers_done:  # leading empty lines, or a head llhttp still reads: go on
-            return consumed
-        self._on_head(out)
-        return consumed
+        if self._headers_done:
+            self._on_head(head, raw_at, consumed, out)
+        return consumed  # else leading empty lines, or a head llhttp still reads: go on
 
-    def _feed_parser(self, data: Buffer) -> bool:
-        self._fresh = False
+    def _feed_parser(self, data: Piece) -> bool:
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
+        except _PARSE_ERRORS as exc:
             cause = exc.__context__
             self.failed = cause.text if isinstance(cause, _Refuse) else "malformed response"
             return False
         return True
 
-    def _on_head(self, out: List[bytes]) -> None:
-        """The head is parsed: decide the framing, pass the rewritten head on."""
+    def _on_head(self, head: Piece, raw_at: int, stop: int, out: List[Piece]) -> None:
+        """The head is parsed: decide the framing, pass the head on."""
         status = self._parser.get_status_code()
-        if 100 <= status < 200:
+        if status < 200:
             if status == 101:
                 self.failed = "101 Switching Protocols, which this proxy never asks for"
                 return
             if status != 100 and not self.http10:
-                out.append(self._rewrite_head(status, b""))
+                self._emit_bytes(self._rewrite_head(status, b""), out)
             # llhttp ended the interim message at its head; the final response follows
             self._begin_message()
             return
         self.status = status
-        if self.head_only or status == 204 or status == 304:
-            framing = b""  # no body whatever the head says; a Content-Length after HEAD is kept
-            self._no_body = True
-        else:
-            if self._chunked:
-                if self.http10:
-                    self._dechunk = True
-                    self.close_client = True
-                    framing = b""
-                else:
-                    framing = b"Transfer-Encoding: chunked\r\n"
-                self._chunks = _Chunks()
-            elif self._length is not None:
-                framing = b""  # its Content-Length line is kept
-                self._body_left = self._length
+        no_body = self.head_only or status == 204 or status == 304
+        framing = b""
+        if no_body:
+            pass  # no body whatever the head says; a Content-Length after HEAD is kept
+        elif self._chunked:
+            if self.http10:
+                self._dechunk = self.close_client = True
             else:
-                self._until_eof = True
-                self.close_client = True
-                framing = b""
+                framing = b"Transfer-Encoding: chunked\r\n"
+            self._chunks = _Chunks()
+        elif self._length is not None:
+            self._body_left = self._length
+        else:
+            self._until_eof = self.close_client = True
         if not self.client_keep_alive:
             self.close_client = True
-        out.append(self._rewrite_head(status, framing))
-        if self._no_body:
+        if (self._plain and raw_at >= 0 and not self.close_client and not self.http10
+                and status != 204 and self._parser.get_http_version() == "1.1"):
+            self._emit(raw_at, stop, out)  # the head as it came
+        else:
+            self._emit_bytes(self._rewrite_head(status, framing), out)
+        if no_body:
             if self.head_only and not self._message_done:
                 # llhttp waits for the body the head announces: a new parser for the next response
                 self._parser = httptools.HttpResponseParser(self)
@@ -689,14 +832,14 @@ class ResponseReader:
             self._done()
 
     def _rewrite_head(self, status: int, framing: bytes) -> bytes:
-        dropped = self._tokens - _PROTECTED
+        dropped = self._tokens - _PROTECTED if self._tokens else _NO_NAMES
         parts = [b"HTTP/1.1 %d " % status, self._status_text, b"\r\n"]
-        for lowered, line in self._lines:
-            if lowered in _RESPONSE_DROP or (dropped and lowered in dropped):
+        for lowered, name, value in self._headers:
+            if lowered in _RESPONSE_DROP or lowered in dropped:
                 continue
             if lowered == b"content-length" and (status < 200 or status == 204):
                 continue  # no body, and none announced
-            parts.append(line)
+            parts += (name, b": ", value, b"\r\n")
         parts.append(framing)
         if self.close_client and status >= 200:
             parts.append(b"Connection: close\r\n")
@@ -707,13 +850,11 @@ class ResponseReader:
 
     # ---- the body --------------------------------------------------------------------
 
-    def _body_step(self, data: bytes, i: int, out: List[bytes]) -> int:
+    def _body_step(self, data: bytes, i: int, out: List[Piece]) -> int:
         n = len(data)
         if self._until_eof:
-            piece = data if i == 0 else data[i:]
-            if not self._feed_parser(piece):
-                return n
-            out.append(piece)
+            if self._feed_parser(data if i == 0 else memoryview(data)[i:]):
+                self._emit(i, n, out)
             return n
         chunks = self._chunks
         if chunks is None:
@@ -729,17 +870,17 @@ class ResponseReader:
                 self.failed = "malformed chunked response body"
                 return n
             if (self._head_bytes + chunks.trailer_bytes > self.limits.max_header_size
-                    or len(self._lines) + chunks.trailers > self.limits.max_headers):
+                    or len(self._headers) + chunks.trailers > self.limits.max_headers):
                 self.failed = "response head and trailers over the limits"
                 return n
-        piece = data if (i == 0 and stop == n) else data[i:stop]
-        if not self._feed_parser(piece):
+        if not self._feed_parser(data if (i == 0 and stop == n) else memoryview(data)[i:stop]):
             return n
         if self._dechunk:
-            out.extend(self._out)
+            for piece in self._out:
+                self._emit_bytes(piece, out)
             self._out.clear()
         else:
-            out.append(piece)
+            self._emit(i, stop, out)
         if done != self._message_done:  # the framing seen here and llhttp's disagree
             self.failed = "malformed response body"
             return n
@@ -749,9 +890,10 @@ class ResponseReader:
 
     def _done(self) -> None:
         self.complete = True
-        keep = b"close" not in self._tokens and not self._until_eof
-        if self._parser.get_http_version() == "1.0":
-            keep = keep and b"keep-alive" in self._tokens
+        tokens = self._tokens
+        keep = b"close" not in tokens and not self._until_eof
+        if keep and self._parser.get_http_version() == "1.0":
+            keep = b"keep-alive" in tokens
         self.reusable = keep and not self.extra
 
     # ---- llhttp callbacks -------------------------------------------------------------
@@ -762,19 +904,37 @@ class ResponseReader:
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._headers_done:  # a trailer: passed on raw with a chunked body, else dropped
             return
-        if len(self._lines) >= self.limits.max_headers:
+        headers = self._headers
+        if len(headers) >= self.limits.max_headers:
             raise _Refuse(502, f"response has more than {self.limits.max_headers} header lines")
         lowered = name.lower()
-        self._lines.append((lowered, name + b": " + value + b"\r\n"))
-        if lowered == b"connection":
-            self._tokens.update(t.strip().lower() for t in value.split(b","))
-        elif lowered == b"content-length":
-            self._length = int(value)  # llhttp checked it
-        elif lowered == b"transfer-encoding":
-            self._chunked = value.strip().lower().endswith(b"chunked")
+        headers.append((lowered, name, value))
+        if lowered in _RESPONSE_SPECIAL:
+            if lowered == b"content-length":
+                self._length = int(value)  # llhttp checked it
+                return
+            if lowered == b"transfer-encoding":
+                self._chunked = value.strip().lower().endswith(b"chunked")
+                if value == b"chunked":
+                    return  # kept as it is when the head goes as it came
+            elif lowered == b"connection":
+                self._tokens = self._tokens.union(t.strip().lower() for t in value.split(b","))
+            self._plain = False
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
+        if self._fast_size:
+            parser = self._parser
+            status = parser.get_status_code()
+            length = self._length
+            if (length is None or self._chunked or self._fast_end + length != self._fast_size
+                    or status < 200 or status == 204 or status == 304):
+                raise _NotFast()
+            self.status = status
+            if parser.get_http_version() != "1.1":
+                self._plain = False
+                if b"keep-alive" not in self._tokens:
+                    self._tokens = self._tokens.union((b"close",))  # an HTTP/1.0 backend closes
 
     def on_body(self, body: bytes) -> None:
         if self._dechunk:
@@ -782,3 +942,6 @@ class ResponseReader:
 
     def on_message_complete(self) -> None:
         self._message_done = True
+
+
+_RESPONSE_SPECIAL = _RESPONSE_DROP | frozenset({b"content-length"})

@@ -9,7 +9,7 @@ from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Typ
 from .. import _errors, upstream
 from ..request_keys import KeyRule
 from ..upstream import Backend, check_int
-from . import _admin, _backend, _client, _health, _http1
+from . import _admin, _backend, _client, _health, _http1, _listen
 
 log = logging.getLogger("leastload.proxy")
 XFF_MODES = ("append", "replace")
@@ -121,7 +121,7 @@ class Proxy:
         self.client_timeout, self.max_body, self.pool_size = float(client_timeout), max_body, pool_size
         self.max_request_line, self.max_header_size, self.max_headers = max_request_line, max_header_size, max_headers
         self.header_timeout, self.body_timeout = float(header_timeout), float(body_timeout)
-        self.max_connections = max_connections if max_connections is not None else _default_max_connections()
+        self.max_connections = max_connections if max_connections is not None else _listen.default_max_connections()
         self.limits = _http1.Limits(max_request_line, max_header_size, max_headers, max_body)
         self.forwarding = _http1.Forwarding(xff, forwarded, via)
         self.budget = _backend.ConnectionBudget(self.max_connections)
@@ -133,7 +133,7 @@ class Proxy:
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.pools: Dict[str, _backend.Pool] = {}
         self.monitors: Dict[str, _health.HealthMonitor] = {}
-        self.server: Optional[asyncio.Server] = None
+        self.listener: Optional[_listen.Listener] = None
         self.admin: Optional[asyncio.Server] = None
         self._watch: "Optional[asyncio.Task[None]]" = None
         self._sweeper: "Optional[asyncio.Task[None]]" = None
@@ -148,9 +148,8 @@ class Proxy:
         for b in self.backends.values():
             self.pools[b.name] = self._pool(b)
         host, port = self.listen
-        self.server = await loop.create_server(
-            lambda: _client.ClientConnection(self), host, port, reuse_address=True,
-            reuse_port=self.reuse_port or None, backlog=4096)
+        self.listener = _listen.Listener(loop, host, port, lambda: _client.ClientConnection(self),
+                                         self.max_connections, reuse_port=self.reuse_port).start()
         kind = self.health[0]
         if kind != "none":
             for b in self.backends.values():
@@ -165,9 +164,8 @@ class Proxy:
     @property
     def address(self) -> Tuple[str, int]:
         """(host, port) the proxy listens on."""
-        assert self.server is not None, "the proxy is not started"
-        host, port = self.server.sockets[0].getsockname()[:2]
-        return host, port
+        assert self.listener is not None, "the proxy is not started"
+        return self.listener.sockname
 
     @property
     def admin_address(self) -> Optional[Tuple[str, int]]:
@@ -179,8 +177,8 @@ class Proxy:
 
     async def close(self, grace: float = 5.0) -> None:
         """Stops listening, lets open requests finish for up to `grace` seconds, closes the rest."""
-        assert self.server is not None and self.loop is not None, "the proxy is not started"
-        self.server.close()
+        assert self.listener is not None and self.loop is not None, "the proxy is not started"
+        self.listener.close()
         if self.admin is not None:
             self.admin.close()
         for monitor in self.monitors.values():
@@ -206,8 +204,8 @@ class Proxy:
         await self.close()
 
     async def serve_forever(self) -> None:
-        assert self.server is not None, "the proxy is not started"
-        await self.server.serve_forever()
+        assert self.listener is not None, "the proxy is not started"
+        await self.listener.serve_forever()
 
     # ---- backends at run time ---------------------------------------------------
 
@@ -255,6 +253,7 @@ class Proxy:
         return {"vserver": asdict(view), "show": str(view), "backends": backends,
                 "answered_by_proxy": {str(k): v for k, v in self.stats.answered_by_proxy.items()},
                 "clients": len(self.clients), "max_connections": self.max_connections,
+                "listener": self._listener_status(),
                 "backend_connections": self.budget.open, "local_errors": dict(self.local_errors)}
 
     def _pool(self, b: Backend) -> _backend.Pool:
@@ -266,6 +265,8 @@ class Proxy:
 
     def client_closed(self, client: "_client.ClientConnection") -> None:
         self.clients.discard(client)
+        if self.listener is not None:
+            self.listener.connection_closed()
 
     def note_local_error(self, what: str, exc: BaseException) -> None:
         """A failure of the proxy's own (descriptors, ports, buffers): logged once per kind a
@@ -275,6 +276,13 @@ class Proxy:
         if now - self._local_error_logged.get(what, -2.0) >= 1.0:
             self._local_error_logged[what] = now
             log.error("%s failed for a local reason: %s (%d so far)", what, exc, self.local_errors[what])
+
+    def _listener_status(self) -> Dict[str, Any]:
+        listener = self.listener
+        if listener is None:
+            return {}
+        return {"active": listener.active, "accepted": listener.accepted, "paused": listener.paused,
+                "shortages": listener.shortages}
 
     def note_failure(self, name: str, why: object) -> None:
         log.debug("backend %s failed: %s", name, why)
@@ -315,18 +323,6 @@ class Proxy:
                     log.warning("backend %s: %s at %.3f", name, what, when)
             if events:
                 self._seen[attr] = events[-1]
-
-
-def _default_max_connections(reserve: int = 64) -> int:
-    """From the descriptor limit: a client connection may hold a backend connection too."""
-    try:
-        import resource
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    except (ImportError, OSError, ValueError):
-        return 10000
-    if soft == resource.RLIM_INFINITY:
-        return 10000
-    return max(1, min(10000, (soft - reserve) // 2))
 
 
 def _check_seconds(arg: str, value: object) -> None:
