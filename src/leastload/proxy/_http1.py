@@ -66,7 +66,7 @@ class Limits:
 
     def __init__(self, max_request_line: int = 8 << 10, max_header_size: int = 32 << 10,
                  max_headers: int = 100, max_body: int = 16 << 20) -> None:
-        self.max_request_line = max_request_line  # 414 above it
+        self.max_request_line = max_request_line  # 414 above it (the line without its CRLF)
         self.max_header_size = max_header_size    # the whole head, trailers included: 431 above it
         self.max_headers = max_headers            # header lines, trailers included: 431 above it
         self.max_body = max_body                  # 413 above it (decided from Content-Length when there is one)
@@ -304,7 +304,7 @@ class RequestReader:
             # the common case: a whole head from its first byte, fed in one piece
             end = buf.find(b"\r\n\r\n")
             first = buf.find(b"\n")
-            if 0 <= end <= limits.max_header_size - 4 and first <= limits.max_request_line:
+            if 0 <= end <= limits.max_header_size - 4 and first <= limits.max_request_line + 1:
                 stop = end + 4
                 piece, self._buf = (buf, b"") if stop == len(buf) else (buf[:stop], buf[stop:])
                 self._line_done = True
@@ -347,7 +347,7 @@ class RequestReader:
                 nl = buf.rfind(b"\n")
                 if nl < 0:  # a partial line: keep it, search its new part next time
                     self._scan = max(0, len(buf) - 3)
-                    if not self._line_done and self._head_bytes + len(buf) > limits.max_request_line:
+                    if not self._line_done and self._head_bytes + len(buf) > limits.max_request_line + 1:
                         return self._fail(414, f"request line longer than {limits.max_request_line} bytes")
                     return NEED_DATA
                 piece, self._buf = buf[:nl + 1], buf[nl + 1:]
@@ -360,7 +360,7 @@ class RequestReader:
             if not self._line_done:
                 first = piece.find(b"\n")
                 if first >= 0:
-                    if self._head_bytes + first > limits.max_request_line:
+                    if self._head_bytes + first > limits.max_request_line + 1:
                         return self._fail(414, f"request line longer than {limits.max_request_line} bytes")
                     self._line_done = True
             self._head_bytes += len(piece)
@@ -619,30 +619,42 @@ class ResponseReader:
     unusable (`reusable` False).
     """
 
+    _headers: List[Tuple[bytes, bytes, bytes]]   # (lowercase name, name, value)
+    _tokens: "frozenset[bytes] | Set[bytes]"      # the Connection headers' tokens, lowercase
+    _length: Optional[int]                        # the Content-Length
+
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._parser = httptools.HttpResponseParser(self)
         self._data = b""
+        self._clean = False
         self.start(False, False, True)
 
     def start(self, head_only: bool, http10: bool, keep_alive: bool) -> None:
         self.head_only, self.http10, self.client_keep_alive = head_only, http10, keep_alive
+        self._fresh = not (head_only or http10 or not keep_alive)  # the fast path may take the first bytes
         self.status = 0
+        if self._clean:  # the last response took the fast path: only what it changed is reset
+            self.complete = self.reusable = self._headers_done = self._message_done = False
+            self._headers = []
+            self._tokens = _NO_NAMES
+            self._length = None
+            self._plain = True
+            return
         self.complete = False
         self.failed: Optional[str] = None
         self.reusable = False
         self.close_client = False
         self.extra = False          # bytes came after the response's end
         self._buf = bytearray()     # a partial head
-        self._fresh = not (head_only or http10 or not keep_alive)  # the fast path may take the first bytes
         self._fast_size = 0  # while the fast path feeds: the bytes it has; else 0
         self._begin_message()
 
     def _begin_message(self) -> None:
-        self._status_text = b""
-        self._headers: List[Tuple[bytes, bytes, bytes]] = []  # (lowercase name, name, value)
-        self._tokens: "frozenset[bytes] | Set[bytes]" = _NO_NAMES
-        self._length: Optional[int] = None
+        self._clean = False
+        self._headers = []
+        self._tokens = _NO_NAMES
+        self._length = None
         self._chunked = False
         self._plain = True          # no header to drop: the head can go as it is
         self._in_body = False
@@ -695,6 +707,7 @@ class ResponseReader:
             return None
         self._fast_end = end + 4
         self._fast_size = len(data)
+        self._fast_http11 = data[:9] == b"HTTP/1.1 "
         try:
             self._parser.feed_data(data)
         except _PARSE_ERRORS as exc:
@@ -709,10 +722,11 @@ class ResponseReader:
         if not self._message_done:
             self.failed = "malformed response body"
             return []
-        self.complete = True
+        self.complete = self._clean = True
         self.reusable = b"close" not in self._tokens
         if self._plain:  # HTTP/1.1 with nothing to drop: as it came
             return [data]
+        self._reason = _reason_of(data)
         return [self._rewrite_head(self.status, b""), data[end + 4:]]
 
     def _emit(self, start: int, stop: int, out: List[Piece]) -> None:
@@ -772,6 +786,7 @@ class ResponseReader:
             self.failed = f"response head larger than {limits.max_header_size} bytes"
             return len(data)
         self._head_bytes = len(head)
+        self._reason = _reason_of(head)
         if not self._feed_parser(head):
             return len(data)
         if self._headers_done:
@@ -833,7 +848,7 @@ class ResponseReader:
 
     def _rewrite_head(self, status: int, framing: bytes) -> bytes:
         dropped = self._tokens - _PROTECTED if self._tokens else _NO_NAMES
-        parts = [b"HTTP/1.1 %d " % status, self._status_text, b"\r\n"]
+        parts = [b"HTTP/1.1 %d " % status, self._reason, b"\r\n"]
         for lowered, name, value in self._headers:
             if lowered in _RESPONSE_DROP or lowered in dropped:
                 continue
@@ -898,9 +913,6 @@ class ResponseReader:
 
     # ---- llhttp callbacks -------------------------------------------------------------
 
-    def on_status(self, status: bytes) -> None:
-        self._status_text += status
-
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._headers_done:  # a trailer: passed on raw with a chunked body, else dropped
             return
@@ -931,7 +943,7 @@ class ResponseReader:
                     or status < 200 or status == 204 or status == 304):
                 raise _NotFast()
             self.status = status
-            if parser.get_http_version() != "1.1":
+            if not self._fast_http11:
                 self._plain = False
                 if b"keep-alive" not in self._tokens:
                     self._tokens = self._tokens.union((b"close",))  # an HTTP/1.0 backend closes
@@ -945,3 +957,10 @@ class ResponseReader:
 
 
 _RESPONSE_SPECIAL = _RESPONSE_DROP | frozenset({b"content-length"})
+
+
+def _reason_of(head: Piece) -> bytes:
+    """The reason phrase of a status line (llhttp checked it), b"" when there is none."""
+    line = bytes(head[:512]).split(b"\r\n", 1)[0]
+    parts = line.split(b" ", 2)
+    return parts[2] if len(parts) == 3 else b""
