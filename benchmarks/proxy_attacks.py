@@ -921,30 +921,64 @@ async def tiny_headers(t: Target) -> Answer:
     return Answer(c.describe(), status_problem(c, 431, "30,000 headers", 5))
 
 
+def tcp_queues(local: Tuple[str, int], remote: Tuple[str, int]) -> Optional[Tuple[int, int]]:
+    """(tx_queue, rx_queue) of the IPv4 TCP socket local -> remote, from /proc/net/tcp (None if absent)."""
+    def hexed(address: Tuple[str, int]) -> str:
+        return "%08X:%04X" % (struct.unpack("=I", socket.inet_aton(address[0]))[0], address[1])
+    want = (hexed(local), hexed(remote))
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if (fields[1], fields[2]) == want:
+                tx, rx = fields[4].split(":")
+                return int(tx, 16), int(rx, 16)
+    return None
+
+
+def consumed_by_proxy(c: Conn, t: Target) -> Optional[int]:
+    """Bytes of what we sent that the proxy has read: sent, less what waits in our send queue and in
+    the proxy's receive queue."""
+    ours = c.sock.getsockname()[:2]
+    mine, theirs = tcp_queues(ours, (HOST, t.port)), tcp_queues((HOST, t.port), ours)
+    if mine is None or theirs is None:
+        return None
+    return c.sent - mine[0] - theirs[1]
+
+
+READ_AHEAD_LIMIT = MiB  # what a proxy that stops reading a client with an answer pending may have read
+
+
 @attack("200,000 pipelined GETs, unread", "memory before a complete head")
 async def pipelined_gets(t: Target) -> Answer:
-    """Written as fast as the proxy takes them (at most 3 s) without reading; then 2 s of reading.
-    Each asks for a different size (i % 13), so the answers' order can be checked."""
+    """Written as fast as the proxy takes them (at most 3 s) without reading; each asks for a 64 KiB
+    answer, so that a proxy which stops reading a client while an answer is pending (at most one
+    more head read ahead) has read little of them: the kernel's queues hold the rest (read from
+    /proc/net/tcp). Then 2 s of reading: the answers in order (each size 65536 + i % 13)."""
     n = 200000
     c = await Conn.open(t.port, read=False)
     t0 = time.monotonic()
-    requests = (b"GET /?size=%d HTTP/1.1\r\nHost: attack\r\n\r\n" % (i % 13) for i in range(n))
+    requests = (b"GET /?size=%d HTTP/1.1\r\nHost: attack\r\n\r\n" % (65536 + i % 13) for i in range(n))
     sent = await c.pour(batches(requests), t0 + 3)
     write_s = time.monotonic() - t0
+    consumed = consumed_by_proxy(c, t)
     c.start_reading()
     await asyncio.sleep(2)
     responses = finals(c.responses()[0])
     sizes = [len(r.body) for r in responses]
     problems = []
+    if consumed is not None and consumed > READ_AHEAD_LIMIT:
+        problems.append(f"the proxy read {consumed / MiB:.1f} MiB of requests ahead of its answers "
+                        f"(at most {READ_AHEAD_LIMIT / MiB:g} MiB expected)")
     if not responses:
         problems.append(f"no answer in 2 s of reading ({c.describe()})")
     bad = Counter(r.status for r in responses if r.status != 200)
     if bad:
         problems.append(f"answers other than 200: {dict(bad)}")
-    if sizes != [i % 13 for i in range(len(sizes))]:
+    if sizes != [65536 + i % 13 for i in range(len(sizes))]:
         problems.append("answers out of order")
-    return Answer(f"took {sent / MiB:.1f} MiB in {write_s:.1f} s; {len(responses):,} answers read in 2 s"
-                  f"{', in order' if not problems else ''}", problems)
+    read = "?" if consumed is None else f"{consumed / 1024:,.0f} KiB"
+    return Answer(f"took {sent / MiB:.1f} MiB in {write_s:.1f} s, read {read} of it before we read; "
+                  f"{len(responses):,} answers in 2 s{', in order' if not problems else ''}", problems)
 
 
 @attack("8 pipelined 15 MiB POSTs", "memory before a complete head")

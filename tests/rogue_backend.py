@@ -189,11 +189,11 @@ async def answer(request, writer, counters):
                            "trailers": request.trailers}).encode()
         writer.write(head(200, [("Content-Type", "application/json")], len(body)) + body)
     elif path == "/rogue/extra":
-        writer.write(head(200, [], 5) + b"hello")
         if query.get("late"):
+            writer.write(head(200, [], 5) + b"hello")
             asyncio.ensure_future(send_late(writer, SMUGGLED, 0.1))
         else:
-            writer.write(SMUGGLED)
+            writer.write(head(200, [], 5) + b"hello" + SMUGGLED)  # one write: one segment, as a proxy reads it
     elif path in ("/rogue/204-body", "/rogue/304-body"):
         writer.write(head(int(path[7:10]), []) + SMUGGLED)
     elif path == "/rogue/head-body":
