@@ -201,7 +201,7 @@ class ClientConnection(asyncio.Protocol):
             key = proxy.keys.key(proxy.vserver.method, self)
         except MissingKey as exc:  # answered in turn, like any request; the connection goes on
             proxy.stats.answered_by_proxy[400] += 1
-            self.transport.write(error_response(400, str(exc), not head.keep_alive))
+            self.transport.write(error_response(400, str(exc), not head.keep_alive, head.method == b"HEAD"))
             self._request_done(head.keep_alive)
             return
         payload = _http1.encode_request(head, reader.body, self.peer, proxy.forwarding)

@@ -144,7 +144,7 @@ class Exchange:
             self.counters.retries += 1
             self.start()
             return
-        if conn is not None and conn.received:  # part of the answer went out: only closing tells the client
+        if conn is not None and conn.passed:  # part of the answer went out: only closing tells the client
             client.exchange_done(False)
             return
         if outcome is _backend.TIMEOUT:
@@ -156,6 +156,6 @@ class Exchange:
         client = self.client
         keep_alive = self.request.keep_alive and not self.request.http10
         if not client.gone:
-            client.transport.write(error_response(status, text, not keep_alive))
+            client.transport.write(error_response(status, text, not keep_alive, self.request.head_only))
         self.proxy.stats.answered_by_proxy[status] += 1
         client.exchange_done(keep_alive)

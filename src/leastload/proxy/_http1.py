@@ -1,7 +1,7 @@
 """The proxy's HTTP/1.1 without I/O: bytes in, events and bytes out (RFC 9112).
 
 Nothing here touches a socket or a clock, so every limit and framing rule
-can be tested by feeding bytes (tests/proxy/test_http1.py, and a fuzz target).
+can be tested by feeding bytes (tests/test_http1.py, and a fuzz target in tests/test_http1_fuzz.py).
 
 - `RequestReader`: a client's byte stream -> one checked request at a time
   (`next_event()`: HEAD, then COMPLETE with the body buffered, or ERROR with
@@ -88,11 +88,11 @@ class _Refuse(Exception):
         self.status, self.text = status, text
 
 
-def error_response(status: int, text: str, close: bool = True) -> bytes:
-    """An answer the proxy writes itself (plain text)."""
+def error_response(status: int, text: str, close: bool = True, head_only: bool = False) -> bytes:
+    """An answer the proxy writes itself (plain text; without its body to a HEAD request)."""
     body = text.encode() + b"\n"
     return b"HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n%s\r\n%s" % (
-        status, REASONS[status], len(body), b"Connection: close\r\n" if close else b"", body)
+        status, REASONS[status], len(body), b"Connection: close\r\n" if close else b"", b"" if head_only else body)
 
 
 class _Chunks:
@@ -132,6 +132,8 @@ class _Chunks:
                 if self.in_trailers:
                     self.trailer_bytes += n - i
                 return -1
+            if self.in_trailers:
+                self.trailer_bytes += nl + 1 - i  # the rest of the line (its start was counted as it came)
             if self.line:
                 self.line += buf[i:nl]
                 line: Buffer = self.line
@@ -139,7 +141,6 @@ class _Chunks:
                 line = buf[i:nl]
             i = nl + 1
             if self.in_trailers:
-                self.trailer_bytes += len(line) + 1 - len(self.line)
                 self.line = bytearray()
                 if line == b"\r" or line == b"":
                     return i
@@ -226,6 +227,7 @@ class RequestReader:
         self._next_head = RequestHead()
         self._plain = True        # no header the proxy drops or rewrites (so far)
         self._line: Buffer = b""  # the request line, while a head fed in one piece is parsed
+        self._lines = 0           # head lines ended (fed in pieces)
         self._head_bytes = 0      # head bytes fed to the parser
         self._line_done = False   # the request line has its end
         self._skipped = 0         # empty lines before the request line (RFC 9112 2.2 lets us ignore them)
@@ -347,7 +349,7 @@ class RequestReader:
                 nl = buf.rfind(b"\n")
                 if nl < 0:  # a partial line: keep it, search its new part next time
                     self._scan = max(0, len(buf) - 3)
-                    if not self._line_done and self._head_bytes + len(buf) > limits.max_request_line + 1:
+                    if not self._line_done and self._line_too_long(self._head_bytes + len(buf), buf):
                         return self._fail(414, f"request line longer than {limits.max_request_line} bytes")
                     return NEED_DATA
                 piece, self._buf = buf[:nl + 1], buf[nl + 1:]
@@ -363,6 +365,11 @@ class RequestReader:
                     if self._head_bytes + first > limits.max_request_line + 1:
                         return self._fail(414, f"request line longer than {limits.max_request_line} bytes")
                     self._line_done = True
+            # header lines ended so far (not the request line, nor the head's empty line): llhttp
+            # reports a header only once the next one starts, a line late for the limit
+            self._lines += piece.count(b"\n")
+            if self._lines - 1 - (stop >= 0) > limits.max_headers:
+                return self._fail(431, f"more than {limits.max_headers} header lines")
             self._head_bytes += len(piece)
             failed = self._feed_parser(piece)
             if failed:
@@ -388,9 +395,19 @@ class RequestReader:
         return HEAD
 
     def _over_head_limit(self, buf: Buffer) -> str:
-        if not self._line_done and buf.find(b"\n") < 0:
-            return self._fail(414, f"request line longer than {self.limits.max_request_line} bytes")
+        """The head passed its limit: 414 when the request line came first over its own."""
+        if not self._line_done:
+            first = buf.find(b"\n")
+            line = self._head_bytes + (first if first >= 0 else len(buf))
+            if line > self.limits.max_request_line + 1 or (first < 0 and self._line_too_long(line, buf)):
+                return self._fail(414, f"request line longer than {self.limits.max_request_line} bytes")
         return self._fail(431, f"request head larger than {self.limits.max_header_size} bytes")
+
+    def _line_too_long(self, size: int, buf: Buffer) -> bool:
+        """A request line not yet ended, of `size` bytes so far, is over the limit (its CR,
+        which may end it, is allowed one byte past)."""
+        limit = self.limits.max_request_line
+        return size > limit + 1 or (size == limit + 1 and buf[-1:] != b"\r")
 
     def _read_body(self) -> str:
         buf = self._buf
@@ -405,6 +422,11 @@ class RequestReader:
         else:
             end = chunks.scan(buf, 0)
             take = len(buf) if end < 0 else end
+        piece, self._buf = (buf, b"") if take == len(buf) else (buf[:take], buf[take:])
+        failed = self._feed_parser(piece)  # first: the body's bytes come before its trailers
+        if failed:
+            return failed
+        if chunks is not None:
             limits = self.limits
             if chunks.bad:
                 return self._fail(400, "malformed chunked body")
@@ -412,10 +434,6 @@ class RequestReader:
                 return self._fail(431, f"request head and trailers larger than {limits.max_header_size} bytes")
             if len(self.head.headers if self.head else ()) + chunks.trailers > limits.max_headers:
                 return self._fail(431, f"more than {limits.max_headers} header and trailer lines")
-        piece, self._buf = (buf, b"") if take == len(buf) else (buf[:take], buf[take:])
-        failed = self._feed_parser(piece)
-        if failed:
-            return failed
         if len(self.body) > self.limits.max_body:
             return self._fail(413, f"request body larger than {self.limits.max_body} bytes")
         done = self._body_left == 0 if chunks is None else end >= 0
@@ -664,6 +682,9 @@ class ResponseReader:
         self._body_left = 0
         self._chunks: Optional[_Chunks] = None
         self._dechunk = False
+        self._te_other = False      # a transfer coding other than chunked alone
+        self._backend10 = False
+        self._skipped = 0           # empty lines before the head
         self._out: List[bytes] = []  # de-chunked pieces for an HTTP/1.0 client
 
     # ---- input --------------------------------------------------------------------
@@ -767,11 +788,20 @@ class ResponseReader:
                     self.failed = f"response head larger than {limits.max_header_size} bytes"
                 return len(data)
             stop = end + 4
-            head: Piece = bytes(self._buf[:stop])
+            head: Piece = bytes(self._buf[:stop]).lstrip(b"\r\n")
             consumed = i + stop - start
             self._buf = bytearray()
             raw_at = -1  # the head is not in data as one run
         else:
+            if data[i:i + 2] == b"\r\n":  # empty lines before a head (after a 1xx, say): not passed on
+                rest = len(data) - len(data[i:].lstrip(b"\r\n"))
+                self._skipped += rest - i
+                if self._skipped > limits.max_header_size:
+                    self.failed = "empty lines instead of a response"
+                    return len(data)
+                i = rest
+                if i == len(data):
+                    return i
             end = data.find(b"\r\n\r\n", i)
             if end < 0:
                 if len(data) - i > limits.max_header_size:
@@ -805,6 +835,11 @@ class ResponseReader:
     def _on_head(self, head: Piece, raw_at: int, stop: int, out: List[Piece]) -> None:
         """The head is parsed: decide the framing, pass the head on."""
         status = self._parser.get_status_code()
+        version = self._parser.get_http_version()
+        if version not in ("1.1", "1.0") or not 100 <= status <= 599:
+            self.failed = "not an HTTP/1.x response with a status in 100..599"
+            return
+        self._backend10 = version == "1.0"
         if status < 200:
             if status == 101:
                 self.failed = "101 Switching Protocols, which this proxy never asks for"
@@ -821,8 +856,11 @@ class ResponseReader:
             pass  # no body whatever the head says; a Content-Length after HEAD is kept
         elif self._chunked:
             if self.http10:
+                if self._te_other:
+                    self.failed = "a transfer coding an HTTP/1.0 client cannot be sent"
+                    return
                 self._dechunk = self.close_client = True
-            else:
+            elif not self._te_other:  # other codings: their Transfer-Encoding lines go as they came
                 framing = b"Transfer-Encoding: chunked\r\n"
             self._chunks = _Chunks()
         elif self._length is not None:
@@ -831,9 +869,11 @@ class ResponseReader:
             self._until_eof = self.close_client = True
         if not self.client_keep_alive:
             self.close_client = True
-        if (self._plain and raw_at >= 0 and not self.close_client and not self.http10
-                and status != 204 and self._parser.get_http_version() == "1.1"):
-            self._emit(raw_at, stop, out)  # the head as it came
+        if self._plain and not self.close_client and not self.http10 and status != 204 and not self._backend10:
+            if raw_at >= 0:  # the head as it came
+                self._emit(raw_at, stop, out)
+            else:
+                self._emit_bytes(head, out)
         else:
             self._emit_bytes(self._rewrite_head(status, framing), out)
         if no_body:
@@ -850,7 +890,8 @@ class ResponseReader:
         dropped = self._tokens - _PROTECTED if self._tokens else _NO_NAMES
         parts = [b"HTTP/1.1 %d " % status, self._reason, b"\r\n"]
         for lowered, name, value in self._headers:
-            if lowered in _RESPONSE_DROP or lowered in dropped:
+            if (lowered in _RESPONSE_DROP and not (self._te_other and lowered == b"transfer-encoding")) \
+                    or lowered in dropped:
                 continue
             if lowered == b"content-length" and (status < 200 or status == 204):
                 continue  # no body, and none announced
@@ -907,7 +948,7 @@ class ResponseReader:
         self.complete = True
         tokens = self._tokens
         keep = b"close" not in tokens and not self._until_eof
-        if keep and self._parser.get_http_version() == "1.0":
+        if keep and self._backend10:
             keep = b"keep-alive" in tokens
         self.reusable = keep and not self.extra
 
@@ -926,7 +967,10 @@ class ResponseReader:
                 self._length = int(value)  # llhttp checked it
                 return
             if lowered == b"transfer-encoding":
-                self._chunked = value.strip().lower().endswith(b"chunked")
+                coding = value.strip().lower()
+                self._chunked = coding.endswith(b"chunked")
+                if coding != b"chunked":
+                    self._te_other = True
                 if value == b"chunked":
                     return  # kept as it is when the head goes as it came
             elif lowered == b"connection":
@@ -940,7 +984,7 @@ class ResponseReader:
             status = parser.get_status_code()
             length = self._length
             if (length is None or self._chunked or self._fast_end + length != self._fast_size
-                    or status < 200 or status == 204 or status == 304):
+                    or status < 200 or status == 204 or status == 304 or status > 599):
                 raise _NotFast()
             self.status = status
             if not self._fast_http11:
