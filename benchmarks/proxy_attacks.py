@@ -1449,22 +1449,34 @@ async def response_hop_headers(t: Target) -> Answer:
     return Answer(f"headers {sorted(names)}", problems)
 
 
-@hygiene("HTTP/1.0 client never gets chunked")
-async def http10_no_chunked(t: Target) -> Answer:
+async def http10_get(t: Target, target: str) -> Tuple[Optional[Response], Conn]:
+    """GET target as an HTTP/1.0 client (the answer ends with the connection)."""
     c = await Conn.open(t.port)
-    await c.send(hreq("GET", "/rogue/chunked", version="HTTP/1.0"))
+    await c.send(hreq("GET", target, version="HTTP/1.0"))
     await c.wait_end(5)
     c.abort()
     answers = finals(c.responses()[0])
-    if not answers:
-        return Answer(c.describe(), [f"no answer: {c.describe()}"])
-    r = answers[0]
-    problems = []
-    if any("chunked" in v.lower() for v in r.values("transfer-encoding")):
-        problems.append("Transfer-Encoding: chunked sent to an HTTP/1.0 client")
-    elif r.body != b"hello chunked world":
-        problems.append(f"body {r.body[:80]!r}")
-    return Answer(f"{r.status}, TE {r.values('transfer-encoding')}, CL {r.values('content-length')}", problems)
+    return (answers[0] if answers else None), c
+
+
+@hygiene("HTTP/1.0 clients: answered, never chunked")
+async def http10_no_chunked(t: Target) -> Answer:
+    """4 rounds of: an HTTP/1.1 GET (its backend connection pooled), then HTTP/1.0 GETs of a
+    Content-Length answer and of a chunked one, on the backend connections left in the pool: each
+    answered, never in chunks."""
+    problems, seen = [], Counter()
+    for i in range(4):
+        await get_once(t.port)
+        for target in ("/rogue/echo", "/rogue/chunked"):
+            r, c = await http10_get(t, target)
+            seen[r.status if r else "no answer"] += 1
+            if r is None:
+                problems.append(f"round {i}: GET {target} HTTP/1.0 got no answer ({c.describe()})")
+            elif any("chunked" in v.lower() for v in r.values("transfer-encoding")):
+                problems.append(f"round {i}: Transfer-Encoding: chunked sent to an HTTP/1.0 client")
+            elif target == "/rogue/chunked" and r.body != b"hello chunked world":
+                problems.append(f"round {i}: body {r.body[:80]!r}")
+    return Answer(f"{dict(seen)}" + ("; never chunked" if not problems else ""), problems[:4])
 
 
 @hygiene("request line without HTTP/1.x")

@@ -232,8 +232,8 @@ def test_response_hop_by_hop_headers_are_stripped(hygiene_proxy):
     check(hygiene_proxy, "response hop-by-hop headers stripped")
 
 
-def test_an_http_10_client_never_gets_chunked(hygiene_proxy):
-    check(hygiene_proxy, "HTTP/1.0 client never gets chunked")
+def test_http_10_clients_are_answered_and_never_get_chunked(hygiene_proxy):
+    check(hygiene_proxy, "HTTP/1.0 clients: answered, never chunked")
 
 
 def test_a_request_line_without_http_1x_gets_400_at_once(hygiene_proxy):
