@@ -26,7 +26,7 @@ groups:
 - the admin port: a 40 MiB request line, a slow client.
 
 While an attack runs (`run_attack`), a thread sends normal GETs on fresh
-connections (at least 20, one every 20 ms) and another samples the RSS of
+connections (at least 10, one every 20 ms) and another samples the RSS of
 every proxy process; afterwards the harness checks the "done when" of every
 attack: >= 99 % of the normal GETs answered 200, no proxy process grew more
 than 64 MiB over its idle RSS, every process is alive, and the transactions
@@ -99,7 +99,7 @@ MiB = 1 << 20
 RSS_BUDGET_MIB = 64          # a proxy process may grow this much over its idle RSS during an attack
 GETS_GOAL = 0.99             # share of the normal GETs answered 200 during an attack
 GET_TIMEOUT = 15.0           # one normal GET (it may wait in the accept queue while the proxy is full)
-GETS_MIN, GETS_MAX, GETS_PACE, GETS_GRACE = 20, 3000, 0.02, 20.0
+GETS_MIN, GETS_MAX, GETS_PACE, GETS_GRACE = 10, 3000, 0.02, 20.0
 ATTACK_LIMIT = 120.0         # no attack coroutine runs longer than this, whatever it does
 SETTLE_MARGIN = 8.0          # seconds (over the backend timeout) for the transactions to end afterwards
 CONNECT_TIMEOUT = 10.0
@@ -1470,8 +1470,9 @@ async def http10_no_chunked(t: Target) -> Answer:
         for target in ("/rogue/echo", "/rogue/chunked"):
             r, c = await http10_get(t, target)
             seen[r.status if r else "no answer"] += 1
-            if r is None:
-                problems.append(f"round {i}: GET {target} HTTP/1.0 got no answer ({c.describe()})")
+            if r is None or r.status != 200:
+                problems.append(f"round {i}: GET {target} HTTP/1.0 got "
+                                f"{f'{r.status} {r.body[:40]!r}' if r else 'no answer'} ({c.describe()})")
             elif any("chunked" in v.lower() for v in r.values("transfer-encoding")):
                 problems.append(f"round {i}: Transfer-Encoding: chunked sent to an HTTP/1.0 client")
             elif target == "/rogue/chunked" and r.body != b"hello chunked world":
