@@ -942,7 +942,7 @@ def consumed_by_proxy(c: Conn, t: Target) -> Optional[int]:
     mine, theirs = tcp_queues(ours, (HOST, t.port)), tcp_queues((HOST, t.port), ours)
     if mine is None or theirs is None:
         return None
-    return c.sent - mine[0] - theirs[1]
+    return max(0, c.sent - mine[0] - theirs[1])  # the three are not read at one instant
 
 
 READ_AHEAD_LIMIT = MiB  # what a proxy that stops reading a client with an answer pending may have read
