@@ -653,6 +653,7 @@ class ResponseReader:
         self._fresh = not (head_only or http10 or not keep_alive)  # the fast path may take the first bytes
         self.status = 0
         if self._clean:  # the last response took the fast path: only what it changed is reset
+            self._clean = False  # this one may take the general path
             self.complete = self.reusable = self._headers_done = self._message_done = False
             self._headers = []
             self._tokens = _NO_NAMES
