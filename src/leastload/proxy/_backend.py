@@ -57,7 +57,7 @@ def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socke
 
 class BackendConnection(asyncio.Protocol):
     __slots__ = ("pool", "loop", "transport", "reader", "counter", "dup", "exchange", "client", "t",
-                 "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb")
+                 "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held")
 
     # set by connection_made / send(), before they are read
     transport: asyncio.Transport
@@ -78,6 +78,7 @@ class BackendConnection(asyncio.Protocol):
         self.reader = ResponseReader(pool.limits)
         self.dup: Optional[socket.socket] = None
         self.exchange: "Optional[Exchange]" = None
+        self.held = False  # reading paused because the client does not read
 
     # ---- asyncio.Protocol -------------------------------------------------
 
@@ -140,6 +141,9 @@ class BackendConnection(asyncio.Protocol):
         self.sent, self.received, self.passed = len(payload), 0, False
         self.ttfb = None
         self.pool.busy.add(self)
+        if self.held and not self.client.paused:  # held for an earlier client: this one reads
+            self.held = False
+            self.transport.resume_reading()
         self.transport.write(payload)
         self.sent_at = self.last_data = self.loop.time()
         self.t.record(bytes=len(payload))
@@ -161,10 +165,18 @@ class BackendConnection(asyncio.Protocol):
             self.transport.abort()
             self._end(TIMEOUT)
 
+    def hold(self) -> None:
+        """The client does not read: neither does this connection (the backend is slowed down)."""
+        if not self.held:
+            self.held = True
+            self.transport.pause_reading()
+
     def resume(self, now: float) -> None:
         """The client reads again: so does this connection, and its timeout starts again."""
         self.last_data = now
-        self.transport.resume_reading()
+        if self.held:
+            self.held = False
+            self.transport.resume_reading()
 
     def abandon(self, stalled: bool = False) -> None:
         """The client went away (or stopped reading) mid-exchange: this connection cannot be reused."""
@@ -182,7 +194,9 @@ class BackendConnection(asyncio.Protocol):
         return self.counter.take(self.sent, self.received)
 
     def reusable(self) -> bool:
-        return self.reader.reusable and not self.transport.is_closing()
+        # a connection held unread (its client stopped reading) would hide bytes the backend
+        # sent past the response's end from the next exchange: closed rather than pooled
+        return self.reader.reusable and not self.held and not self.transport.is_closing()
 
 
 class ConnectionBudget:

@@ -118,7 +118,7 @@ class ClientConnection(asyncio.Protocol):
         self.paused = True
         self.paused_since = self.loop.time()
         if self.backend is not None:
-            self.backend.transport.pause_reading()
+            self.backend.hold()
 
     def resume_writing(self) -> None:
         self.paused = False

@@ -92,7 +92,7 @@ class Exchange:
         client = self.client
         client.backend = conn
         if client.paused:
-            conn.transport.pause_reading()
+            conn.hold()
         request = self.request
         conn.send(self, request.payload, self.proxy.timeout, request.head_only, request.http10,
                   request.keep_alive)
