@@ -539,3 +539,30 @@ def test_cli_rejects_a_bad_backend_without_a_traceback():
     assert result.returncode == 2
     assert "NAME=HOST:PORT" in result.stderr and "'x=nowhere'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_client_that_shuts_its_side_after_pipelined_requests_gets_every_answer(backends, C):
+    # `printf '...' | nc -N`: the requests, then the client's FIN; the answers must still come
+    proc = backends(0.02, 100)
+
+    async def main():
+        async with Proxy(specs(["a"], [proc]), listen=("127.0.0.1", 0), health_check="none", engine=C) as proxy:
+            host, port = proxy.address
+
+            def client():
+                with socket.create_connection((host, port), timeout=10) as s:
+                    s.sendall(b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n")
+                    s.shutdown(socket.SHUT_WR)
+                    data = b""
+                    while True:
+                        piece = s.recv(65536)
+                        if not piece:
+                            return data  # the proxy closed after the last answer
+                        data += piece
+            data = await asyncio.get_running_loop().run_in_executor(None, client)
+            await settle(proxy)
+            assert_nothing_active(proxy)
+            return data
+    data = run(main())
+    assert data.count(b"HTTP/1.1 200 OK\r\n") == 2, data[:300]
+    assert data.endswith(b"x" * 100)

@@ -216,13 +216,13 @@ class ClientConnection(asyncio.Protocol):
         self._request_done(keep_going)
 
     def _request_done(self, keep_going: bool) -> None:
-        if not keep_going or self.half_closed:
+        reader = self.reader
+        if not keep_going or (self.half_closed and not reader.buffered):
             self.closing = True
             self.transport.close()  # after what is buffered is written
             return
-        reader = self.reader
         reader.start_next()
-        if reader.started:  # the next request's bytes are here already
+        if reader.started:  # the next request's bytes are here already (a half-closed client's too)
             self.wait = WAIT_HEAD
             self.deadline = self.loop.time() + self.proxy.header_timeout
             self._pump()
