@@ -31,11 +31,20 @@ Covered:
 import h11
 import pytest
 
-from leastload.proxy._http1 import (COMPLETE, CONTINUE, ERROR, HEAD, NEED_DATA, PAUSED, Forwarding, Limits,
-                                    RequestReader, ResponseReader, encode_request, error_response)
+# The layer under test is conftest.py's http1 fixture, the compiled module and the pure
+# _http1.py in turn: _layer binds these names to the one each test runs against.
+LAYER_NAMES = ("COMPLETE", "CONTINUE", "ERROR", "HEAD", "NEED_DATA", "PAUSED", "Forwarding", "Limits",
+               "RequestReader", "ResponseReader", "encode_request", "error_response")
 
-# small limits, so every boundary is a few bytes away
-LIMITS = Limits(max_request_line=64, max_header_size=256, max_headers=6, max_body=32)
+
+@pytest.fixture(autouse=True)
+def _layer(http1):
+    names = globals()
+    names.update({name: getattr(http1, name) for name in LAYER_NAMES})
+    # small limits, so every boundary is a few bytes away (the helpers' limits=None means these)
+    names["LIMITS"] = Limits(max_request_line=64, max_header_size=256, max_headers=6, max_body=32)
+
+
 CLIENT = b"10.0.0.1"
 
 
@@ -56,13 +65,13 @@ def summary(head, body):
             head.expect_continue, head.content_length, head.chunked, frozenset(head.dropped), bytes(body))
 
 
-def read_requests(pieces, limits=LIMITS):
+def read_requests(pieces, limits=None):
     """Drives a RequestReader as the client connection does (feed, events until NEED_DATA,
     start_next after COMPLETE); returns the outcomes: summary() per request, then the
     error status if one came."""
     if isinstance(pieces, (bytes, bytearray)):
         pieces = [pieces]
-    reader = RequestReader(limits)
+    reader = RequestReader(limits or LIMITS)
     outcomes = []
     for piece in pieces:
         reader.feed(piece)
@@ -80,7 +89,7 @@ def read_requests(pieces, limits=LIMITS):
     return outcomes
 
 
-def status_of(data, limits=LIMITS):
+def status_of(data, limits=None):
     """'ok' when every request in data is complete, else the error status (None: incomplete)."""
     outcomes = read_requests(data, limits)
     if outcomes and isinstance(outcomes[-1], int):
@@ -88,9 +97,9 @@ def status_of(data, limits=LIMITS):
     return "ok" if outcomes else None
 
 
-def one_request(data, limits=LIMITS):
+def one_request(data, limits=None):
     """The single complete request in data: (head, body)."""
-    reader = RequestReader(limits)
+    reader = RequestReader(limits or LIMITS)
     reader.feed(data)
     event = reader.next_event()
     if event == HEAD:
@@ -99,9 +108,9 @@ def one_request(data, limits=LIMITS):
     return reader.head, reader.body
 
 
-def error_at(data, limits=LIMITS):
+def error_at(data, limits=None):
     """Feeds one byte at a time: (bytes fed when ERROR came, its status), or (None, None)."""
-    reader = RequestReader(limits)
+    reader = RequestReader(limits or LIMITS)
     for i in range(len(data)):
         reader.feed(data[i:i + 1])
         event = reader.next_event()
@@ -142,9 +151,9 @@ def chunked(*chunks, trailers=b""):
 
 # ---- helpers: responses ----------------------------------------------------------------
 
-def respond(data, pieces=None, head_only=False, http10=False, keep_alive=True, eof=False, limits=LIMITS):
+def respond(data, pieces=None, head_only=False, http10=False, keep_alive=True, eof=False, limits=None):
     """Feeds a backend's bytes to a ResponseReader: (the client's bytes, the reader)."""
-    reader = ResponseReader(limits)
+    reader = ResponseReader(limits or LIMITS)
     reader.start(head_only, http10, keep_alive)
     out = []
     for piece in pieces if pieces is not None else [data]:

@@ -79,8 +79,16 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
-from leastload.proxy._http1 import (COMPLETE, ERROR, HEAD, NEED_DATA, PAUSED, Limits, RequestReader,
-                                    ResponseReader, error_response)
+# The layer under test is conftest.py's http1 fixture, the compiled module and the pure
+# _http1.py in turn: _layer binds these names to the one each test runs against.
+LAYER_NAMES = ("COMPLETE", "ERROR", "HEAD", "NEED_DATA", "PAUSED", "Limits", "RequestReader", "ResponseReader",
+               "error_response")
+
+
+@pytest.fixture(autouse=True)
+def _layer(http1):
+    globals().update({name: getattr(http1, name) for name in LAYER_NAMES})
+
 
 QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
          HealthCheck.large_base_example]

@@ -23,6 +23,13 @@ def test_types_ship_with_the_package():
     assert any(f.startswith("leastload/_engine.") and f.endswith((".so", ".pyd")) for f in files), sorted(files)
 
 
+def test_the_http_layer_ships_compiled_and_as_python():
+    files = installed_files()
+    # the proxy's HTTP/1.1 layer: _http1.py compiled, and the .py itself (LEASTLOAD_IMPLEMENTATION=python)
+    assert any(f.startswith("leastload/proxy/_http1.") and f.endswith((".so", ".pyd")) for f in files), sorted(files)
+    assert "leastload/proxy/_http1.py" in files
+
+
 def test_no_build_leftovers():
     leftovers = [f for f in installed_files() if f.startswith("leastload/") and f.endswith((".pyx", ".pxd", ".c"))]
     assert leftovers == []

@@ -9,7 +9,41 @@ try:
 except ImportError as exc:
     raise ImportError("leastload.proxy needs httptools: pip install leastload[proxy]") from exc
 
-from ._cli import main
-from ._proxy import Proxy
+from .. import IMPLEMENTATION as _IMPLEMENTATION
 
-__all__ = ["Proxy", "main"]
+
+def _http1_layer() -> str:
+    """Which HTTP/1.1 layer (_http1) the proxy uses, chosen before anything imports it: the
+    compiled module (_http1.py built with Cython) when it is there, the pure _http1.py when
+    it is not or under LEASTLOAD_IMPLEMENTATION=python."""
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    name = __name__ + "._http1"
+    if _IMPLEMENTATION == "python":
+        # an ordinary import would find the extension module beside _http1.py first: the .py
+        # is loaded by its path, under the name the other modules import
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), "_http1.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    else:
+        module = importlib.import_module(name)
+    origin = getattr(module, "__file__", None) or ""
+    return "compiled" if origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) else "python"
+
+
+HTTP_LAYER = _http1_layer()
+"""`"compiled"` or `"python"`: the HTTP/1.1 layer in use (see _http1_layer)."""
+
+from ._cli import main  # noqa: E402 (after the layer is chosen)
+from ._proxy import Proxy  # noqa: E402
+
+__all__ = ["Proxy", "main", "HTTP_LAYER"]

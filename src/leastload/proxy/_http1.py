@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """The proxy's HTTP/1.1 without I/O: bytes in, events and bytes out (RFC 9112).
 
 Nothing here touches a socket or a clock, so every limit and framing rule
@@ -163,23 +164,23 @@ class _Chunks:
 class RequestHead:
     """A request head that passed every check: what the proxy forwards and how it answers.
 
-    Attributes a request rarely changes are class defaults (a head is made per request)."""
-
-    method = b""
-    target = b""                      # origin-form (an absolute-form target rewritten), or * for OPTIONS
-    version = 11                      # 10 or 11
-    host: Optional[bytes] = None      # the authority: the Host header's, or an absolute-form target's
-    keep_alive = True
-    expect_continue = False
-    content_length: Optional[int] = None
-    chunked = False
-    dropped: "frozenset[bytes] | Set[bytes]" = frozenset()  # names a Connection header declared hop-by-hop
-    tokens: "frozenset[bytes] | Set[bytes]" = frozenset()   # the Connection headers' tokens, lowercase
-    # the head as received when it can be forwarded as it is (HTTP/1.1, origin-form, no
-    # header the proxy drops or rewrites): the common case costs no rebuilding
-    raw: Optional[Buffer] = None
+    Every attribute is set in __init__ (a compiled build makes this a cdef class, which
+    cannot take class-level defaults)."""
 
     def __init__(self) -> None:
+        self.method = b""
+        self.target = b""                 # origin-form (an absolute-form target rewritten), or * for OPTIONS
+        self.version = 11                 # 10 or 11
+        self.host: Optional[bytes] = None  # the authority: the Host header's, or an absolute-form target's
+        self.keep_alive = True
+        self.expect_continue = False
+        self.content_length: Optional[int] = None
+        self.chunked = False
+        self.dropped: "frozenset[bytes] | Set[bytes]" = _NO_NAMES  # names a Connection header declared hop-by-hop
+        self.tokens: "frozenset[bytes] | Set[bytes]" = _NO_NAMES   # the Connection headers' tokens, lowercase
+        # the head as received when it can be forwarded as it is (HTTP/1.1, origin-form, no
+        # header the proxy drops or rewrites): the common case costs no rebuilding
+        self.raw: Optional[Buffer] = None
         self.headers: List[Tuple[bytes, bytes, bytes]] = []  # (lowercase name, name, value), in order
         self.hosts: List[bytes] = []
 

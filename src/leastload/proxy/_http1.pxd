@@ -1,0 +1,132 @@
+# Augmenting declarations for _http1.py (Cython's pure-Python mode): the build compiles
+# _http1.py itself with these types (CMakeLists.txt); the .py stays plain Python and is
+# what runs where there is no compiled module (or under LEASTLOAD_IMPLEMENTATION=python).
+# Every attribute and method below must follow _http1.py: an attribute the .py sets that
+# is not declared here fails at run time in the compiled module only (the suite runs both).
+# Sizes that can exceed Py_ssize_t (a chunk size, a Content-Length) stay Python ints.
+cimport cython
+
+cdef object _PARSE_ERRORS
+cdef frozenset _REQUEST_DROP, _RESPONSE_DROP, _PROTECTED, _CONNECTION_OPTIONS, _BODY_METHODS
+cdef frozenset _NO_NAMES, _REQUEST_SPECIAL, _RESPONSE_SPECIAL, _CLIENT_FORWARDING
+cdef dict _HOSTS_SEEN
+cdef object _HOST, _ABSOLUTE
+cdef Py_ssize_t _MAX_CHUNK_LINE
+
+
+@cython.final
+cdef class Limits:
+    cdef public Py_ssize_t max_request_line, max_header_size, max_headers, max_body
+
+
+@cython.final
+cdef class Forwarding:
+    cdef public bint replace, forwarded, via
+
+
+@cython.final
+cdef class _Chunks:
+    cdef object left            # a chunk size can be up to 2**64 - 1: kept a Python int
+    cdef bint in_data, in_trailers, bad
+    cdef bytearray line
+    cdef Py_ssize_t trailers, trailer_bytes
+
+    @cython.locals(n=Py_ssize_t, nl=Py_ssize_t, take=object)
+    cdef Py_ssize_t scan(self, object buf, Py_ssize_t i) except -2
+
+
+@cython.final
+cdef class RequestHead:
+    cdef public bytes method, target, host
+    cdef public int version
+    cdef public bint keep_alive, expect_continue, chunked
+    cdef public object content_length  # a Python int: up to 2**64 - 1 (llhttp's limit)
+    cdef public object dropped, tokens, raw
+    cdef public list headers, hosts
+
+
+@cython.final
+cdef class RequestReader:
+    cdef public Limits limits
+    cdef object _parser
+    cdef object _buf
+    cdef Py_ssize_t _scan
+    cdef object _state
+    cdef public RequestHead head
+    cdef public bytearray body
+    cdef public object error
+    cdef public Py_ssize_t requests
+    cdef list _url
+    cdef RequestHead _next_head
+    cdef bint _plain, _line_done, _headers_done, _complete
+    cdef public bint started
+    cdef object _line
+    cdef Py_ssize_t _lines, _head_bytes, _skipped
+    cdef Py_ssize_t _body_left  # at most max_body (checked before it is set)
+    cdef _Chunks _chunks
+
+    cdef _begin(self)
+    cdef str _fail(self, int status, str text)
+    cdef object _feed_parser(self, object data)
+    cdef str _parse_error(self, object exc)
+    @cython.locals(limits=Limits, end=Py_ssize_t, first=Py_ssize_t, stop=Py_ssize_t, nl=Py_ssize_t,
+                   head=RequestHead)
+    cdef str _read_head(self)
+    @cython.locals(length=object)
+    cdef str _after_head(self, RequestHead head)
+    @cython.locals(first=Py_ssize_t, line=Py_ssize_t)
+    cdef str _over_head_limit(self, object buf)
+    @cython.locals(limit=Py_ssize_t)
+    cdef bint _line_too_long(self, Py_ssize_t size, object buf) except -1
+    @cython.locals(chunks=_Chunks, limits=Limits, end=Py_ssize_t, take=Py_ssize_t, done=bint)
+    cdef str _read_body(self)
+    cdef str _finish(self)
+
+
+cdef _special_header(RequestHead head, bytes lowered, bytes value)
+cdef _check_head(RequestHead head, object parser, bytes target, object line)
+cdef bint _host_ok(bytes host) except -1
+cdef _forwarding_extras(list parts, RequestHead head, bytes client, Forwarding forwarding, object body)
+cpdef encode_request(RequestHead head, object body, bytes client, Forwarding forwarding)
+
+
+@cython.final
+cdef class ResponseReader:
+    cdef public Limits limits
+    cdef object _parser
+    cdef object _data
+    cdef bint _clean, _fresh, _headers_done, _message_done, _plain, _chunked, _in_body, _until_eof
+    cdef bint _dechunk, _fast_http11, _te_other, _backend10
+    cdef public bint head_only, http10, client_keep_alive, complete, reusable, close_client, extra
+    cdef public int status
+    cdef public object failed
+    cdef list _headers
+    cdef object _tokens
+    cdef object _length         # a Content-Length can be up to 2**64 - 1
+    cdef bytearray _buf
+    cdef Py_ssize_t _fast_size, _fast_end, _from, _to, _head_bytes, _skipped
+    cdef object _body_left      # a Content-Length can be up to 2**64 - 1
+    cdef _Chunks _chunks
+    cdef list _out
+    cdef bytes _reason
+
+    cpdef start(self, bint head_only, bint http10, bint keep_alive)
+    cdef _begin_message(self)
+    @cython.locals(end=Py_ssize_t)
+    cdef object _fast(self, bytes data)
+    cdef inline _emit(self, Py_ssize_t start, Py_ssize_t stop, list out)
+    cdef _emit_bytes(self, object piece, list out)
+    @cython.locals(limits=Limits, start=Py_ssize_t, end=Py_ssize_t, stop=Py_ssize_t, consumed=Py_ssize_t,
+                   raw_at=Py_ssize_t, rest=Py_ssize_t)
+    cdef Py_ssize_t _head_step(self, bytes data, Py_ssize_t i, list out) except -1
+    cdef bint _feed_parser(self, object data) except -1
+    @cython.locals(status=int, no_body=bint)
+    cdef _on_head(self, object head, Py_ssize_t raw_at, Py_ssize_t stop, list out)
+    cdef bytes _rewrite_head(self, int status, bytes framing)
+    @cython.locals(n=Py_ssize_t, chunks=_Chunks, end=Py_ssize_t, stop=Py_ssize_t, done=bint, take=object)
+    cdef Py_ssize_t _body_step(self, bytes data, Py_ssize_t i, list out) except -1
+    @cython.locals(keep=bint)
+    cdef _done(self)
+
+
+cdef bytes _reason_of(object head)
