@@ -1016,3 +1016,31 @@ def test_the_proxys_own_answer_to_a_failed_exchange_is_well_framed(method, keep_
     judged = judge(b"".join(written), method=method, closed=not kept[0])
     assert judged.status == 502
     assert kept == [keep_alive]
+
+
+def test_one_reader_serves_fast_and_general_answers_in_any_order():
+    # a pooled connection's reader: a fast-path answer, then general-path ones (an HTTP/1.0
+    # client, a chunked answer de-chunked for it), then fast ones again; each exact
+    reader = ResponseReader(LIMITS)
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+    rounds = [(False, True, CL_RESPONSE), (True, False, CL_RESPONSE), (True, False, chunked),
+              (False, True, chunked), (False, True, CL_RESPONSE), (True, False, chunked)]
+    for http10, keep_alive, data in rounds * 2:
+        reader.start(False, http10, keep_alive)
+        out = b"".join(bytes(piece) for piece in reader.feed(data))
+        assert reader.complete and reader.failed is None and reader.reusable, (http10, data)
+        judged = judge(out, closed=reader.close_client)  # a de-chunked body ends with the close
+        assert judged.status == 200 and judged.body == b"hello", (http10, out)
+        assert (b"chunked" in out.lower()) == (not http10 and data is chunked)
+
+
+@pytest.mark.parametrize("coding", [b"gzip, chunked", b"gzip", b"chunked\r\nTransfer-Encoding: chunked"])
+def test_a_response_coded_other_than_chunked_alone_is_refused(coding):
+    out, reader = respond(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: " + coding + b"\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    assert reader.failed and not reader.complete and out == b""
+
+
+@pytest.mark.parametrize("line", [b"HTTP/1.1 200 O\x00K", b"HTTP/1.1 200 O\x01K", b"HTTP/1.1 200 O\x7fK"])
+def test_a_status_line_with_a_control_character_is_refused(line):
+    out, reader = respond(line + b"\r\nContent-Length: 5\r\n\r\nhello")
+    assert reader.failed and out == b""

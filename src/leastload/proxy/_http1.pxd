@@ -96,7 +96,7 @@ cdef class ResponseReader:
     cdef object _parser
     cdef object _data
     cdef bint _clean, _fresh, _headers_done, _message_done, _plain, _chunked, _in_body, _until_eof
-    cdef bint _dechunk, _fast_http11, _te_other, _backend10
+    cdef bint _dechunk, _fast_http11, _backend10
     cdef public bint head_only, http10, client_keep_alive, complete, reusable, close_client, extra
     cdef public int status
     cdef public object failed

@@ -684,7 +684,6 @@ class ResponseReader:
         self._body_left = 0
         self._chunks: Optional[_Chunks] = None
         self._dechunk = False
-        self._te_other = False      # a transfer coding other than chunked alone
         self._backend10 = False
         self._skipped = 0           # empty lines before the head
         self._out: List[bytes] = []  # de-chunked pieces for an HTTP/1.0 client
@@ -728,6 +727,8 @@ class ResponseReader:
         end = data.find(b"\r\n\r\n")
         if not 0 < end <= self.limits.max_header_size - 4:
             return None
+        if _STATUS_LINE_CTL.search(data, 0, data.find(b"\r\n")):
+            return None  # the general path refuses it
         self._fast_end = end + 4
         self._fast_size = len(data)
         self._fast_http11 = data[:9] == b"HTTP/1.1 "
@@ -819,6 +820,9 @@ class ResponseReader:
             return len(data)
         self._head_bytes = len(head)
         self._reason = _reason_of(head)
+        if _STATUS_LINE_CTL.search(self._reason):
+            self.failed = "a control character in the status line"
+            return len(data)
         if not self._feed_parser(head):
             return len(data)
         if self._headers_done:
@@ -858,11 +862,8 @@ class ResponseReader:
             pass  # no body whatever the head says; a Content-Length after HEAD is kept
         elif self._chunked:
             if self.http10:
-                if self._te_other:
-                    self.failed = "a transfer coding an HTTP/1.0 client cannot be sent"
-                    return
                 self._dechunk = self.close_client = True
-            elif not self._te_other:  # other codings: their Transfer-Encoding lines go as they came
+            else:
                 framing = b"Transfer-Encoding: chunked\r\n"
             self._chunks = _Chunks()
         elif self._length is not None:
@@ -892,8 +893,7 @@ class ResponseReader:
         dropped = self._tokens - _PROTECTED if self._tokens else _NO_NAMES
         parts = [b"HTTP/1.1 %d " % status, self._reason, b"\r\n"]
         for lowered, name, value in self._headers:
-            if (lowered in _RESPONSE_DROP and not (self._te_other and lowered == b"transfer-encoding")) \
-                    or lowered in dropped:
+            if lowered in _RESPONSE_DROP or lowered in dropped:
                 continue
             if lowered == b"content-length" and (status < 200 or status == 204):
                 continue  # no body, and none announced
@@ -969,10 +969,11 @@ class ResponseReader:
                 self._length = int(value)  # llhttp checked it
                 return
             if lowered == b"transfer-encoding":
-                coding = value.strip().lower()
-                self._chunked = coding.endswith(b"chunked")
-                if coding != b"chunked":
-                    self._te_other = True
+                # chunked alone, once: another coding would reach an HTTP/1.0 client (or a cache)
+                # still coded, and few clients take one (HAProxy's h1 neither forwards nor decodes it)
+                if self._chunked or value.strip().lower() != b"chunked":
+                    raise _Refuse(502, "a response transfer coding other than chunked")
+                self._chunked = True
                 if value == b"chunked":
                     return  # kept as it is when the head goes as it came
             elif lowered == b"connection":
@@ -1003,6 +1004,10 @@ class ResponseReader:
 
 
 _RESPONSE_SPECIAL = _RESPONSE_DROP | frozenset({b"content-length"})
+
+
+# what a status line must not hold (RFC 9112 4: reason-phrase = *( HTAB / SP / VCHAR / obs-text ))
+_STATUS_LINE_CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def _reason_of(head: Piece) -> bytes:
