@@ -1044,3 +1044,9 @@ def test_a_response_coded_other_than_chunked_alone_is_refused(coding):
 def test_a_status_line_with_a_control_character_is_refused(line):
     out, reader = respond(line + b"\r\nContent-Length: 5\r\n\r\nhello")
     assert reader.failed and out == b""
+
+
+@pytest.mark.parametrize("before", [b"\r", b"\n", b"\r\n", b"\r\n\r\n"])
+def test_what_comes_before_a_status_line_is_not_passed_on(before):
+    out, reader = respond(before + CL_RESPONSE)
+    assert reader.complete and out == CL_RESPONSE

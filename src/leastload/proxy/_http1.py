@@ -727,8 +727,8 @@ class ResponseReader:
         end = data.find(b"\r\n\r\n")
         if not 0 < end <= self.limits.max_header_size - 4:
             return None
-        if _STATUS_LINE_CTL.search(data, 0, data.find(b"\r\n")):
-            return None  # the general path refuses it
+        if data[:5] != b"HTTP/" or _STATUS_LINE_CTL.search(data, 0, data.find(b"\r\n")):
+            return None  # the general path skips what comes before a status line, or refuses it
         self._fast_end = end + 4
         self._fast_size = len(data)
         self._fast_http11 = data[:9] == b"HTTP/1.1 "
@@ -796,7 +796,7 @@ class ResponseReader:
             self._buf = bytearray()
             raw_at = -1  # the head is not in data as one run
         else:
-            if data[i:i + 2] == b"\r\n":  # empty lines before a head (after a 1xx, say): not passed on
+            if data[i:i + 1] in _CR_LF:  # empty lines before a head (after a 1xx, say): not passed on
                 rest = len(data) - len(data[i:].lstrip(b"\r\n"))
                 self._skipped += rest - i
                 if self._skipped > limits.max_header_size:
@@ -1006,6 +1006,7 @@ class ResponseReader:
 _RESPONSE_SPECIAL = _RESPONSE_DROP | frozenset({b"content-length"})
 
 
+_CR_LF = (b"\r", b"\n")
 # what a status line must not hold (RFC 9112 4: reason-phrase = *( HTAB / SP / VCHAR / obs-text ))
 _STATUS_LINE_CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
