@@ -7,6 +7,7 @@ read from /proc (Linux only). Every wait is bounded.
 
 import inspect
 import os
+import re
 import signal
 import socket
 import struct
@@ -213,7 +214,9 @@ def test_workers_that_die_at_start_make_the_supervisor_give_up(tmp_path, backend
             code = cli.stop()
         elapsed = time.monotonic() - started
     assert code == 1, cli.err()
-    assert f"worker 0 died {_cli.START_FAILURES} times in a row before listening" in cli.err()
+    # worker 0 cannot listen; worker 1 (PORT + 1) may also find its port taken by some other
+    # socket on a busy machine, and whichever reaches the limit first makes the supervisor stop
+    assert re.search(rf"worker [01] died {_cli.START_FAILURES} times in a row before listening", cli.err()), cli.err()
     assert "giving up" in cli.err() and "Traceback" not in cli.err()
     assert elapsed < 20
 
