@@ -102,6 +102,9 @@ class Exchange:
         client, proxy, t = self.client, self.proxy, self.t
         client.backend = None
         name = t.service
+        if conn is not None:
+            self.counters.bytes_in += conn.sent
+            self.counters.bytes_out += conn.received
         if outcome is _backend.OK:
             assert conn is not None  # an answer came on it
             packets = conn.packets()
@@ -109,6 +112,8 @@ class Exchange:
                 t.record(packets=packets)
             status = conn.status
             t.finish(ttfb=conn.ttfb, status=status)
+            if conn.ttfb is not None:
+                self.counters.add_ttfb(conn.ttfb)
             self.counters.by_class[status // 100] += 1
             if status >= 500:
                 self.counters.failures += 1

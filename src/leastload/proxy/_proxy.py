@@ -1,6 +1,7 @@
 """`Proxy`: the listening server, the engine, the pools, the monitors, the admin port."""
 
 import asyncio
+import bisect
 import collections
 import logging
 from dataclasses import asdict
@@ -15,10 +16,15 @@ log = logging.getLogger("leastload.proxy")
 XFF_MODES = ("append", "replace")
 
 
+# upper bounds (seconds) of the time-to-first-byte histogram's buckets (Prometheus' defaults)
+TTFB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
 class BackendCounters:
     """What the proxy saw for one backend."""
 
-    __slots__ = ("requests", "retries", "failures", "stale", "by_class")
+    __slots__ = ("requests", "retries", "failures", "stale", "by_class", "bytes_in", "bytes_out",
+                 "ttfb_buckets", "ttfb_sum")
 
     def __init__(self) -> None:
         self.requests = 0   # attempts sent to it (a retry elsewhere counts there)
@@ -26,6 +32,16 @@ class BackendCounters:
         self.failures = 0   # refused, reset, timed out, garbled, or a 5xx answer
         self.stale = 0      # pooled connections found closed, the request resent on a new one
         self.by_class = [0] * 6  # answers by status class: [1] 1xx ... [5] 5xx
+        self.bytes_in = 0   # request bytes written to it
+        self.bytes_out = 0  # response bytes read from it
+        # first response bytes by time: [i] counts TTFBs <= TTFB_BUCKETS[i] and above the one
+        # before; the last slot those above every bound (not cumulative: the exporter sums)
+        self.ttfb_buckets = [0] * (len(TTFB_BUCKETS) + 1)
+        self.ttfb_sum = 0.0
+
+    def add_ttfb(self, seconds: float) -> None:
+        self.ttfb_sum += seconds
+        self.ttfb_buckets[bisect.bisect_left(TTFB_BUCKETS, seconds)] += 1
 
     def as_dict(self) -> Dict[str, int]:
         counts = {"requests": self.requests, "retries": self.retries, "failures": self.failures,
@@ -61,7 +77,9 @@ class Proxy:
     response bytes], client_timeout [60 s idle keep-alive], max_body [16 MiB], pool_size
     [256 idle connections per backend], health_check ["tcp"; "http" or "none"],
     health_path ["/"], health_interval [5 s], health_timeout [2 s], health_fall [3],
-    health_rise [1], admin [None, or (host, port)], reuse_port [False], engine [None:
+    health_rise [1], admin [None, or (host, port)], reuse_port [False], name ["leastload":
+    the vserver's name in metrics and logs], access_log [None, or a leastload.proxy AccessLog],
+    engine [None:
     leastload.VirtualServer], token_header [None: the header TOKEN hashes; needed for
     method="TOKEN"], and the vserver's settings (outlier_failures [5 here],
     outlier_ejection_time, outlier_max_ejection_percent, new_service_request, the hash
@@ -82,7 +100,14 @@ class Proxy:
                  max_request_line: int = 8 << 10, max_header_size: int = 32 << 10, max_headers: int = 100,
                  header_timeout: float = 10.0, body_timeout: float = 60.0,
                  max_connections: Optional[int] = None, xff: str = "append", forwarded: bool = False,
-                 via: bool = False, **vserver_settings: Any) -> None:
+                 via: bool = False, name: str = "leastload", access_log: Optional[Any] = None,
+                 **vserver_settings: Any) -> None:
+        if not isinstance(name, str):
+            raise _errors.bad_type("name", name, "a vserver name (str)")
+        if not name or not name.isprintable() or '"' in name or "\\" in name:
+            raise _errors.bad_value("name", name, "a vserver name: printable text without quotes or backslashes")
+        self.name = name  # the vserver's name: the `vserver` label of the metrics
+        self.access_log = access_log  # an AccessLog, or None: no access log
         self.backends = {b.name: b for b in upstream.parse_backends(backends)}
         self.keys = KeyRule(token_header)
         if method == "TOKEN" and token_header is None:
