@@ -187,6 +187,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         pass
     try:
         run(_main(args))
+    except OSError as exc:  # a port in use: one line and exit 2, as for every leastload command
+        print(f"leastload backends: cannot listen: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         pass
     return 0

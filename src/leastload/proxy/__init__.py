@@ -43,7 +43,8 @@ def _http1_layer() -> str:
 HTTP_LAYER = _http1_layer()
 """`"compiled"` or `"python"`: the HTTP/1.1 layer in use (see _http1_layer)."""
 
+from ._accesslog import AccessLog  # noqa: E402
 from ._cli import main  # noqa: E402 (after the layer is chosen)
 from ._proxy import Proxy  # noqa: E402
 
-__all__ = ["Proxy", "main", "HTTP_LAYER"]
+__all__ = ["AccessLog", "Proxy", "main", "HTTP_LAYER"]

@@ -12,6 +12,7 @@ engine; a restarted worker gets its index's port again).
 
 import argparse
 import asyncio
+import datetime
 import logging
 import os
 import selectors
@@ -26,6 +27,7 @@ from typing import Any, Callable, Coroutine, List, Optional, Sequence, Tuple
 from .._methods import METHODS
 from ..upstream import parse_host_port
 from . import _health
+from ._accesslog import FORMATS, AccessLog
 from ._proxy import XFF_MODES, Proxy
 
 log = logging.getLogger("leastload.proxy")
@@ -151,6 +153,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
                    help="event loop: uvloop when installed (auto), or asyncio's own")
     g.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    g.add_argument("--access-log", default=None, metavar="FILE|-",
+                   help="one line per request, appended to FILE ('-': standard output; default: none)")
+    g.add_argument("--log-format", choices=FORMATS, default="combined",
+                   help="the access log's format: Apache's combined with backend, ttfb, total and "
+                        "retries appended, or one JSON object per line (default combined)")
     p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set for the workers
     return p
 
@@ -176,13 +183,25 @@ def _proxy_from(args: argparse.Namespace) -> Proxy:
         startup_rr_factor=args.startup_rr_factor, token_header=args.token_header, **hashing)
 
 
+async def _serve_logged(args: argparse.Namespace, proxy: Proxy) -> None:
+    """Serves with the access log the flags ask for, opened in the serving process."""
+    if args.access_log is not None:
+        proxy.access_log = AccessLog.open(args.access_log, args.log_format)
+    try:
+        await _serve(proxy)
+    finally:
+        if proxy.access_log is not None:
+            proxy.access_log.close()
+
+
 async def _serve(proxy: Proxy) -> None:
     await proxy.start()
     host, port = proxy.address
     print(f"listening on {host}:{port}", flush=True)
     admin = proxy.admin_address
     if admin is not None:
-        log.warning("admin: GET http://%s:%d/leastload/status", *admin)
+        print(f"admin on http://{admin[0]}:{admin[1]}/leastload/status", flush=True)
+        log.info("admin: GET http://%s:%d/leastload/status (and /metrics, /healthz)", *admin)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -205,6 +224,14 @@ def _run_loop(kind: str, coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(coro)
 
 
+class _IsoFormatter(logging.Formatter):
+    """Log times as ISO 8601 wall-clock times with their UTC offset (2026-12-02T01:40:00.123+00:00)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: Optional[str] = None) -> str:
+        when = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).astimezone()
+        return when.isoformat(timespec="milliseconds")
+
+
 class _Worker:
     """Worker i of --workers N: its process, and when to start it again after it died."""
 
@@ -216,6 +243,7 @@ class _Worker:
         self.failures = 0  # deaths before listening, in a row
         self.delay = RESTART_FIRST
         self.restart_at = 0.0  # when proc is None
+        self.exit_code = 0  # its last exit code (negative: the signal that ended it)
 
     def start(self, now: float) -> "subprocess.Popen[str]":
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, text=True)
@@ -226,7 +254,7 @@ class _Worker:
         """Reaps the process (its stdout has ended); returns how it ended, and sets the restart time."""
         assert self.proc is not None and self.proc.stdout is not None
         self.proc.stdout.close()
-        code = _reap(self.proc)
+        code = self.exit_code = _reap(self.proc)
         self.proc = None
         if self.listening_since is None:
             self.failures += 1
@@ -322,6 +350,8 @@ def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: Li
             line = w.proc.stdout.readline()
             if line.startswith("listening on "):
                 w.listening_since, w.failures = time.monotonic(), 0
+            elif line.startswith("admin on "):
+                log.info("worker %d: %s", w.index, line.rstrip())
             elif line:
                 log.warning("worker %d: %s", w.index, line.rstrip())
             elif not stopping:  # end of its stdout: it exited
@@ -330,7 +360,7 @@ def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: Li
                 if w.failures >= START_FAILURES:
                     print(f"leastload proxy: worker {w.index} died {w.failures} times in a row before listening "
                           f"(last: {how}); giving up", file=sys.stderr)
-                    return 1
+                    return 2 if w.exit_code == 2 else 1  # 2: what the workers said (a port in use, say)
                 log.error("worker %d (pid %d) %s; restarting in %.1f s",
                           w.index, pid, how, w.restart_at - time.monotonic())
     return 0
@@ -373,8 +403,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_IsoFormatter("%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s"))
+    logging.basicConfig(level=args.log_level, handlers=[handler])
     if args.workers < 1 or args.workers > 256:
         parser.error(f"--workers must be in 1..256, got {args.workers}")
     if args.method == "TOKEN" and args.token_header is None:
@@ -387,14 +418,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         proxy = _proxy_from(args)  # with --workers, only to check the settings before any worker starts
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
+    if args.access_log not in (None, "-"):
+        try:  # refused now, once, rather than by every worker
+            open(args.access_log, "a", encoding="utf-8").close()
+        except OSError as exc:
+            parser.error(f"--access-log: cannot open {args.access_log!r} for appending: {exc.strerror}")
     _ignore_sigpipe()
     if args.workers > 1:
         return _run_workers(args, argv)
     try:
-        _run_loop(args.loop, _serve(proxy))
-    except OSError as exc:
+        _run_loop(args.loop, _serve_logged(args, proxy))
+    except OSError as exc:  # a port in use, an address not here: the operator's to fix, as a usage error
         print(f"leastload proxy: cannot listen: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except KeyboardInterrupt:
         pass
     return 0

@@ -18,6 +18,7 @@ dropped.
 """
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Optional, Tuple, cast
 
 from ..request_keys import Address, MissingKey, ip_or_none
@@ -27,6 +28,7 @@ from ._exchange import Exchange
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, error_response
 
 if TYPE_CHECKING:
+    from ._accesslog import AccessLog
     from ._backend import BackendConnection
     from ._proxy import Proxy
 
@@ -40,10 +42,11 @@ WAIT_NONE = 0      # a request is being served (the backend side keeps its own t
 
 
 class Request:
-    __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only", "http10", "key")
+    __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only", "http10", "key", "head")
 
     def __init__(self, method: str, payload: _http1.Buffer, keep_alive: bool, http10: bool,
-                 key: object = None) -> None:
+                 key: object = None, head: "Optional[_http1.RequestHead]" = None) -> None:
+        self.head = head  # what the access log reads (target, version, Referer, User-Agent)
         self.method = method
         self.payload = payload
         self.keep_alive = keep_alive
@@ -201,13 +204,16 @@ class ClientConnection(asyncio.Protocol):
             key = proxy.keys.key(proxy.vserver.method, self)
         except MissingKey as exc:  # answered in turn, like any request; the connection goes on
             proxy.stats.answered_by_proxy[400] += 1
-            self.transport.write(error_response(400, str(exc), not head.keep_alive, head.method == b"HEAD"))
+            answer = error_response(400, str(exc), not head.keep_alive, head.method == b"HEAD")
+            self.transport.write(answer)
+            if proxy.access_log is not None:
+                self._log_own_answer(400, len(answer))
             self._request_done(head.keep_alive)
             return
         payload = _http1.encode_request(head, reader.body, self.peer, proxy.forwarding)
         self.busy = True
         self.wait = WAIT_NONE
-        Exchange(self, Request(method, payload, head.keep_alive, head.version == 10, key)).start()
+        Exchange(self, Request(method, payload, head.keep_alive, head.version == 10, key, head)).start()
 
     def exchange_done(self, keep_going: bool) -> None:
         self.busy = False
@@ -235,8 +241,38 @@ class ClientConnection(asyncio.Protocol):
     def _answer_and_close(self, status: int, text: str) -> None:
         self.proxy.stats.answered_by_proxy[status] += 1
         self.closing = True
-        self.transport.write(error_response(status, text, True))
+        answer = error_response(status, text, True)
+        self.transport.write(answer)
         self.transport.close()
+        if self.proxy.access_log is not None:
+            self._log_own_answer(status, len(answer))
+
+    # ---- the access log ------------------------------------------------------
+
+    def _log_own_answer(self, status: int, size: int) -> None:
+        """A request the proxy answered itself before any backend (400, 408, 413, 414, 431)."""
+        head = self.reader.head  # None unless this request's head was read (a 413 or a late body)
+        method = head.method.decode("latin-1") if head is not None and head.method is not None else "-"
+        request = Request(method, b"", False, False, None, head)
+        log = self.proxy.access_log
+        assert log is not None
+        self.log_request(log, status, size, None, None, 0.0, 0, time.time(), request)
+
+    def log_request(self, log: "AccessLog", status: int, size: int, backend: Optional[str],
+                    ttfb: Optional[float], total: float, retries: int, wall: float, request: Request) -> None:
+        head = request.head
+        referer = user_agent = ""
+        if head is not None:
+            for lowered, _, value in head.headers:
+                if lowered == b"user-agent":
+                    user_agent = value.decode("latin-1")
+                elif lowered == b"referer":
+                    referer = value.decode("latin-1")
+        log.write(wall=wall, client=self.peer.decode("latin-1"), method=request.method,
+                  target=head.target.decode("latin-1") if head is not None and head.target is not None else "-",
+                  version="HTTP/1.0" if head is not None and head.version == 10 else "HTTP/1.1",
+                  status=status, size=size, backend=backend, ttfb=ttfb, total=total, retries=retries,
+                  vserver=self.proxy.name, referer=referer, user_agent=user_agent)
 
     # ---- the request's key (a RequestView for leastload.request_keys) --------------
 

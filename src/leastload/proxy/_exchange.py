@@ -17,6 +17,7 @@ The engine sees, per request:
 """
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any, List, Optional
 
 from .. import NoServiceAvailable
@@ -33,7 +34,7 @@ CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: n
 
 
 class Exchange:
-    __slots__ = ("proxy", "client", "request", "tried", "t", "reused", "counters")
+    __slots__ = ("proxy", "client", "request", "tried", "t", "reused", "counters", "began", "retried")
 
     counters: "BackendCounters"  # set by start(), with t
 
@@ -44,6 +45,9 @@ class Exchange:
         self.tried: List[str] = []
         self.t: Any = None  # the attempt's transaction handle (either engine's)
         self.reused = False
+        self.retried = 0  # other backends tried before this attempt
+        # for the access log: when the request was complete (loop clock, wall clock)
+        self.began = (client.loop.time(), time.time()) if self.proxy.access_log is not None else None
 
     def start(self) -> None:
         """Picks a backend (excluding those tried) and sends the request there."""
@@ -84,6 +88,8 @@ class Exchange:
         if self.client.gone:
             self.t.finish(status=CLIENT_CLOSED)
             pool.put(conn)
+            if self.began is not None:
+                self._log(CLIENT_CLOSED, None)
             self.client.exchange_done(False)
             return
         self._send(conn)
@@ -118,15 +124,21 @@ class Exchange:
             if status >= 500:
                 self.counters.failures += 1
             proxy.pools[name].put(conn)
+            if self.began is not None:
+                self._log(status, conn)
             client.exchange_done(self.request.keep_alive and not conn.reader.close_client)
             return
         if outcome is _backend.CLIENT_GONE:
             assert conn is not None  # the exchange was on it
             t.finish(ttfb=conn.ttfb if conn.status else None, status=conn.status or CLIENT_CLOSED)
+            if self.began is not None:
+                self._log(conn.status or CLIENT_CLOSED, conn)
             client.exchange_done(False)
             return
         if outcome is _backend.CLIENT_STALLED:  # the client's fault: the 499 finish, never a failure
             t.finish(status=CLIENT_CLOSED)
+            if self.began is not None:
+                self._log(CLIENT_CLOSED, conn)
             client.exchange_done(False)
             return
         if outcome is _backend.RESET and self.reused and self.request.idempotent and not client.gone:
@@ -147,9 +159,12 @@ class Exchange:
         retry = outcome is _backend.RESET and (conn is None or self.request.idempotent)
         if retry and len(self.tried) <= proxy.retries and not client.gone:
             self.counters.retries += 1
+            self.retried += 1
             self.start()
             return
         if conn is not None and conn.passed:  # part of the answer went out: only closing tells the client
+            if self.began is not None:
+                self._log(conn.status, conn)
             client.exchange_done(False)
             return
         if outcome is _backend.TIMEOUT:
@@ -160,7 +175,22 @@ class Exchange:
     def _answer_error(self, status: int, text: str) -> None:
         client = self.client
         keep_alive = self.request.keep_alive and not self.request.http10
+        answer = error_response(status, text, not keep_alive, self.request.head_only)
         if not client.gone:
-            client.transport.write(error_response(status, text, not keep_alive, self.request.head_only))
+            client.transport.write(answer)
         self.proxy.stats.answered_by_proxy[status] += 1
+        if self.began is not None:
+            self._log(status, None, len(answer))
         client.exchange_done(keep_alive)
+
+    def _log(self, status: int, conn: "Optional[BackendConnection]", size: int = 0) -> None:
+        """The access log's line for this request (only called when there is an access log)."""
+        log, began = self.proxy.access_log, self.began
+        assert log is not None and began is not None
+        if conn is not None:
+            backend: Optional[str] = self.t.service
+            size, ttfb = conn.received, conn.ttfb
+        else:  # the proxy answered: name the backend that failed last, if one did
+            backend, ttfb = (self.tried[-1] if self.tried else None), None
+        self.client.log_request(log, status, size, backend, ttfb, self.client.loop.time() - began[0],
+                                self.retried, began[1], self.request)

@@ -3,7 +3,9 @@
 import asyncio
 import bisect
 import collections
+import datetime
 import logging
+import time
 from dataclasses import asdict
 from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union
 
@@ -11,6 +13,7 @@ from .. import _errors, upstream
 from ..request_keys import KeyRule
 from ..upstream import Backend, check_int
 from . import _admin, _backend, _client, _health, _http1, _listen
+from ._accesslog import AccessLog
 
 log = logging.getLogger("leastload.proxy")
 XFF_MODES = ("append", "replace")
@@ -100,7 +103,7 @@ class Proxy:
                  max_request_line: int = 8 << 10, max_header_size: int = 32 << 10, max_headers: int = 100,
                  header_timeout: float = 10.0, body_timeout: float = 60.0,
                  max_connections: Optional[int] = None, xff: str = "append", forwarded: bool = False,
-                 via: bool = False, name: str = "leastload", access_log: Optional[Any] = None,
+                 via: bool = False, name: str = "leastload", access_log: Optional[AccessLog] = None,
                  **vserver_settings: Any) -> None:
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
@@ -164,6 +167,7 @@ class Proxy:
         self._sweeper: "Optional[asyncio.Task[None]]" = None
         # the newest event of each list already logged (by identity)
         self._seen: Dict[str, Optional[Tuple[float, str, str]]] = {"outlier_events": None, "slow_start_exits": None}
+        self._last_outlier: Dict[str, str] = {}  # per backend, the outlier news last logged
         self._local_error_logged: Dict[str, float] = {}
 
     # ---- life cycle -----------------------------------------------------------
@@ -272,10 +276,15 @@ class Proxy:
             entry["bound"] = name in self.vserver
             if entry["bound"]:
                 entry["engine"] = self.vserver.info(name)  # bytes, packets (14 s window), ttfb, ...
-                entry["ejection"] = self.vserver.ejection(name)
+                ejection = entry["ejection"] = self.vserver.ejection(name)
+                if ejection is not None:  # the engine's monotonic times, and the wall clock's beside them
+                    ejection["until_time"] = wall_time(ejection["until"])
+                    ejection["since_time"] = wall_time(ejection["since"])
             entry.update(self.stats.of(name).as_dict())
             backends[name] = entry
-        return {"vserver": asdict(view), "show": str(view), "backends": backends,
+        now = self.vserver.now()
+        return {"time": wall_time(now), "monotonic": now, "name": self.name,
+                "vserver": asdict(view), "show": str(view), "backends": backends,
                 "answered_by_proxy": {str(k): v for k, v in self.stats.answered_by_proxy.items()},
                 "clients": len(self.clients), "max_connections": self.max_connections,
                 "listener": self._listener_status(),
@@ -343,11 +352,18 @@ class Proxy:
                     start -= 1
             for when, name, what in events[start:]:
                 if attr == "slow_start_exits":
-                    log.warning("backend %s left slow start at %.3f (%s)", name, when, what)
-                else:
-                    log.warning("backend %s: %s at %.3f", name, what, when)
+                    log.warning("backend %s left slow start at %s (%s)", name, wall_time(when), what)
+                elif self._last_outlier.get(name) != what:  # a change, not the same news again
+                    self._last_outlier[name] = what
+                    log.warning("backend %s: %s at %s", name, what, wall_time(when))
             if events:
                 self._seen[attr] = events[-1]
+
+
+def wall_time(when: float) -> str:
+    """A time of the engine's monotonic clock as wall-clock ISO 8601 (local time, with its offset)."""
+    wall = when + time.time() - time.monotonic()
+    return datetime.datetime.fromtimestamp(wall, datetime.timezone.utc).astimezone().isoformat(timespec="milliseconds")
 
 
 def _check_seconds(arg: str, value: object) -> None:
