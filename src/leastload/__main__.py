@@ -18,6 +18,7 @@ from ._version import __version__
 COMMANDS = {
     "backends": ("leastload.backends", "toy HTTP backends to try the proxy on (delay, body size)"),
     "bench": ("leastload.bench", "measure the C engine beside the reference, check the performance targets"),
+    "ctl": ("leastload.ctl", "the proxy's runtime API: disable, enable, drain, weights, bind, show, reload"),
     "demo": ("leastload.demo", "the vendor's worked tables and slow start, replayed by the engine"),
     "proxy": ("leastload.proxy", "an asyncio HTTP/1.1 reverse proxy balancing with the engine"),
     "show": ("leastload.showconfig", "a config (NetScaler lines or TOML) printed back as NetScaler lines or JSON"),
