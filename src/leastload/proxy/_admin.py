@@ -1,7 +1,11 @@
-"""The admin port (off by default): `GET /leastload/status` -> the vserver as JSON.
+"""The admin port (off by default): status, Prometheus metrics and a health check.
 
-`?format=text` gives the `show()` table as plain text instead. Anything
-else is 404. Requests go through the same I/O-free reader as the proxy's
+    GET /leastload/status   the vserver as JSON (`?format=text`: the `show()` table as plain text)
+    GET /metrics            Prometheus' text format, version 0.0.4 (_metrics.py lists every series)
+    GET /healthz            200 `ok` while at least one bound backend is UP (not DOWN or
+                            OUT_OF_SERVICE, not ejected, not draining), else 503
+
+Anything else is 404. Requests go through the same I/O-free reader as the proxy's
 clients, with small limits (ADMIN_LIMITS: a long request line is refused
 as it arrives, never buffered); a request head must arrive within the
 proxy's `header_timeout`, and an idle connection closes after it too. At most
@@ -13,9 +17,12 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Optional, Set, cast
 
-from . import _http1
+from . import _http1, _metrics
 
 STATUS_PATH = b"/leastload/status"
+METRICS_PATH = b"/metrics"
+HEALTH_PATH = b"/healthz"
+NOT_FOUND = b"try GET /leastload/status, GET /metrics or GET /healthz\n"
 ADMIN_LIMITS = _http1.Limits(max_request_line=4096, max_header_size=16384, max_headers=64, max_body=65536)
 MAX_ADMIN_CONNECTIONS = 32
 
@@ -73,8 +80,15 @@ class AdminConnection(asyncio.Protocol):
         head = self.reader.head
         assert head is not None  # COMPLETE carries it
         path, _, query = head.target.partition(b"?")
-        if head.method != b"GET" or path != STATUS_PATH:
-            self._answer(404, b"text/plain", b"try GET /leastload/status\n")
+        if head.method != b"GET":
+            self._answer(404, b"text/plain", NOT_FOUND)
+        elif path == METRICS_PATH:
+            self._answer(200, _metrics.CONTENT_TYPE, _metrics.render(self.proxy))
+        elif path == HEALTH_PATH:
+            ok, why = _metrics.healthy(self.proxy)
+            self._answer(200 if ok else 503, b"text/plain", why.encode() + b"\n")
+        elif path != STATUS_PATH:
+            self._answer(404, b"text/plain", NOT_FOUND)
         elif query == b"format=text":
             self._answer(200, b"text/plain", str(self.proxy.status()["show"]).encode() + b"\n")
         else:

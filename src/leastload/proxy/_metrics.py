@@ -1,0 +1,342 @@
+"""`GET /metrics` on the admin port: the proxy and its engine in Prometheus' text format.
+
+The text exposition format, version 0.0.4, written by hand (no client library):
+a `# HELP` and a `# TYPE` line before each family's samples, a family's samples
+together, label values escaped (backslash, double quote, line feed), `NaN` and
+`+Inf` spelled as Prometheus reads them. `render(proxy)` reads everything in one
+hold of the vserver (`atomic()`), so one scrape is one instant of the engine.
+
+Every series has the label `vserver` (the proxy's `name`); a service's series
+have `service` (the backend's name) too. Counters come from the proxy's own
+counters (`proxy.stats`), kept from start to stop, so they never go back while
+the proxy runs, also across a backend's unbind and bind; while a backend stays
+bound they equal the engine's figures (`requests_total` = info()["selected"],
+`failures_total` = info()["failures"]). Gauges read from the engine
+(`info()`) are given only for bound services.
+
+Per service (labels `vserver`, `service`; `_total` are counters, the rest gauges):
+
+    leastload_service_bound                       1 while bound to the vserver, 0 once a drain unbound it
+    leastload_service_active_transactions         requests in flight on it now (info "active")
+    leastload_service_requests_total              requests sent to it: every pick (a retry counts where it went)
+    leastload_service_responses_total             its answers by status class (label code="1xx".."5xx")
+    leastload_service_request_bytes_total         request bytes written to it
+    leastload_service_response_bytes_total        response bytes read from it
+    leastload_service_failures_total              refused, reset, timed out, garbled, or answered 5xx
+    leastload_service_retries_total               requests that failed on it and went on to another backend
+    leastload_service_stale_connections_total     pooled connections found closed, the request resent on a new one
+    leastload_service_ejections_total             passive (outlier) ejections of it, from the vserver's outlier events
+    leastload_service_ejected                     1 while it is ejected, else 0
+    leastload_service_draining                    1 while it drains (no new requests), else 0
+    leastload_service_state                       1 for its state now, 0 for the others
+                                                  (label state="UP", "DOWN", "OUT_OF_SERVICE")
+    leastload_service_weight                      its weight (1..100)
+    leastload_service_slow_start_cap              requests per second slow start allows it now
+                                                  (no series while it is not in slow start)
+    leastload_service_load                        the method's N for it now (info "load": connections, bytes,
+                                                  packets, seconds, ... as the method counts)
+    leastload_service_consecutive_failures        its failures in a row now (what outlier ejection counts)
+    leastload_service_window_bytes                bytes both ways in the engine's window (info "bytes")
+    leastload_service_window_packets              TCP segments both ways in the engine's window (info "packets")
+    leastload_service_ttfb_average_seconds        the engine's moving average of its time to first byte
+                                                  (info "ttfb"; no series before the first)
+    leastload_service_ttfb_seconds                histogram of its times from request sent to first response
+                                                  byte: _bucket{le=...} (cumulative, le="+Inf" too), _sum, _count
+    leastload_service_idle_connections            idle keep-alive connections to it in the pool
+    leastload_service_connections_opened_total    connections opened to it
+    leastload_service_health_probes_total         health probes made to it (no series without a monitor)
+    leastload_service_health_failed_probes        its health probes failed in a row now (no series without a monitor)
+
+Per vserver (label `vserver`):
+
+    leastload_vserver_info                        1, the method in the label `method`
+    leastload_vserver_window_seconds              the engine's window of bytes and packets, in seconds
+    leastload_vserver_picks_total                 backends the engine picked for requests, retries included
+                                                  (the sum of leastload_service_requests_total)
+    leastload_vserver_no_service_available_total  requests answered 503 "no backend available" (none eligible)
+    leastload_vserver_proxy_responses_total       answers the proxy wrote itself, by status (label code="502",
+                                                  "503", "504" always, others once they happen)
+    leastload_vserver_clients                     client connections open now
+    leastload_vserver_max_connections             the most client connections kept open at once
+    leastload_vserver_accepted_connections_total  client connections accepted
+    leastload_vserver_accept_shortages_total      accept() failures for want of descriptors or memory
+    leastload_vserver_listener_paused             1 while the listener does not accept (full, or short of
+                                                  descriptors), else 0
+    leastload_vserver_backend_connections         connections to backends open now, all backends together
+    leastload_vserver_local_errors_total          the proxy's own troubles (descriptors, ports, buffers), by what
+                                                  failed (label what)
+
+Where a figure comes from: no_service_available is the proxy's 503 answers less those for
+the proxy's own trouble in connecting to a backend (local_errors "connect to backend", each
+answered 503 "the proxy is out of resources"). ejections_total counts the "ejected" events of
+`vserver.outlier_events` from the proxy's start, read incrementally at each scrape; the engine
+keeps its newest events only, so more than a thousand events between two scrapes lose some.
+"""
+
+import collections
+import math
+import weakref
+from typing import TYPE_CHECKING, Any, Counter, Dict, List, Optional, Sequence, Tuple, Union
+
+if TYPE_CHECKING:
+    from ._proxy import Proxy
+
+CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+
+Number = Union[int, float]
+Labels = Tuple[Tuple[str, str], ...]
+
+STATES = ("UP", "DOWN", "OUT_OF_SERVICE")
+CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
+PROXY_CODES = (502, 503, 504)  # always given (0 until the first), others once they happen
+NO_SERVICE = 503  # "no backend available"; the same status as "the proxy is out of resources"
+LOCAL_CONNECT = "connect to backend"  # the local error that the 503 "out of resources" follows
+
+
+def escape_label_value(text: str) -> str:
+    """A label value as the format quotes it: backslash, double quote and line feed escaped."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    """A HELP text: backslash and line feed escaped."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value: Number) -> str:
+    """A sample value as Go's ParseFloat reads it: ints as digits, NaN, +Inf, -Inf."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
+class _Family:
+    __slots__ = ("name", "kind", "help", "lines")
+
+    def __init__(self, name: str, kind: str, help_text: str) -> None:
+        self.name, self.kind, self.help = name, kind, help_text
+        self.lines: List[str] = []
+
+    def add(self, labels: Labels, value: Number, suffix: str = "") -> None:
+        inner = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels)
+        self.lines.append(f"{self.name}{suffix}{{{inner}}} {format_value(value)}")
+
+
+class _Writer:
+    """The families in the order first declared; each one's samples together."""
+
+    def __init__(self) -> None:
+        self.families: Dict[str, _Family] = {}
+
+    def family(self, name: str, kind: str, help_text: str) -> _Family:
+        family = self.families.get(name)
+        if family is None:
+            family = self.families[name] = _Family(name, kind, help_text)
+        return family
+
+    def text(self) -> str:
+        out: List[str] = []
+        for f in self.families.values():
+            if not f.lines:  # nothing to say: no HELP or TYPE either
+                continue
+            out.append(f"# HELP {f.name} {escape_help(f.help)}")
+            out.append(f"# TYPE {f.name} {f.kind}")
+            out.extend(f.lines)
+        return "\n".join(out) + "\n"
+
+
+class _EjectionCounter:
+    """Ejections per service, counted from the vserver's outlier events as they come.
+
+    The events list keeps its newest entries only (the facade trims its front): the
+    newest event seen is looked for by identity, and when it was trimmed away every
+    event still there is newer. Events trimmed before any scrape saw them are lost
+    to the count (more than a thousand between two scrapes)."""
+
+    def __init__(self) -> None:
+        self.last: Optional[Tuple[float, str, str]] = None
+        self.counts: "Counter[str]" = collections.Counter()
+
+    def update(self, events: Sequence[Tuple[float, str, str]]) -> "Counter[str]":
+        start = 0
+        if self.last is not None:
+            start = len(events)
+            while start > 0 and events[start - 1] is not self.last:
+                start -= 1
+        for _, name, what in events[start:]:
+            if what == "ejected":
+                self.counts[name] += 1
+        if events:
+            self.last = events[-1]
+        return self.counts
+
+
+_ejections: "weakref.WeakKeyDictionary[Proxy, _EjectionCounter]" = weakref.WeakKeyDictionary()
+
+
+def ejections(proxy: "Proxy") -> "Counter[str]":
+    """Ejections of each service since the proxy started (as far as its events tell)."""
+    counter = _ejections.get(proxy)
+    if counter is None:
+        counter = _ejections[proxy] = _EjectionCounter()
+    return counter.update(proxy.vserver.outlier_events)
+
+
+def is_up(info: Dict[str, Any]) -> bool:
+    """A bound service that can take a new request: UP, not ejected, not draining."""
+    return bool(info["state"] == "UP" and not info["ejected"] and not info["draining"])
+
+
+def healthy(proxy: "Proxy") -> Tuple[bool, str]:
+    """(True, why) when at least one bound service is UP (not ejected, not draining)."""
+    vs = proxy.vserver
+    with vs.atomic():
+        up = any(is_up(vs.info(name)) for name in vs.services)
+    if up:
+        return True, "ok"
+    return False, "no backend is UP (all down, out of service, ejected, draining or unbound)"
+
+
+def render(proxy: "Proxy") -> bytes:
+    """The exposition text (version 0.0.4) of the proxy now, as UTF-8 bytes."""
+    from ._proxy import TTFB_BUCKETS, BackendCounters  # here: _proxy imports this module's importer (_admin)
+
+    w = _Writer()
+    vserver_labels: Labels = (("vserver", proxy.name),)
+    vs = proxy.vserver
+
+    def service(suffix: str, kind: str, help_text: str) -> _Family:
+        return w.family("leastload_service_" + suffix, kind, help_text)
+
+    bound_f = service("bound", "gauge", "1 while the service is bound to the vserver, 0 after a drain unbound it.")
+    active_f = service("active_transactions", "gauge", "Requests in flight on the service now.")
+    requests_f = service("requests_total", "counter",
+                         "Requests sent to the service (every pick; a retry counts on the backend it went to).")
+    responses_f = service("responses_total", "counter", "Answers the service gave, by status class.")
+    req_bytes_f = service("request_bytes_total", "counter", "Request bytes written to the service.")
+    resp_bytes_f = service("response_bytes_total", "counter", "Response bytes read from the service.")
+    failures_f = service("failures_total", "counter",
+                         "Requests the service refused, reset, timed out, garbled or answered with a 5xx.")
+    retries_f = service("retries_total", "counter",
+                        "Requests that failed on the service and went on to another backend.")
+    stale_f = service("stale_connections_total", "counter",
+                      "Pooled connections found closed by the service, the request resent on a new one.")
+    ejections_f = service("ejections_total", "counter", "Passive (outlier) ejections of the service.")
+    ejected_f = service("ejected", "gauge", "1 while the service is ejected, else 0.")
+    draining_f = service("draining", "gauge", "1 while the service drains (no new requests), else 0.")
+    state_f = service("state", "gauge", "1 for the service's state now, 0 for the other states.")
+    weight_f = service("weight", "gauge", "The service's weight.")
+    cap_f = service("slow_start_cap", "gauge", "Requests per second slow start allows the service now.")
+    load_f = service("load", "gauge", "The method's N for the service now (connections, bytes, packets, "
+                     "seconds, ... as the method counts).")
+    in_row_f = service("consecutive_failures", "gauge", "Failures of the service in a row now.")
+    window_bytes_f = service("window_bytes", "gauge", "Bytes both ways in the engine's window.")
+    window_packets_f = service("window_packets", "gauge", "TCP segments both ways in the engine's window.")
+    ttfb_avg_f = service("ttfb_average_seconds", "gauge", "The engine's moving average of the time to first byte.")
+    ttfb_f = service("ttfb_seconds", "histogram", "Time from the request sent to the first response byte.")
+    idle_f = service("idle_connections", "gauge", "Idle keep-alive connections to the service in the pool.")
+    opened_f = service("connections_opened_total", "counter", "Connections opened to the service.")
+    probes_f = service("health_probes_total", "counter", "Health probes made to the service.")
+    failed_probes_f = service("health_failed_probes", "gauge", "Health probes of the service failed in a row now.")
+
+    def vserver(suffix: str, kind: str, help_text: str) -> _Family:
+        return w.family("leastload_vserver_" + suffix, kind, help_text)
+
+    info_f = vserver("info", "gauge", "1, with the vserver's method in the label method.")
+    window_f = vserver("window_seconds", "gauge", "The engine's window of bytes and packets, in seconds.")
+    picks_f = vserver("picks_total", "counter", "Backends the engine picked for requests (retries included).")
+    no_service_f = vserver("no_service_available_total", "counter",
+                           "Requests answered 503 because no backend was available.")
+    proxy_f = vserver("proxy_responses_total", "counter", "Answers the proxy wrote itself, by status.")
+    clients_f = vserver("clients", "gauge", "Client connections open now.")
+    max_f = vserver("max_connections", "gauge", "The most client connections kept open at once.")
+    accepted_f = vserver("accepted_connections_total", "counter", "Client connections accepted.")
+    shortages_f = vserver("accept_shortages_total", "counter",
+                          "accept() failures for want of descriptors or memory.")
+    paused_f = vserver("listener_paused", "gauge", "1 while the listener has stopped accepting, else 0.")
+    backend_conns_f = vserver("backend_connections", "gauge", "Connections to backends open now.")
+    local_f = vserver("local_errors_total", "counter", "The proxy's own troubles, by what failed.")
+
+    stats = proxy.stats
+    with vs.atomic():
+        method = str(vs.method)
+        window = int(vs.window_seconds)
+        ejected_counts = ejections(proxy)
+        bound: Dict[str, Dict[str, Any]] = {name: vs.info(name) for name in vs.services}
+    names = list(dict.fromkeys([*proxy.backends, *stats.backends, *bound]))  # in order, each once
+    picks = 0
+    for name in names:
+        labels: Labels = vserver_labels + (("service", name),)
+        counters = stats.backends.get(name)
+        if counters is None:  # added at run time, not picked yet: zeros
+            counters = BackendCounters()
+        info = bound.get(name)
+        bound_f.add(labels, 1 if info is not None else 0)
+        picks += counters.requests
+        requests_f.add(labels, counters.requests)
+        for k, code in enumerate(CLASSES, start=1):
+            responses_f.add(labels + (("code", code),), counters.by_class[k])
+        req_bytes_f.add(labels, counters.bytes_in)
+        resp_bytes_f.add(labels, counters.bytes_out)
+        failures_f.add(labels, counters.failures)
+        retries_f.add(labels, counters.retries)
+        stale_f.add(labels, counters.stale)
+        cumulative = 0
+        for bound_le, count in zip(TTFB_BUCKETS, counters.ttfb_buckets):
+            cumulative += count
+            ttfb_f.add(labels + (("le", format_value(float(bound_le))),), cumulative, "_bucket")
+        cumulative += counters.ttfb_buckets[len(TTFB_BUCKETS)]
+        ttfb_f.add(labels + (("le", "+Inf"),), cumulative, "_bucket")
+        ttfb_f.add(labels, float(counters.ttfb_sum), "_sum")
+        ttfb_f.add(labels, cumulative, "_count")
+        ejections_f.add(labels, ejected_counts.get(name, 0))
+        if info is not None:
+            active_f.add(labels, info["active"])
+            ejected_f.add(labels, bool(info["ejected"]))
+            draining_f.add(labels, bool(info["draining"]))
+            for state in STATES:
+                state_f.add(labels + (("state", state),), 1 if info["state"] == state else 0)
+            weight_f.add(labels, info["weight"])
+            if info["cap"] is not None:
+                cap_f.add(labels, info["cap"])
+            load_f.add(labels, info["load"])
+            in_row_f.add(labels, info["consecutive_failures"])
+            window_bytes_f.add(labels, info["bytes"])
+            window_packets_f.add(labels, info["packets"])
+            if info["ttfb"] is not None:
+                ttfb_avg_f.add(labels, info["ttfb"])
+        pool = proxy.pools.get(name)
+        if pool is not None:
+            idle_f.add(labels, len(pool.idle))
+            opened_f.add(labels, pool.opened)
+        monitor = proxy.monitors.get(name)
+        if monitor is not None:
+            probes_f.add(labels, monitor.probes)
+            failed_probes_f.add(labels, monitor.failures)
+
+    info_f.add(vserver_labels + (("method", method),), 1)
+    window_f.add(vserver_labels, window)
+    picks_f.add(vserver_labels, picks)
+    answered = stats.answered_by_proxy
+    # a 503 is "no backend available" unless a local error in connecting to the backend caused it
+    no_service_f.add(vserver_labels, max(0, answered.get(NO_SERVICE, 0) - proxy.local_errors.get(LOCAL_CONNECT, 0)))
+    for status in sorted(set(PROXY_CODES) | set(answered)):
+        proxy_f.add(vserver_labels + (("code", str(status)),), answered.get(status, 0))
+    clients_f.add(vserver_labels, len(proxy.clients))
+    max_f.add(vserver_labels, proxy.max_connections)
+    listener = proxy.listener
+    if listener is not None:
+        accepted_f.add(vserver_labels, listener.accepted)
+        shortages_f.add(vserver_labels, listener.shortages)
+        paused_f.add(vserver_labels, bool(listener.paused))
+    backend_conns_f.add(vserver_labels, proxy.budget.open)
+    for what in sorted(proxy.local_errors):
+        local_f.add(vserver_labels + (("what", what),), proxy.local_errors[what])
+    return w.text().encode("utf-8")
