@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from leastload.proxy import Proxy, _metrics
+from leastload.proxy import Proxy, _admin, _metrics
 from leastload.proxy._proxy import TTFB_BUCKETS
 from servers import free_port, run_loop, start_backend
 from test_proxy import C, backends  # noqa: F401 (fixtures: the C engine; backend processes, stopped after the test)
@@ -527,7 +527,7 @@ def test_other_paths_are_404_and_the_status_json_still_works(C):
     for (method, path), (code, content_type, body) in answers.items():
         assert code == 404, (method, path, code)
         if method != "HEAD":
-            assert body == b"try GET /leastload/status, GET /metrics or GET /healthz\n", (method, path, body)
+            assert body == _admin.NOT_FOUND, (method, path, body)
     assert query[0] == 200 and query[1] == _metrics.CONTENT_TYPE.decode()  # the query is ignored
     parse_exposition(query[2].decode())
     assert status[0] == 200 and status[1] == "application/json"

@@ -1,40 +1,106 @@
-"""The admin port (off by default): status, Prometheus metrics and a health check.
+"""The admin port (off by default): status, Prometheus metrics, a health check, the runtime API.
 
-    GET /leastload/status   the vserver as JSON (`?format=text`: the `show()` table as plain text)
-    GET /metrics            Prometheus' text format, version 0.0.4 (_metrics.py lists every series)
-    GET /healthz            200 `ok` while at least one bound backend is UP (not DOWN or
-                            OUT_OF_SERVICE, not ejected, not draining), else 503
+    GET  /leastload/status     the vserver as JSON (`?format=text`: the `show()` table as plain
+                               text); several vservers (a config's): {"vservers": {NAME: ...}},
+                               or one of them with `?vserver=NAME`
+    GET  /metrics              Prometheus' text format, version 0.0.4 (_metrics.py lists every series)
+    GET  /healthz              200 `ok` while every vserver has a bound backend UP (not DOWN or
+                               OUT_OF_SERVICE, not ejected, not draining), else 503 naming those without
+    POST /leastload/command    the runtime API (_control.py): {"command": ["disable", "service", "s1"]}
+    POST /leastload/reload     reread the --config file and apply the difference (_gateway.py)
 
-Anything else is 404. Requests go through the same I/O-free reader as the proxy's
-clients, with small limits (ADMIN_LIMITS: a long request line is refused
-as it arrives, never buffered); a request head must arrive within the
+Writes (every command but show/stat, and reload) need the admin token:
+`Authorization: Bearer TOKEN`, compared in constant time; without it, or on
+a port started without a token, 401. Anything else is 404. Requests go through
+the same I/O-free reader as the proxy's clients, with small limits
+(ADMIN_LIMITS: a long request line is refused as it arrives, never
+buffered; a body of at most 64 KiB); a request head must arrive within the
 proxy's `header_timeout`, and an idle connection closes after it too. At most
 MAX_ADMIN_CONNECTIONS are open at once (more are closed at once), so the
 admin port cannot eat the descriptors the proxy keeps for backends.
 """
 
 import asyncio
+import hmac
+import ipaddress
 import json
-from typing import TYPE_CHECKING, Optional, Set, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, cast
 
 from . import _http1, _metrics
+from ._control import Control
 
 STATUS_PATH = b"/leastload/status"
 METRICS_PATH = b"/metrics"
 HEALTH_PATH = b"/healthz"
-NOT_FOUND = b"try GET /leastload/status, GET /metrics or GET /healthz\n"
+COMMAND_PATH = b"/leastload/command"
+RELOAD_PATH = b"/leastload/reload"
+NOT_FOUND = (b"try GET /leastload/status, GET /metrics, GET /healthz, POST /leastload/command "
+             b"or POST /leastload/reload\n")
 ADMIN_LIMITS = _http1.Limits(max_request_line=4096, max_header_size=16384, max_headers=64, max_body=65536)
 MAX_ADMIN_CONNECTIONS = 32
+JSON = b"application/json"
 
 if TYPE_CHECKING:
     from ._proxy import Proxy
 
 
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_admin_address(host: str, token: Optional[str]) -> None:
+    """The admin port binds loopback, unless writes are guarded by a token."""
+    if not is_loopback(host) and not token:
+        raise ValueError(f"admin address {host!r} is not loopback: an admin port reachable from other "
+                         "machines needs an admin token (--admin-token-file)")
+
+
+class Site:
+    """What one admin port serves: this process's vservers (one Proxy each), their runtime API,
+    the token writes need, and the config reload when there is a config."""
+
+    def __init__(self, proxies: "Dict[str, Proxy]", token: Optional[str] = None,
+                 reload: Optional[Callable[[], List[str]]] = None) -> None:
+        self.proxies, self.token, self.reload = proxies, token, reload
+        self.control = Control(proxies)
+        self.header_timeout = min(p.header_timeout for p in proxies.values())
+
+    def status(self, vserver: Optional[str] = None) -> Dict[str, Any]:
+        if vserver is not None:
+            return self.proxies[vserver].status()
+        if len(self.proxies) == 1:
+            return next(iter(self.proxies.values())).status()
+        return {"vservers": {name: proxy.status() for name, proxy in self.proxies.items()}}
+
+    def healthy(self) -> Tuple[bool, str]:
+        down = [name for name, proxy in self.proxies.items() if not _metrics.healthy(proxy)[0]]
+        if not down:
+            return True, "ok"
+        if len(self.proxies) == 1:
+            return _metrics.healthy(next(iter(self.proxies.values())))
+        return False, f"no backend is UP in lb vserver {', '.join(down)}"
+
+    def authorized(self, head: "_http1.RequestHead") -> bool:
+        if not self.token:
+            return False
+        for lowered, _, value in head.headers:
+            if lowered == b"authorization":
+                scheme, _, given = value.partition(b" ")
+                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token.encode())
+        return False
+
+
 class AdminConnection(asyncio.Protocol):
     transport: asyncio.Transport  # set by connection_made, before any other callback
 
-    def __init__(self, proxy: "Proxy", open_set: "Set[AdminConnection]") -> None:
-        self.proxy = proxy
+    def __init__(self, site: Site, open_set: "Set[AdminConnection]") -> None:
+        self.site = site
         self.open_set = open_set
         self.reader = _http1.RequestReader(ADMIN_LIMITS)
         self.timer: Optional[asyncio.TimerHandle] = None
@@ -47,7 +113,7 @@ class AdminConnection(asyncio.Protocol):
             self.transport.abort()
             return
         self.open_set.add(self)
-        self.timer = asyncio.get_running_loop().call_later(self.proxy.header_timeout, self._late)
+        self.timer = asyncio.get_running_loop().call_later(self.site.header_timeout, self._late)
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.open_set.discard(self)
@@ -80,32 +146,84 @@ class AdminConnection(asyncio.Protocol):
         head = self.reader.head
         assert head is not None  # COMPLETE carries it
         path, _, query = head.target.partition(b"?")
-        if head.method != b"GET":
+        site = self.site
+        if head.method == b"POST" and path in (COMMAND_PATH, RELOAD_PATH):
+            self._post(head, path)
+        elif head.method != b"GET":
             self._answer(404, b"text/plain", NOT_FOUND)
         elif path == METRICS_PATH:
-            self._answer(200, _metrics.CONTENT_TYPE, _metrics.render(self.proxy))
+            self._answer(200, _metrics.CONTENT_TYPE, _metrics.render(*site.proxies.values()))
         elif path == HEALTH_PATH:
-            ok, why = _metrics.healthy(self.proxy)
+            ok, why = site.healthy()
             self._answer(200 if ok else 503, b"text/plain", why.encode() + b"\n")
         elif path != STATUS_PATH:
             self._answer(404, b"text/plain", NOT_FOUND)
-        elif query == b"format=text":
-            self._answer(200, b"text/plain", str(self.proxy.status()["show"]).encode() + b"\n")
         else:
-            body = json.dumps(self.proxy.status(), indent=2, default=str).encode() + b"\n"
-            self._answer(200, b"application/json", body)
+            params = dict(p.partition(b"=")[::2] for p in query.split(b"&") if p)
+            vserver = params.get(b"vserver")
+            name = vserver.decode("latin-1") if vserver is not None else None
+            if name is not None and name not in site.proxies:
+                self._answer(404, b"text/plain", f"no lb vserver {name!r}\n".encode())
+            elif params.get(b"format") == b"text":
+                proxies = [site.proxies[name]] if name is not None else list(site.proxies.values())
+                text = "\n\n".join(str(p.status()["show"]) for p in proxies)
+                self._answer(200, b"text/plain", text.encode() + b"\n")
+            else:
+                self._json(200, site.status(name))
+
+    def _post(self, head: "_http1.RequestHead", path: bytes) -> None:
+        site = self.site
+        if path == RELOAD_PATH:
+            if not site.authorized(head):
+                self._json(401, {"ok": False, "error": _UNAUTHORIZED})
+            elif site.reload is None:
+                self._json(404, {"ok": False, "error": "nothing to reload: the proxy was started without --config"})
+            else:
+                try:
+                    changes = site.reload()
+                except (ValueError, TypeError, OSError) as exc:  # ConfigError is a ValueError
+                    self._json(400, {"ok": False, "error": f"reload refused, the running configuration stays: {exc}"})
+                else:
+                    self._json(200, {"ok": True, "changes": changes})
+            return
+        try:
+            body = json.loads(bytes(self.reader.body) or b"{}")
+            words = body["command"]
+            if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            self._json(400, {"ok": False, "error": 'the body must be JSON: {"command": ["word", ...]}'})
+            return
+        if not Control.is_read(words) and not site.authorized(head):
+            self._json(401, {"ok": False, "error": _UNAUTHORIZED})
+            return
+        status, answer = site.control.run(words)
+        self._json(status, answer)
+
+    def _json(self, status: int, data: Any) -> None:
+        self._answer(status, JSON, json.dumps(data, indent=2, default=str).encode() + b"\n")
 
     def _answer(self, status: int, content_type: bytes, body: bytes) -> None:
         self.done = True
-        reason = {200: b"OK", 404: b"Not Found"}.get(status) or _http1.REASONS[status]
+        reason = {200: b"OK", 401: b"Unauthorized", 404: b"Not Found"}.get(status) or _http1.REASONS[status]
         self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
                              % (status, reason, content_type, len(body), body))
         self.transport.close()
 
 
-async def start(proxy: "Proxy", host: str, port: int) -> asyncio.Server:
-    assert proxy.loop is not None  # started
+_UNAUTHORIZED = ("writes need the admin token (Authorization: Bearer TOKEN; the proxy's "
+                 "--admin-token-file, leastload ctl's --token-file or LEASTLOAD_ADMIN_TOKEN)")
+
+
+async def start_site(site: Site, host: str, port: int) -> asyncio.Server:
+    check_admin_address(host, site.token)
     open_set: Set[AdminConnection] = set()
-    server: asyncio.Server = await proxy.loop.create_server(lambda: AdminConnection(proxy, open_set), host, port,
-                                                            reuse_address=True)
+    loop = asyncio.get_running_loop()
+    server: asyncio.Server = await loop.create_server(lambda: AdminConnection(site, open_set), host, port,
+                                                      reuse_address=True)
     return server
+
+
+async def start(proxy: "Proxy", host: str, port: int, token: Optional[str] = None) -> asyncio.Server:
+    """One proxy's admin port (Proxy(admin=...))."""
+    return await start_site(Site({proxy.name: proxy}, token), host, port)

@@ -3,8 +3,9 @@
 The defaults follow the vendor's monitors: a probe every 5 s, 2 s to answer,
 3 failures in a row mark the service DOWN, 1 success marks it UP again
 (and the engine starts slow start on DOWN -> UP when it is configured).
-A `tcp` probe opens a connection; an `http` probe sends `GET path` on a new
-connection and wants a 2xx or 3xx status. Probes do not go through the engine:
+A `tcp` probe opens a connection; an `http` probe sends `GET path` (or the
+monitor's own method and path) on a new connection and wants a 2xx or 3xx
+status (or one of the monitor's response codes). Probes do not go through the engine:
 they are not transactions and do not count as load.
 
 A probe that cannot even be made for the proxy's own trouble (out of descriptors,
@@ -38,9 +39,10 @@ def is_local_error(exc: BaseException) -> bool:
 
 class HealthMonitor:
     def __init__(self, proxy: "Proxy", backend: Backend, kind: str, path: str, interval: float,
-                 timeout: float, fall: int, rise: int) -> None:
+                 timeout: float, fall: int, rise: int, method: str = "GET",
+                 codes: Tuple[Tuple[int, int], ...] = ((200, 399),)) -> None:
         self.proxy, self.backend = proxy, backend
-        self.kind, self.path = kind, path
+        self.kind, self.path, self.method, self.codes = kind, path, method, codes
         self.interval, self.timeout, self.fall, self.rise = interval, timeout, fall, rise
         self.failures = 0   # probes failed in a row
         self.successes = 0  # probes passed in a row
@@ -71,14 +73,14 @@ class HealthMonitor:
             writer = opened
             if self.kind == "tcp":
                 return True, None
-            opened.write(f"GET {self.path} HTTP/1.1\r\nHost: {b.host}:{b.port}\r\nConnection: close\r\n"
+            opened.write(f"{self.method} {self.path} HTTP/1.1\r\nHost: {b.host}:{b.port}\r\nConnection: close\r\n"
                          f"User-Agent: leastload-health\r\n\r\n".encode())
             line = await asyncio.wait_for(reader.readline(), self.timeout)
             parts = line.split()
             if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
                 return False, f"not an HTTP response: {line[:60]!r}"
             status = int(parts[1])
-            return 200 <= status < 400, f"status {status}"
+            return any(low <= status <= high for low, high in self.codes), f"status {status}"
         except (OSError, asyncio.TimeoutError) as exc:
             why = type(exc).__name__ + (f": {exc}" if str(exc) else "")
             return (None if is_local_error(exc) else False), why
@@ -116,7 +118,7 @@ class HealthMonitor:
                 log.warning("backend %s is DOWN (%d probes failed, last: %s)", name, self.failures, why)
 
     def status(self) -> Dict[str, Any]:
-        return {"check": self.kind, "probes": self.probes, "failures_in_row": self.failures,
+        return {"check": self.kind, "interval": self.interval, "probes": self.probes, "failures_in_row": self.failures,
                 "successes_in_row": self.successes, "last_error": self.last_error,
                 "local_errors": self.local_errors, "unprobed_in_row": self.unprobed,
                 "last_local_error": self.last_local_error}

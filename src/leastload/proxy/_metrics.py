@@ -3,8 +3,8 @@
 The text exposition format, version 0.0.4, written by hand (no client library):
 a `# HELP` and a `# TYPE` line before each family's samples, a family's samples
 together, label values escaped (backslash, double quote, line feed), `NaN` and
-`+Inf` spelled as Prometheus reads them. `render(proxy)` reads everything in one
-hold of the vserver (`atomic()`), so one scrape is one instant of the engine.
+`+Inf` spelled as Prometheus reads them. `render(*proxies)` reads each vserver in
+one hold of it (`atomic()`), so one scrape is one instant of each engine.
 
 Every series has the label `vserver` (the proxy's `name`); a service's series
 have `service` (the backend's name) too. Counters come from the proxy's own
@@ -204,11 +204,20 @@ def healthy(proxy: "Proxy") -> Tuple[bool, str]:
     return False, "no backend is UP (all down, out of service, ejected, draining or unbound)"
 
 
-def render(proxy: "Proxy") -> bytes:
-    """The exposition text (version 0.0.4) of the proxy now, as UTF-8 bytes."""
+def render(*proxies: "Proxy") -> bytes:
+    """The exposition text (version 0.0.4) of the proxies now (each vserver one proxy, as a
+    config's are served by one process), as UTF-8 bytes: each family once, every vserver's
+    samples in it."""
+    w = _Writer()
+    for proxy in proxies:
+        _add(w, proxy)
+    return w.text().encode("utf-8")
+
+
+def _add(w: _Writer, proxy: "Proxy") -> None:
+    """One proxy's samples into `w` (families are made on first use, then shared)."""
     from ._proxy import TTFB_BUCKETS, BackendCounters  # here: _proxy imports this module's importer (_admin)
 
-    w = _Writer()
     vserver_labels: Labels = (("vserver", proxy.name),)
     vs = proxy.vserver
 
@@ -339,4 +348,3 @@ def render(proxy: "Proxy") -> bytes:
     backend_conns_f.add(vserver_labels, proxy.budget.open)
     for what in sorted(proxy.local_errors):
         local_f.add(vserver_labels + (("what", what),), proxy.local_errors[what])
-    return w.text().encode("utf-8")

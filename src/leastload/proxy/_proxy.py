@@ -80,7 +80,9 @@ class Proxy:
     response bytes], client_timeout [60 s idle keep-alive], max_body [16 MiB], pool_size
     [256 idle connections per backend], health_check ["tcp"; "http" or "none"],
     health_path ["/"], health_interval [5 s], health_timeout [2 s], health_fall [3],
-    health_rise [1], admin [None, or (host, port)], reuse_port [False], name ["leastload":
+    health_rise [1], admin [None, or (host, port): loopback unless admin_token is set],
+    admin_token [None: the admin port is read-only; else the token its writes need],
+    reuse_port [False], name ["leastload":
     the vserver's name in metrics and logs], access_log [None, or a leastload.proxy AccessLog],
     engine [None:
     leastload.VirtualServer], token_header [None: the header TOKEN hashes; needed for
@@ -104,13 +106,18 @@ class Proxy:
                  header_timeout: float = 10.0, body_timeout: float = 60.0,
                  max_connections: Optional[int] = None, xff: str = "append", forwarded: bool = False,
                  via: bool = False, name: str = "leastload", access_log: Optional[AccessLog] = None,
-                 **vserver_settings: Any) -> None:
+                 admin_token: Optional[str] = None, **vserver_settings: Any) -> None:
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
         if not name or not name.isprintable() or '"' in name or "\\" in name:
             raise _errors.bad_value("name", name, "a vserver name: printable text without quotes or backslashes")
         self.name = name  # the vserver's name: the `vserver` label of the metrics
         self.access_log = access_log  # an AccessLog, or None: no access log
+        if admin_token is not None and (not isinstance(admin_token, str) or not admin_token.strip()):
+            raise _errors.bad_value("admin_token", admin_token, "a non-empty str (the token admin writes need)")
+        if admin is not None:
+            _admin.check_admin_address(admin[0], admin_token)
+        self.admin_token = admin_token
         self.backends = {b.name: b for b in upstream.parse_backends(backends)}
         self.keys = KeyRule(token_header)
         if method == "TOKEN" and token_header is None:
@@ -156,6 +163,9 @@ class Proxy:
         self.local_errors: "Counter[str]" = collections.Counter()  # the proxy's own troubles, by what failed
         self.health: Tuple[str, str, float, float, int, int] = (
             health_check, health_path, float(health_interval), float(health_timeout), health_fall, health_rise)
+        # per backend, a probe of its own (a config's monitors: kind, path, interval, timeout, fall,
+        # rise, method, codes) instead of the proxy-wide one; with health_check="none", no probes at all
+        self.probes: Dict[str, Tuple[Any, ...]] = {}
         self.stats = Stats(self.backends)
         self.clients: Set[_client.ClientConnection] = set()
         self.loop: Optional[asyncio.AbstractEventLoop] = None
@@ -179,13 +189,10 @@ class Proxy:
         host, port = self.listen
         self.listener = _listen.Listener(loop, host, port, lambda: _client.ClientConnection(self),
                                          self.max_connections, reuse_port=self.reuse_port).start()
-        kind = self.health[0]
-        if kind != "none":
-            for b in self.backends.values():
-                monitor = self.monitors[b.name] = _health.HealthMonitor(self, b, *self.health)
-                monitor.start()
+        for b in self.backends.values():
+            self._start_monitor(b)
         if self.admin_listen is not None:
-            self.admin = await _admin.start(self, *self.admin_listen)
+            self.admin = await _admin.start(self, *self.admin_listen, token=self.admin_token)
         self._watch = loop.create_task(self._watch_events())
         self._sweeper = loop.create_task(self._sweep())
         return self
@@ -250,16 +257,44 @@ class Proxy:
             if old is not None:
                 old.close()
             self.pools[backend.name] = self._pool(backend)
-            if self.health[0] != "none":
-                if backend.name in self.monitors:
-                    self.monitors[backend.name].stop()
-                monitor = self.monitors[backend.name] = _health.HealthMonitor(self, backend, *self.health)
-                monitor.start()
+            self._start_monitor(backend)
         return backend
 
     def drain_backend(self, name: str) -> None:
         """No new requests for `name`; it is unbound when its last request ends (vs.drain)."""
         self.vserver.drain(name)
+
+    def remove_backend(self, name: str) -> None:
+        """Drains `name` (requests in flight finish, then the engine unbinds it), stops its probes
+        and keeps none of its connections once they are idle."""
+        self.vserver.drain(name)
+        monitor = self.monitors.pop(name, None)
+        if monitor is not None:
+            monitor.stop()
+        pool = self.pools.get(name)
+        if pool is not None:
+            pool.close()
+            pool.max_idle = 0  # connections of requests still in flight are closed as they end
+
+    def set_probe(self, name: str, probe: Optional[Tuple[Any, ...]]) -> None:
+        """`name`'s own probe settings (None: the proxy-wide ones); a running probe restarts with them."""
+        if probe is None:
+            self.probes.pop(name, None)
+        else:
+            self.probes[name] = probe
+        backend = self.backends.get(name)
+        if self.loop is not None and backend is not None and name in self.vserver:
+            self._start_monitor(backend)
+
+    def _start_monitor(self, backend: Backend) -> None:
+        old = self.monitors.pop(backend.name, None)
+        if old is not None:
+            old.stop()
+        if self.health[0] == "none":
+            return
+        settings = self.probes.get(backend.name, self.health)
+        monitor = self.monitors[backend.name] = _health.HealthMonitor(self, backend, *settings)
+        monitor.start()
 
     # ---- observability ----------------------------------------------------------
 
