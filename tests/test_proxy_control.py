@@ -92,3 +92,138 @@ def test_a_wrong_command_says_what_and_changes_nothing(words, status, says):
     after = {name: (p.vserver.services, [p.vserver.weight(s) for s in p.vserver.services],
                     [p.vserver.state(s) for s in p.vserver.services]) for name, p in site.items()}
     assert after == before
+
+
+# ---- over the admin port: the token, and leastload ctl ----------------------------------------
+
+def post(port, path, body, token=None):
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                     headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def ctl(port, *words, token_file=None, env_token=None):
+    env = {k: v for k, v in os.environ.items() if k != "LEASTLOAD_ADMIN_TOKEN"}
+    if env_token is not None:
+        env["LEASTLOAD_ADMIN_TOKEN"] = env_token
+    extra = ["--token-file", str(token_file)] if token_file is not None else []
+    return subprocess.run([sys.executable, "-m", "leastload", "ctl", f"http://127.0.0.1:{port}", *extra, *words],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+@pytest.fixture
+def two_backends():
+    procs = [start_backend(), start_backend()]
+    yield procs
+    for p in procs:
+        p.stop()
+
+
+def test_writes_need_the_token_and_ctl_disables_and_enables(two_backends, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+
+    async def go():
+        proxy = Proxy([f"b1=127.0.0.1:{two_backends[0].port}", f"b2=127.0.0.1:{two_backends[1].port}"],
+                      "ROUNDROBIN", listen=("127.0.0.1", 0), health_check="none", admin=("127.0.0.1", 0),
+                      admin_token="s3cret-token")
+        await proxy.start()
+        loop = asyncio.get_running_loop()
+        try:
+            admin_port = proxy.admin_address[1]
+            url = f"http://127.0.0.1:{proxy.address[1]}/"
+            async with httpx.AsyncClient(timeout=20) as client:
+                async def picks(n):
+                    before = [p.stats()["requests"] for p in two_backends]
+                    for _ in range(n):
+                        assert (await client.get(url)).status_code == 200
+                    return [p.stats()["requests"] - b for p, b in zip(two_backends, before)]
+                assert await picks(10) == [5, 5]
+                # without the token, or with a wrong one: 401, nothing changes
+                for token in (None, "wrong"):
+                    status, answer = await loop.run_in_executor(
+                        None, post, admin_port, "/leastload/command", {"command": ["disable", "service", "b1"]}, token)
+                    assert status == 401 and answer["ok"] is False and "token" in answer["error"]
+                assert proxy.vserver.state("b1") == "UP"
+                wrong = await loop.run_in_executor(None, lambda: ctl(admin_port, "disable", "service", "b1",
+                                                                     env_token="wrong"))
+                assert wrong.returncode == 1 and "401" in wrong.stderr
+                # reads need no token
+                status, answer = await loop.run_in_executor(
+                    None, post, admin_port, "/leastload/command", {"command": ["show", "lb", "vserver"]})
+                assert status == 200 and answer["vservers"]["leastload"]["method"] == "ROUNDROBIN"
+                # leastload ctl with the token file: b1 gets no new request at once
+                out = await loop.run_in_executor(None, lambda: ctl(admin_port, "disable", "service", "b1",
+                                                                   token_file=token_file))
+                assert out.returncode == 0, out.stderr
+                assert json.loads(out.stdout)["done"] == "b1 OUT_OF_SERVICE"
+                assert await picks(10) == [0, 10]
+                out = await loop.run_in_executor(None, lambda: ctl(admin_port, "enable", "service", "b1",
+                                                                   env_token="s3cret-token"))
+                assert out.returncode == 0, out.stderr
+                assert await picks(10) == [5, 5]
+                # a wrong command: exit 1 and the proxy's reason; nothing to reload without --config
+                out = await loop.run_in_executor(None, lambda: ctl(admin_port, "set", "service", "b1", "-weight",
+                                                                   "0", token_file=token_file))
+                assert out.returncode == 1 and "weight must be a whole number in 1..100" in out.stdout
+                out = await loop.run_in_executor(None, lambda: ctl(admin_port, "reload", token_file=token_file))
+                assert out.returncode == 1 and "started without --config" in out.stdout
+                status, answer = await loop.run_in_executor(
+                    None, post, admin_port, "/leastload/command", {"command": "disable service b1"}, "s3cret-token")
+                assert status == 400 and "the body must be JSON" in answer["error"]
+        finally:
+            await proxy.close(grace=0)
+    run_loop(go(), 120)
+
+
+def test_an_admin_port_without_a_token_is_read_only_and_loopback_only(two_backends):
+    with pytest.raises(ValueError, match="admin address '0.0.0.0' is not loopback: .* needs an admin token"):
+        Proxy(["b1=127.0.0.1:1"], admin=("0.0.0.0", 0))
+    Proxy(["b1=127.0.0.1:1"], admin=("0.0.0.0", 0), admin_token="t")  # with a token: allowed
+    with pytest.raises(ValueError, match="admin_token must be a non-empty str"):
+        Proxy(["b1=127.0.0.1:1"], admin=("127.0.0.1", 0), admin_token=" ")
+
+    async def go():
+        proxy = Proxy([f"b1=127.0.0.1:{two_backends[0].port}"], listen=("127.0.0.1", 0), health_check="none",
+                      admin=("127.0.0.1", 0))
+        await proxy.start()
+        try:
+            loop = asyncio.get_running_loop()
+            status, answer = await loop.run_in_executor(
+                None, post, proxy.admin_address[1], "/leastload/command", {"command": ["drain", "service", "b1"]},
+                "anything")
+            assert status == 401 and proxy.vserver.state("b1") == "UP" and "b1" in proxy.vserver
+        finally:
+            await proxy.close(grace=0)
+    run_loop(go(), 60)
+
+
+def test_ctl_usage_errors_exit_2(tmp_path):
+    out = ctl(1, "disable", "service", "x", token_file=tmp_path / "missing")
+    assert out.returncode == 2 and "--token-file" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "leastload", "ctl", "http://127.0.0.1:1"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "a command is needed" in out.stderr
+    with socket_port() as port:  # nothing listens: no answer
+        out = ctl(port, "show", "lb", "vserver")
+    assert out.returncode == 2 and "no answer" in out.stderr
+
+
+class socket_port:
+    """A port that refuses connections (bound, never listening), for the duration of a with block."""
+
+    def __enter__(self):
+        import socket
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        return self.sock.getsockname()[1]
+
+    def __exit__(self, *exc):
+        self.sock.close()

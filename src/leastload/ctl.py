@@ -44,9 +44,26 @@ def read_token(path: str) -> str:
         return f.readline().strip()
 
 
+def _options_first(argv: Sequence[str]) -> List[str]:
+    """argv with ctl's own --options moved before the URL: they may come anywhere, and the
+    command's words (which may start with one dash, as -weight does) never start with two."""
+    own, rest = [], []
+    it = iter(argv)
+    for word in it:
+        if word.split("=", 1)[0] in ("--token-file", "--timeout"):
+            own.append(word)
+            if "=" not in word:
+                own.append(next(it, ""))
+        elif word in ("-h", "--help"):
+            own.append(word)
+        else:
+            rest.append(word)
+    return own + rest
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_options_first(list(sys.argv[1:] if argv is None else argv)))
     words: List[str] = list(args.command)
     if not words:
         parser.error("a command is needed (e.g. disable service NAME)")
