@@ -80,8 +80,10 @@ BAD = [
 WARNED = [
     ('[vserver.vs1]\ntype = "HTTP"\npersistence = "SOURCEIP"\n', 15,
      "vserver 'vs1': key 'persistence' is not modelled by leastload, ignored"),
-    ('[monitor.m1]\ntype = "HTTP"\n', 13, "'monitor' is not modelled by leastload, ignored (tables: server, service, "
-                                         "vserver)"),
+    ('[pool.p1]\ntype = "HTTP"\n', 13, "'pool' is not modelled by leastload, ignored (tables: server, monitor, "
+                                      "service, vserver, proxy)"),
+    ('[monitor.m1]\ntype = "PING"\n', 14, "monitor 'm1': type 'PING' is not modelled by leastload (it models HTTP "
+                                         "and TCP), ignored"),
 ]
 
 

@@ -16,13 +16,13 @@ from typing import Union
 
 from .build import build, build_vserver, check_supported
 from .errors import ConfigError
-from .model import LB_METHODS, Binding, Config, Server, Service, VServer
+from .model import LB_METHODS, PROXY_KEYS, Binding, Config, Monitor, Server, Service, VServer
 from .netscaler import parse_netscaler
 from .printer import to_data, to_json, to_netscaler, to_toml
 from .toml_form import parse_toml
 
 __all__ = [
-    "Binding", "Config", "ConfigError", "LB_METHODS", "Server", "Service", "VServer",
+    "Binding", "Config", "ConfigError", "LB_METHODS", "Monitor", "PROXY_KEYS", "Server", "Service", "VServer",
     "build", "build_vserver", "check_supported", "load", "parse", "parse_netscaler", "parse_toml",
     "to_data", "to_json", "to_netscaler", "to_toml",
 ]

@@ -39,6 +39,34 @@ MAX_NEW_SERVICE_REQUEST = 0xFFFFFFFE
 MAX_TTFB = 3600.0
 MAX_BYTES = 10**9
 
+# Monitors: the types leastload models (the vendor has many more: a line of
+# another type is a warning), and the vendor's ranges, in seconds.
+MONITOR_TYPES = ("HTTP", "TCP")
+TIME_UNITS = ("SEC", "MSEC", "MIN")  # the vendor's units of -interval and -resptimeout
+MAX_INTERVAL = 20940
+MAX_RESPTIMEOUT = 20939
+MAX_RETRIES = 127
+MAX_SUCCESS_RETRIES = 32
+DEFAULT_RESP_CODES: tuple[tuple[int, int], ...] = ((200, 200),)
+DEFAULT_HTTP_REQUEST = ("HEAD", "/")
+# The vendor's built-in monitors. `http` and `tcp` are modelled (the defaults
+# of their type): services may be bound to them without an `add lb monitor`
+# (which cannot redefine them). Binding one of the others is a warning.
+BUILTIN_MONITOR_TYPES = {"http": "HTTP", "tcp": "TCP"}
+MIN_RESP_CODE, MAX_RESP_CODE = 100, 599
+UNMODELLED_BUILTIN_MONITORS = (
+    "ping", "ping-default", "tcp-default", "arp", "nd6", "tcp-ecv", "http-ecv", "udp-ecv", "dns", "ftp",
+    "tcps", "https", "tcps-ecv", "https-ecv", "ldns-ping", "ldns-tcp", "ldns-dns", "stasecure", "sta",
+    "xdm", "xnc", "mqtt", "mqtt-tls", "http2direct", "http2ssl",
+)
+
+# The TOML form's [proxy] table: its keys, in the order they are printed.
+PROXY_KEYS = (
+    "retries", "connect_timeout", "timeout", "client_timeout", "header_timeout", "body_timeout",
+    "max_body", "max_request_line", "max_header_size", "max_headers", "max_connections", "pool_size",
+    "xff", "forwarded", "via", "admin", "access_log", "log_format", "log_level", "workers",
+)
+
 
 @dataclass
 class Server:
@@ -57,6 +85,9 @@ class Service:
     ttfb, request_bytes, response_bytes: leastload's simulation options (not
     the vendor's): the service's time to first byte in seconds and the sizes
     of one request and one response in bytes.
+    monitors: the names of the monitors bound to it (`bind service NAME
+    -monitorName M`), in bind order; the vendor's rule: the service is UP
+    when every one of them says UP.
     """
 
     name: str
@@ -68,6 +99,32 @@ class Service:
     ttfb: Optional[float] = None
     request_bytes: Optional[int] = None
     response_bytes: Optional[int] = None
+    monitors: list[str] = field(default_factory=list)
+    line: int = field(default=0, compare=False)
+
+
+@dataclass
+class Monitor:
+    """`add lb monitor NAME TYPE [options]`, TYPE HTTP or TCP.
+
+    resp_codes: the HTTP status ranges (low, high) that say UP, as given
+    (`-respCode 200 300-302`: ((200, 200), (300, 302))); http_request: the
+    probe's (method, path), `-httpRequest "HEAD /"`. Both apply to HTTP
+    monitors only (a TCP monitor keeps the defaults). interval and
+    resptimeout are in seconds (whole milliseconds: the vendor's units are
+    SEC, MSEC and MIN); resptimeout < interval. retries: failed probes in a
+    row that mark the service DOWN; success_retries: passed probes in a row
+    that mark it UP again.
+    """
+
+    name: str
+    monitor_type: str
+    resp_codes: tuple[tuple[int, int], ...] = DEFAULT_RESP_CODES
+    http_request: tuple[str, str] = DEFAULT_HTTP_REQUEST
+    interval: float = 5.0
+    resptimeout: float = 2.0
+    retries: int = 3
+    success_retries: int = 1
     line: int = field(default=0, compare=False)
 
 
@@ -113,6 +170,9 @@ class Config:
     servers: list[Server] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
     vservers: list[VServer] = field(default_factory=list)
+    monitors: list[Monitor] = field(default_factory=list)
+    # the TOML form's [proxy] table: the proxy's own settings, checked (PROXY_KEYS), only those given
+    proxy: dict[str, object] = field(default_factory=dict)
     source: str = field(default="<config>", compare=False)
     warnings: list[str] = field(default_factory=list, compare=False)
 
@@ -134,6 +194,15 @@ class Config:
         for s in self.servers:
             if s.name == name:
                 return s
+        return None
+
+    def monitor(self, name: str) -> Optional[Monitor]:
+        """An added monitor, else the vendor's built-in `http` or `tcp` (its type's defaults)."""
+        for m in self.monitors:
+            if m.name == name:
+                return m
+        if name in BUILTIN_MONITOR_TYPES:
+            return Monitor(name=name, monitor_type=BUILTIN_MONITOR_TYPES[name])
         return None
 
     def vserver(self, name: str) -> Optional[VServer]:

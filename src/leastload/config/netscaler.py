@@ -1,10 +1,12 @@
 """NetScaler CLI lines -> the config model (leastload.config.model).
 
 Supported: `add|set lb vserver`, `bind|unbind lb vserver`, `add server`,
-`add|set service`, `disable|enable service`, full-line `#` comments and
-double-quoted names. Command words and option names are case-insensitive and
-options may be shortened to any unique prefix (`-lbm` for `-lbMethod`), as
-the vendor's CLI allows; so may enumerated values (`roundrobin`). Commands
+`add|set service`, `disable|enable service`, `add lb monitor` (HTTP and
+TCP), `bind|unbind service -monitorName` (and `bind|unbind lb monitor`),
+full-line `#` comments and double-quoted names. Command words and option
+names are case-insensitive and options may be shortened to any unique
+prefix (`-lbm` for `-lbMethod`), as the vendor's CLI allows; so may
+enumerated values (`roundrobin`). Commands
 and options the engine does not model are warnings naming the line, or
 errors with strict=True. Any other problem is a ConfigError naming the line.
 """
@@ -12,14 +14,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 from . import values
 from .errors import ConfigError
-from .model import (LB_METHODS, MAX_BYTES, MAX_HASH_LENGTH, MAX_INCREMENT_INTERVAL,
-                    MAX_NEW_SERVICE_REQUEST, MAX_TTFB, MAX_WEIGHT, SERVICE_STATES, SERVICE_TYPES,
-                    UNITS, Binding, Config, Server, Service, VServer)
+from .model import (BUILTIN_MONITOR_TYPES, LB_METHODS, MAX_BYTES, MAX_HASH_LENGTH, MAX_INCREMENT_INTERVAL,
+                    MAX_INTERVAL, MAX_NEW_SERVICE_REQUEST, MAX_RESP_CODE, MAX_RESPTIMEOUT, MAX_RETRIES,
+                    MAX_SUCCESS_RETRIES, MAX_TTFB, MAX_WEIGHT, MIN_RESP_CODE, MONITOR_TYPES, SERVICE_STATES,
+                    SERVICE_TYPES, TIME_UNITS, UNITS, UNMODELLED_BUILTIN_MONITORS, Binding, Config, Monitor,
+                    Server, Service, VServer)
 
+_T = TypeVar("_T")
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?")
 
 
@@ -69,6 +74,13 @@ _VSERVER_OPTIONS = ("lbMethod", "newServiceRequest", "newServiceRequestUnit",
                     "newServiceRequestIncrementInterval", "hashLength", "netmask")
 _SERVICE_OPTIONS = ("weight", "state", "ttfb", "requestBytes", "responseBytes")
 _BIND_OPTIONS = ("weight",)
+_MONITOR_OPTIONS = ("respCode", "httpRequest", "interval", "resptimeout", "retries", "successRetries")
+_MONITOR_BIND_OPTIONS = ("monitorName",)
+
+
+def _seconds(seconds: float) -> str:
+    """Seconds for a message: 5 s, 0.5 s."""
+    return f"{seconds:g} s"
 
 
 class _Line:
@@ -81,7 +93,7 @@ class _Line:
     def error(self, message: str) -> ConfigError:
         return ConfigError(self.parser.source, self.number, message)
 
-    def check(self, fn: Callable[..., object], *args: object) -> object:
+    def check(self, fn: Callable[..., _T], *args: object) -> _T:
         try:
             return fn(*args)
         except ValueError as exc:
@@ -140,6 +152,7 @@ class _Parser:
         self.source, self.strict = source, strict
         self.config = Config(source=source)
         self.service_groups: set[str] = set()  # `add serviceGroup` names: not modelled, binds of them ignored
+        self.unmodelled_monitors: set[str] = set()  # `add lb monitor` names of other types: binds of them ignored
 
     def unmodelled(self, number: int, message: str) -> None:
         if self.strict:
@@ -166,6 +179,9 @@ class _Parser:
             ("add", "server"): self.add_server, ("add", "service"): self.add_service,
             ("set", "service"): self.set_service, ("disable", "service"): self.disable_service,
             ("enable", "service"): self.enable_service,
+            ("add", "lb", "monitor"): self.add_monitor,
+            ("bind", "service"): self.bind_service_monitor, ("unbind", "service"): self.unbind_service_monitor,
+            ("bind", "lb", "monitor"): self.bind_lb_monitor, ("unbind", "lb", "monitor"): self.unbind_lb_monitor,
         }
         for key, handler in handlers.items():
             if tuple(words[:len(key)]) == key:
@@ -366,6 +382,132 @@ class _Parser:
         if len(positional) > 1:  # the vendor's graceful-shutdown delay: no meaning on a virtual clock
             self.unmodelled(line.number, f"{verb} service: delay {positional[1]!r} is not modelled, ignored")
         service.state = state
+
+
+    # ---- monitors ----------------------------------------------------------------
+
+    def add_monitor(self, line: _Line) -> None:
+        leading = []
+        for t in line.tokens[3:]:
+            if t.is_option:
+                break
+            leading.append(t.text)
+        if len(leading) < 2:
+            raise line.error("add lb monitor: needs NAME TYPE, got " + (" ".join(leading) or "nothing"))
+        name = str(line.check(values.name, "monitor name", leading[0]))
+        if name in BUILTIN_MONITOR_TYPES or name in UNMODELLED_BUILTIN_MONITORS:
+            raise line.error(f"lb monitor {name!r} is one of the vendor's built-in monitors: "
+                             "give yours another name")
+        if self.config.monitor(name) is not None or name in self.unmodelled_monitors:
+            raise line.error(f"lb monitor {name!r} already exists")
+        try:
+            monitor_type = values.choice("monitor type", leading[1], MONITOR_TYPES)
+        except ValueError:  # one of the vendor's many other types (or a typo): one warning, the line ignored
+            self.unmodelled_monitors.add(name)
+            self.unmodelled(line.number, f"lb monitor {name!r}: type {leading[1]} is not modelled by leastload "
+                                         f"(it models {' and '.join(MONITOR_TYPES)}), ignored")
+            return
+        positional, options = line.split(3, _MONITOR_OPTIONS)
+        if len(positional) != 2:
+            raise line.error(f"add lb monitor: unexpected argument {positional[2]!r}")
+        monitor = Monitor(name=name, monitor_type=monitor_type, line=line.number)
+        for option, args in options.items():
+            if option in ("respCode", "httpRequest") and monitor_type != "HTTP":
+                raise line.error(f"-{option}: only for HTTP monitors, {name!r} is {monitor_type}")
+            if option == "respCode":
+                if not args:
+                    raise line.error("-respCode: needs one or more codes or ranges, such as 200 or 200-299")
+                monitor.resp_codes = tuple(
+                    line.check(values.resp_code_range, "-respCode", a.text, MIN_RESP_CODE, MAX_RESP_CODE)
+                    for a in args)
+            elif option == "httpRequest":
+                if len(args) != 1:
+                    raise line.error('-httpRequest: needs one quoted value, such as "GET /health", got '
+                                     + (" ".join(a.text for a in args) or "nothing"))
+                monitor.http_request = line.check(values.http_request, "-httpRequest", args[0].text)
+            elif option in ("interval", "resptimeout"):
+                setattr(monitor, option, self.seconds(line, option, args,
+                                                      MAX_INTERVAL if option == "interval" else MAX_RESPTIMEOUT))
+            elif option == "retries":
+                monitor.retries = line.check(values.integer, "-retries", line.one(option, args), 1, MAX_RETRIES)
+            elif option == "successRetries":
+                monitor.success_retries = line.check(values.integer, "-successRetries", line.one(option, args),
+                                                     1, MAX_SUCCESS_RETRIES)
+        if not monitor.resptimeout < monitor.interval:
+            which = "resptimeout" if "resptimeout" in options else "interval"
+            raise line.error(f"-{which}: the response timeout ({_seconds(monitor.resptimeout)}) must be less "
+                             f"than the interval ({_seconds(monitor.interval)})")
+        self.config.monitors.append(monitor)
+
+    def seconds(self, line: _Line, option: str, args: list[Token], high: int) -> float:
+        """`-interval N [SEC|MSEC|MIN]` -> seconds."""
+        if not 1 <= len(args) <= 2:
+            raise line.error(f"-{option}: needs a value and an optional unit (SEC, MSEC or MIN)")
+        unit = "SEC" if len(args) == 1 else line.check(values.choice, f"-{option} unit", args[1].text, TIME_UNITS)
+        return line.check(values.seconds_in_unit, f"-{option}", args[0].text, unit, high)
+
+    def monitor_binding(self, line: _Line, service_name: str, monitor_name: str) -> Optional[tuple[Service, str]]:
+        """The service and the monitor of a (un)bind; None for a monitor leastload does not model (warned)."""
+        service = self.existing_service(line, service_name)
+        if self.config.monitor(monitor_name) is None:
+            if monitor_name in self.unmodelled_monitors or monitor_name in UNMODELLED_BUILTIN_MONITORS:
+                self.unmodelled(line.number, f"lb monitor {monitor_name!r} is not modelled by leastload, "
+                                             "its binding ignored")
+                return None
+            raise line.error(f"no lb monitor named {monitor_name!r} (add lb monitor first)")
+        return service, monitor_name
+
+    def bind_monitor(self, line: _Line, service_name: str, monitor_name: str) -> None:
+        found = self.monitor_binding(line, service_name, monitor_name)
+        if found is not None:
+            service, name = found
+            if name in service.monitors:
+                raise line.error(f"lb monitor {name!r} is already bound to service {service.name!r}")
+            service.monitors.append(name)
+
+    def unbind_monitor(self, line: _Line, service_name: str, monitor_name: str) -> None:
+        found = self.monitor_binding(line, service_name, monitor_name)
+        if found is not None:
+            service, name = found
+            if name not in service.monitors:
+                raise line.error(f"lb monitor {name!r} is not bound to service {service.name!r}")
+            service.monitors.remove(name)
+
+    def service_monitor_line(self, line: _Line, verb: str) -> Optional[tuple[str, str]]:
+        """`bind|unbind service NAME -monitorName M` -> (NAME, M); None for a binding of
+        something else (`-policyName ...`), which split() warned about."""
+        positional, options = line.split(2, _MONITOR_BIND_OPTIONS)
+        usage = f"{verb} service: needs NAME -monitorName MONITOR"
+        if len(positional) != 1:
+            raise line.error(usage + ", got " + (" ".join(positional) or "nothing"))
+        if "monitorName" not in options:
+            if line.unmodelled_options:
+                return None
+            raise line.error(usage)
+        return positional[0], line.one("monitorName", options["monitorName"])
+
+    def bind_service_monitor(self, line: _Line) -> None:
+        found = self.service_monitor_line(line, "bind")
+        if found is not None:
+            self.bind_monitor(line, *found)
+
+    def unbind_service_monitor(self, line: _Line) -> None:
+        found = self.service_monitor_line(line, "unbind")
+        if found is not None:
+            self.unbind_monitor(line, *found)
+
+    def lb_monitor_line(self, line: _Line, verb: str) -> tuple[str, str]:
+        """`bind|unbind lb monitor M SERVICE` -> (SERVICE, M); its options (-state, -weight) are not modelled."""
+        positional, _ = line.split(3, ())
+        if len(positional) != 2:
+            raise line.error(f"{verb} lb monitor: needs MONITOR SERVICE, got " + (" ".join(positional) or "nothing"))
+        return positional[1], positional[0]
+
+    def bind_lb_monitor(self, line: _Line) -> None:
+        self.bind_monitor(line, *self.lb_monitor_line(line, "bind"))
+
+    def unbind_lb_monitor(self, line: _Line) -> None:
+        self.unbind_monitor(line, *self.lb_monitor_line(line, "unbind"))
 
 
 def parse_netscaler(text: str, source: str = "<config>", *, strict: bool = False) -> Config:

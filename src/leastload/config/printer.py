@@ -1,16 +1,19 @@
 """The config model -> NetScaler CLI lines, JSON-ready data, and the TOML form.
 
 Each printer writes only what differs from the defaults, in a fixed order
-(servers, services, vservers with their bindings), so its output parses back
-to an equal model.
+(servers, monitors, services with their monitors, vservers with their
+bindings), so its output parses back to an equal model. The [proxy] table
+exists in the TOML form only: NetScaler lines say it has one in a comment.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from typing import Any, Optional
 
-from .model import Config, Service, VServer
+from .model import DEFAULT_HTTP_REQUEST, DEFAULT_RESP_CODES, PROXY_KEYS, Config, Monitor, Service, VServer
+
+PROXY_COMMENT = "# proxy settings: only in the TOML form (leastload show --toml)"
 
 
 def _quote(text: str) -> str:
@@ -26,6 +29,37 @@ def _port(port: int) -> str:
 
 def _number(x: float) -> str:
     return repr(x)  # float(repr(x)) == x: the round trip is exact
+
+
+def _always_quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _codes(monitor: Monitor) -> list[str]:
+    return [str(low) if low == high else f"{low}-{high}" for low, high in monitor.resp_codes]
+
+
+def _cli_seconds(seconds: float) -> str:
+    """Whole seconds as they are, else milliseconds: `5`, `500 MSEC`."""
+    return str(int(seconds)) if seconds == int(seconds) else f"{round(seconds * 1000)} MSEC"
+
+
+def _monitor_line(m: Monitor) -> str:
+    parts = [f"add lb monitor {_quote(m.name)} {m.monitor_type}"]
+    if m.monitor_type == "HTTP":
+        if m.resp_codes != DEFAULT_RESP_CODES:
+            parts.append("-respCode " + " ".join(_codes(m)))
+        if m.http_request != DEFAULT_HTTP_REQUEST:
+            parts.append("-httpRequest " + _always_quoted(" ".join(m.http_request)))
+    if m.interval != 5:
+        parts.append(f"-interval {_cli_seconds(m.interval)}")
+    if m.resptimeout != 2:
+        parts.append(f"-resptimeout {_cli_seconds(m.resptimeout)}")
+    if m.retries != 3:
+        parts.append(f"-retries {m.retries}")
+    if m.success_retries != 1:
+        parts.append(f"-successRetries {m.success_retries}")
+    return " ".join(parts)
 
 
 def _service_options(service: Service) -> str:
@@ -80,14 +114,18 @@ def _vserver_lines(vs: VServer) -> list[str]:
 
 def to_netscaler(config: Config) -> str:
     """NetScaler CLI lines, one command a line, ending with a newline."""
-    lines = []
+    lines = [PROXY_COMMENT] if config.proxy else []
     for server in config.servers:
         lines.append(f"add server {_quote(server.name)} {server.address}")
+    for monitor in config.monitors:
+        lines.append(_monitor_line(monitor))
     for service in config.services:
         lines.append(f"add service {_quote(service.name)} {_quote(service.host)} {service.service_type} "
                      f"{_port(service.port)}{_service_options(service)}")
         if service.weight is not None:
             lines.append(f"set service {_quote(service.name)} -weight {service.weight}")
+        for name in service.monitors:
+            lines.append(f"bind service {_quote(service.name)} -monitorName {_quote(name)}")
     for vs in config.vservers:
         lines += _vserver_lines(vs)
     return "".join(line + "\n" for line in lines)
@@ -102,15 +140,26 @@ def _plain(obj: object) -> dict[str, Any]:
         value = getattr(obj, f.name)
         if value is None:
             continue
-        out[f.name] = [_plain(v) for v in value] if isinstance(value, list) else value
+        if isinstance(value, list):
+            value = [_plain(v) if is_dataclass(v) else v for v in value]
+        elif isinstance(value, tuple):  # a monitor's resp_codes and http_request
+            value = [list(v) if isinstance(v, tuple) else v for v in value]
+        out[f.name] = value
     return out
 
 
 def to_data(config: Config) -> dict[str, Any]:
     """The model as plain dicts and lists (what `leastload show --json` prints)."""
     return {"servers": [_plain(s) for s in config.servers],
+            "monitors": [_plain(m) for m in config.monitors],
             "services": [_plain(s) for s in config.services],
-            "vservers": [_plain(v) for v in config.vservers]}
+            "vservers": [_plain(v) for v in config.vservers],
+            "proxy": {k: config.proxy[k] for k in _proxy_order(config)}}
+
+
+def _proxy_order(config: Config) -> list[str]:
+    """The [proxy] keys in PROXY_KEYS order (others, which the parsers never make, last)."""
+    return [k for k in PROXY_KEYS if k in config.proxy] + [k for k in config.proxy if k not in PROXY_KEYS]
 
 
 def to_json(config: Config) -> str:
@@ -121,17 +170,36 @@ def to_json(config: Config) -> str:
 
 def _toml_key(key: str) -> str:
     bare = key and all(c.isalnum() and c.isascii() or c in "_-" for c in key)
-    return key if bare else json.dumps(key)
+    return key if bare else _toml_string(key)
+
+
+class _Raw(str):
+    """TOML text written as it is (a list)."""
 
 
 def _toml_value(value: object) -> str:
+    if isinstance(value, _Raw):
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
         return repr(value)
-    return json.dumps(value)  # a str: TOML's basic strings escape like JSON's
+    return _toml_string(str(value))
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: ", \\ and the control characters escaped, the rest as it is."""
+    out = ['"']
+    for c in text:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c < " " or c == "\x7f":
+            out.append(f"\\u{ord(c):04X}")
+        else:
+            out.append(c)
+    return "".join(out) + '"'
 
 
 def _toml_table(header: str, items: list[tuple[str, Optional[object]]]) -> list[str]:
@@ -140,16 +208,38 @@ def _toml_table(header: str, items: list[tuple[str, Optional[object]]]) -> list[
     return lines + [""]
 
 
+def _toml_seconds(seconds: float) -> float | int:
+    return int(seconds) if seconds == int(seconds) else seconds
+
+
+def _toml_list(items: list[object]) -> str:
+    return "[" + ", ".join(_toml_value(v) for v in items) + "]"
+
+
 def to_toml(config: Config) -> str:
     """The TOML form (docs/cli.md), which leastload.config.parse_toml reads back."""
     out: list[str] = []
+    if config.proxy:
+        out += _toml_table("proxy", [(k, config.proxy[k]) for k in _proxy_order(config)])
     for server in config.servers:
         out += _toml_table(f"server.{_toml_key(server.name)}", [("address", server.address)])
+    for m in config.monitors:
+        http = m.monitor_type == "HTTP"
+        codes: list[object] = [low if low == high else f"{low}-{high}" for low, high in m.resp_codes]
+        out += _toml_table(f"monitor.{_toml_key(m.name)}", [
+            ("type", m.monitor_type),
+            ("resp_codes", None if not http or m.resp_codes == DEFAULT_RESP_CODES else _Raw(_toml_list(codes))),
+            ("http_request", None if not http or m.http_request == DEFAULT_HTTP_REQUEST else " ".join(m.http_request)),
+            ("interval", None if m.interval == 5 else _toml_seconds(m.interval)),
+            ("resptimeout", None if m.resptimeout == 2 else _toml_seconds(m.resptimeout)),
+            ("retries", None if m.retries == 3 else m.retries),
+            ("success_retries", None if m.success_retries == 1 else m.success_retries)])
     for s in config.services:
         out += _toml_table(f"service.{_toml_key(s.name)}", [
             ("host", s.host), ("type", s.service_type), ("port", s.port), ("weight", s.weight),
             ("state", None if s.state == "ENABLED" else s.state), ("ttfb", s.ttfb),
-            ("request_bytes", s.request_bytes), ("response_bytes", s.response_bytes)])
+            ("request_bytes", s.request_bytes), ("response_bytes", s.response_bytes),
+            ("monitors", _Raw(_toml_list(list(s.monitors))) if s.monitors else None)])
     for vs in config.vservers:
         out += _toml_table(f"vserver.{_toml_key(vs.name)}", [
             ("type", vs.service_type), ("address", vs.address), ("port", vs.port),

@@ -8,6 +8,16 @@
     type = "HTTP"
     port = 80
     weight = 2             # optional; also state, ttfb, request_bytes, response_bytes
+    monitors = ["mon1"]    # optional: monitors bound to it (or the vendor's "http", "tcp")
+
+    [monitor.mon1]
+    type = "HTTP"          # or "TCP"; the rest is optional (the vendor's defaults)
+    resp_codes = [200, "300-302"]
+    http_request = "GET /health"
+    interval = 5           # seconds, whole milliseconds (0.5)
+    resptimeout = 2        # seconds, less than interval
+    retries = 3
+    success_retries = 1
 
     [vserver.vs1]
     type = "HTTP"
@@ -18,6 +28,10 @@
     new_service_request_unit = "PER_SECOND"
     new_service_request_increment_interval = 10
     services = ["S1", { service = "S2", weight = 3 }, { service = "S3", slow_start = true }]
+
+    [proxy]                # the proxy's own settings (PROXY_KEYS; none in NetScaler lines)
+    timeout = 30
+    admin = "127.0.0.1:9000"
 
 A service listed with slow_start = true starts in slow start (it joins the
 others, as if bound after slow start was set); the others are established.
@@ -33,9 +47,11 @@ from typing import Any, Callable, Optional
 
 from . import values
 from .errors import ConfigError
-from .model import (LB_METHODS, MAX_BYTES, MAX_HASH_LENGTH, MAX_INCREMENT_INTERVAL,
-                    MAX_NEW_SERVICE_REQUEST, MAX_TTFB, MAX_WEIGHT, SERVICE_STATES, SERVICE_TYPES,
-                    UNITS, Binding, Config, Server, Service, VServer)
+from .model import (BUILTIN_MONITOR_TYPES, LB_METHODS, MAX_BYTES, MAX_HASH_LENGTH, MAX_INCREMENT_INTERVAL,
+                    MAX_INTERVAL, MAX_NEW_SERVICE_REQUEST, MAX_RESP_CODE, MAX_RESPTIMEOUT, MAX_RETRIES,
+                    MAX_SUCCESS_RETRIES, MAX_TTFB, MAX_WEIGHT, MIN_RESP_CODE, MONITOR_TYPES, PROXY_KEYS,
+                    SERVICE_STATES, SERVICE_TYPES, UNITS, UNMODELLED_BUILTIN_MONITORS, Binding, Config, Monitor,
+                    Server, Service, VServer)
 
 TOML_EXTRA_HINT = "reading TOML on Python < 3.11 needs tomli: pip install 'leastload[toml]'"
 
@@ -90,6 +106,26 @@ class _Locator:
                     return i + 1
         return start + 1
 
+    def table_key(self, table: str, key: str) -> Optional[int]:
+        """The line of `key` in the [table] table (else of the table, else of `table.key =` or `table =`)."""
+        header = None
+        for i, text in enumerate(self.lines):
+            if re.match(rf"\s*\[\s*{re.escape(table)}\s*\.\s*[\"']?{re.escape(key)}[\"']?\s*\]", text):
+                return i + 1  # [table.key]: a table where a value belongs
+            if header is None and re.match(rf"\s*\[\s*{re.escape(table)}\s*\]\s*(#.*)?$", text):
+                header = i
+        if header is not None:
+            for i in range(header + 1, len(self.lines)):
+                if re.match(r"\s*\[", self.lines[i]):
+                    break
+                if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", self.lines[i]):
+                    return i + 1
+            return header + 1
+        for i, text in enumerate(self.lines):
+            if re.match(rf"\s*{re.escape(table)}\s*(\.\s*[\"']?{re.escape(key)}[\"']?\s*)?=", text):
+                return i + 1
+        return None
+
 
 def _integer(key: str, value: object, low: int, high: int) -> int:
     """A TOML integer (a string of digits is not one)."""
@@ -111,7 +147,59 @@ def _number(key: str, value: object, low: float, high: float) -> float:
     return values.number(key, value, low, high)
 
 
-_SERVICE_KEYS = ("host", "type", "port", "weight", "state", "ttfb", "request_bytes", "response_bytes")
+def _positive(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise values.fail(key, "a positive integer", value)
+    return value
+
+
+def _seconds(key: str, value: object) -> float:
+    """The proxy's timeouts: seconds in (0, 86400]."""
+    return _number(key, value, 0.0, 86400.0)
+
+
+def _flag(key: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise values.fail(key, "true or false", value)
+    return value
+
+
+def _text(key: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise values.fail(key, "a non-empty string", value)
+    return value
+
+
+def _host_port(key: str, value: object) -> str:
+    """"HOST:PORT", an IPv6 host in brackets ("[::1]:9000"); kept as written."""
+    if isinstance(value, str):
+        host, sep, port = value.rpartition(":")
+        bracketed = host.startswith("[") and host.endswith("]") and len(host) > 2
+        if (sep and host and port.isdigit() and port.isascii() and int(port) <= 65535
+                and (bracketed or ":" not in host) and not any(c.isspace() for c in host)):
+            return value
+    raise values.fail(key, 'HOST:PORT such as "127.0.0.1:9000" (an IPv6 host in brackets)', value)
+
+
+# The [proxy] table: each key's check (PROXY_KEYS is their order).
+_PROXY_CHECKS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
+    "retries": (_integer, (0, 10)),
+    **{k: (_seconds, ()) for k in ("connect_timeout", "timeout", "client_timeout", "header_timeout",
+                                   "body_timeout")},
+    **{k: (_positive, ()) for k in ("max_body", "max_request_line", "max_header_size", "max_headers",
+                                    "max_connections", "pool_size")},
+    "xff": (values.choice, (("append", "replace"),)),
+    "forwarded": (_flag, ()),
+    "via": (_flag, ()),
+    "admin": (_host_port, ()),
+    "access_log": (_text, ()),
+    "log_format": (values.choice, (("combined", "json"),)),
+    "log_level": (values.choice, (("DEBUG", "INFO", "WARNING", "ERROR"),)),
+    "workers": (_integer, (1, 256)),
+}
+
+_SERVICE_KEYS = ("host", "type", "port", "weight", "state", "ttfb", "request_bytes", "response_bytes", "monitors")
+_MONITOR_KEYS = ("type", "resp_codes", "http_request", "interval", "resptimeout", "retries", "success_retries")
 _VSERVER_KEYS = ("type", "address", "port", "method", "new_service_request", "new_service_request_unit",
                  "new_service_request_increment_interval", "hash_length", "netmask", "services")
 
@@ -121,6 +209,7 @@ class _TomlParser:
         self.source, self.strict = source, strict
         self.where = _Locator(text)
         self.config = Config(source=source)
+        self.unmodelled_monitors: set[str] = set()  # [monitor.NAME] tables of other types: warned, ignored
 
     def error(self, message: str, kind: str, name: Optional[str] = None, key: Optional[str] = None) -> ConfigError:
         return ConfigError(self.source, self.where.line(kind, name, key), message)
@@ -162,8 +251,11 @@ class _TomlParser:
 
     def parse(self, data: dict[str, Any]) -> Config:
         for key in data:
-            if key not in ("server", "service", "vserver"):
-                self.warn(f"{key!r} is not modelled by leastload, ignored (tables: server, service, vserver)", key)
+            if key not in ("server", "monitor", "service", "vserver", "proxy"):
+                self.warn(f"{key!r} is not modelled by leastload, ignored (tables: server, monitor, service, "
+                          "vserver, proxy)", key)
+        if "proxy" in data:
+            self.config.proxy = self.proxy(data["proxy"])
         for name, t in self.tables(data, "server"):
             self.unknown_keys("server", name, t, ("address",))
             address = self.required("server", name, t, "address")
@@ -171,6 +263,10 @@ class _TomlParser:
                 raise self.error(f"server {name!r}: address: must be a string, got {address!r}", "server", name,
                                  "address")
             self.config.servers.append(Server(name=name, address=address, line=self.where.line("server", name) or 0))
+        for name, t in self.tables(data, "monitor"):
+            monitor = self.monitor(name, t)
+            if monitor is not None:
+                self.config.monitors.append(monitor)
         for name, t in self.tables(data, "service"):
             self.config.services.append(self.service(name, t))
         for name, t in self.tables(data, "vserver"):
@@ -202,7 +298,92 @@ class _TomlParser:
         for key in ("request_bytes", "response_bytes"):
             if key in t:
                 setattr(s, key, self.value(kind, name, key, _integer, t[key], 0, MAX_BYTES))
+        if "monitors" in t:
+            s.monitors = self.service_monitors(name, t["monitors"])
         return s
+
+    def service_monitors(self, name: str, listed: Any) -> list[str]:
+        kind, key = "service", "monitors"
+        if not isinstance(listed, list):
+            raise self.error(f"service {name!r}: monitors: must be a list of monitor names, got {listed!r}",
+                             kind, name, key)
+        out: list[str] = []
+        for item in listed:
+            if isinstance(item, str) and self.config.monitor(item) is None and (
+                    item in self.unmodelled_monitors or item in UNMODELLED_BUILTIN_MONITORS):
+                self.warn(f"service {name!r}: monitor {item!r} is not modelled by leastload, its binding ignored",
+                          kind, name, key)
+                continue
+            if not isinstance(item, str) or self.config.monitor(item) is None:
+                raise self.error(f"service {name!r}: monitors: no monitor named {item!r}", kind, name, key)
+            if item in out:
+                raise self.error(f"service {name!r}: monitors: {item!r} is listed twice", kind, name, key)
+            out.append(item)
+        return out
+
+    def monitor(self, name: str, t: dict[str, Any]) -> Optional[Monitor]:
+        """A [monitor.NAME] table; None for a type leastload does not model (a warning)."""
+        kind = "monitor"
+        if name in BUILTIN_MONITOR_TYPES or name in UNMODELLED_BUILTIN_MONITORS:
+            raise self.error(f"monitor {name!r} is one of the vendor's built-in monitors: give yours another name",
+                             kind, name)
+        given = self.required(kind, name, t, "type")
+        try:
+            monitor_type = values.choice("type", given, MONITOR_TYPES)
+        except ValueError:
+            if not isinstance(given, str):
+                raise self.error(f"monitor {name!r}: type: must be a string, got {given!r}", kind, name,
+                                 "type") from None
+            self.unmodelled_monitors.add(name)
+            self.warn(f"monitor {name!r}: type {given!r} is not modelled by leastload (it models "
+                      f"{' and '.join(MONITOR_TYPES)}), ignored", kind, name, "type")
+            return None
+        self.unknown_keys(kind, name, t, _MONITOR_KEYS)
+        m = Monitor(name=name, monitor_type=monitor_type, line=self.where.line(kind, name) or 0)
+        for key in ("resp_codes", "http_request"):
+            if key in t and monitor_type != "HTTP":
+                raise self.error(f"monitor {name!r}: {key}: only for HTTP monitors, this one is {monitor_type}",
+                                 kind, name, key)
+        if "resp_codes" in t:
+            codes = t["resp_codes"]
+            if not isinstance(codes, list) or not codes:
+                raise self.error(f"monitor {name!r}: resp_codes: must be a list of status codes and ranges, "
+                                 f"such as [200, \"300-302\"], got {codes!r}", kind, name, "resp_codes")
+            m.resp_codes = tuple(self.value(kind, name, "resp_codes", values.resp_code_range, c, MIN_RESP_CODE,
+                                            MAX_RESP_CODE) for c in codes)
+        if "http_request" in t:
+            m.http_request = self.value(kind, name, "http_request", values.http_request, t["http_request"])
+        if "interval" in t:
+            m.interval = self.value(kind, name, "interval", values.milliseconds, t["interval"], MAX_INTERVAL)
+        if "resptimeout" in t:
+            m.resptimeout = self.value(kind, name, "resptimeout", values.milliseconds, t["resptimeout"],
+                                       MAX_RESPTIMEOUT)
+        if "retries" in t:
+            m.retries = self.value(kind, name, "retries", _integer, t["retries"], 1, MAX_RETRIES)
+        if "success_retries" in t:
+            m.success_retries = self.value(kind, name, "success_retries", _integer, t["success_retries"], 1,
+                                           MAX_SUCCESS_RETRIES)
+        if not m.resptimeout < m.interval:
+            key = "resptimeout" if "resptimeout" in t else "interval"
+            raise self.error(f"monitor {name!r}: {key}: the response timeout ({m.resptimeout:g} s) must be less "
+                             f"than the interval ({m.interval:g} s)", kind, name, key)
+        return m
+
+    def proxy(self, table: Any) -> dict[str, object]:
+        """The [proxy] table: every key checked; an unknown key is an error naming the accepted ones."""
+        if not isinstance(table, dict):
+            raise ConfigError(self.source, self.where.table_key("proxy", ""), f"proxy: must be a table, got {table!r}")
+        out: dict[str, object] = {}
+        for key, value in table.items():
+            line = self.where.table_key("proxy", key)
+            if key not in _PROXY_CHECKS:
+                raise ConfigError(self.source, line, f"proxy: unknown key {key!r} (the keys: {', '.join(PROXY_KEYS)})")
+            fn, args = _PROXY_CHECKS[key]
+            try:
+                out[key] = fn(key, value, *args)
+            except ValueError as exc:
+                raise ConfigError(self.source, line, f"proxy: {exc}") from None
+        return out
 
     def vserver(self, name: str, t: dict[str, Any]) -> VServer:
         kind = "vserver"

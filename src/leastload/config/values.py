@@ -99,3 +99,56 @@ def netmask(arg: str, value: object) -> str:
             if inverted & (inverted + 1) == 0:  # ones then zeros
                 return str(mask)
     raise fail(arg, "an IPv4 netmask such as 255.255.255.0", value)
+
+
+def resp_code_range(arg: str, value: object, low: int, high: int) -> tuple[int, int]:
+    """An HTTP status code or a range of them: 200, "200" or "200-299" (low <= high)."""
+    expected = f"a status code in {low}..{high} or a range such as 200-299"
+    if isinstance(value, int) and not isinstance(value, bool):
+        first = last = value
+    elif isinstance(value, str) and re.fullmatch(r"[0-9]+(-[0-9]+)?", value.strip()):
+        parts = value.strip().split("-")
+        first, last = int(parts[0]), int(parts[-1])
+    else:
+        raise fail(arg, expected, value)
+    if not (low <= first <= high and low <= last <= high and first <= last):
+        raise fail(arg, expected, value)
+    return first, last
+
+
+# RFC 9110's token: the characters of a method's name
+_METHOD = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def http_request(arg: str, value: object) -> tuple[str, str]:
+    """`METHOD PATH` such as "HEAD /" or "GET /health" -> (method, path); PATH starts with /."""
+    if isinstance(value, str):
+        parts = value.split()
+        if (len(parts) == 2 and _METHOD.fullmatch(parts[0]) and parts[1].startswith("/")
+                and parts[1].isprintable() and parts[1].isascii()):
+            return parts[0], parts[1]
+    raise fail(arg, 'a method and a path such as "GET /health"', value)
+
+
+def seconds_in_unit(arg: str, value: str, unit: str, high: int) -> float:
+    """A CLI token: a whole number of `unit`s (SEC, MSEC or MIN), at least 1 and at most
+    `high` seconds -> seconds (milliseconds exact to the millisecond: n / 1000)."""
+    top = {"SEC": high, "MSEC": high * 1000, "MIN": high // 60}[unit]
+    expected = f"an integer in 1..{top}" + ("" if unit == "SEC" else f" with {unit}")
+    if not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+        raise fail(arg, expected, value)
+    count = int(value)
+    if not 1 <= count <= top:
+        raise fail(arg, expected, count)
+    return count / 1000 if unit == "MSEC" else float(count * 60 if unit == "MIN" else count)
+
+
+def milliseconds(arg: str, value: object, high: float) -> float:
+    """A TOML number of seconds in (0, high], whole milliseconds (0.5, 2, 0.001)."""
+    expected = f"a number of seconds in [0.001, {high:g}], whole milliseconds"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise fail(arg, expected, value)
+    ms = value * 1000
+    if not math.isfinite(ms) or abs(ms - round(ms)) > 1e-6 or not 1 <= round(ms) <= high * 1000:
+        raise fail(arg, expected, value)
+    return round(ms) / 1000
