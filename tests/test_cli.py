@@ -62,15 +62,16 @@ def test_show_and_version_need_no_numpy(tmp_path):
 
 def test_show_warns_about_unmodelled_lines_and_strict_refuses(tmp_path):
     conf = tmp_path / "ns.conf"
-    conf.write_text("add service S1 10.0.0.1 HTTP 80\nadd lb monitor m1 HTTP\nset ns config -IPAddress 10.0.0.9\n")
+    conf.write_text("add service S1 10.0.0.1 HTTP 80\nadd lb monitor m1 PING\nset ns config -IPAddress 10.0.0.9\n")
     result = run("show", str(conf))
     assert result.returncode == 0
     assert result.stderr.splitlines() == [
-        f"{conf}:2: warning: command 'add lb monitor' is not modelled by leastload, ignored",
+        f"{conf}:2: warning: lb monitor 'm1': type PING is not modelled by leastload (it models HTTP and TCP), ignored",
         f"{conf}:3: warning: command 'set ns config' is not modelled by leastload, ignored"]
     assert result.stdout == "add service S1 10.0.0.1 HTTP 80\n"
     assert_user_error(run("show", str(conf), "--strict"),
-                      f"{conf}:2: command 'add lb monitor' is not modelled by leastload, ignored (--strict)")
+                      f"{conf}:2: lb monitor 'm1': type PING is not modelled by leastload (it models HTTP and TCP), "
+                      "ignored (--strict)")
 
 
 def bad_files(tmp_path):
@@ -90,8 +91,8 @@ def bad_files(tmp_path):
 BAD = [
     # the command itself
     ((), "leastload: the following arguments are required: COMMAND"),
-    (("nope",), "leastload: argument COMMAND: invalid choice: 'nope' (choose from 'backends', 'bench', 'demo', "
-                "'proxy', 'show', 'simulate')"),
+    (("nope",), "leastload: argument COMMAND: invalid choice: 'nope' (choose from 'backends', 'bench', 'ctl', "
+                "'demo', 'proxy', 'show', 'simulate')"),
     # show
     (("show",), "leastload show: the following arguments are required: CONFIG"),
     (("show", "missing.conf"), "missing.conf: no such file"),
@@ -171,6 +172,7 @@ BAD = [
     (("bench", "--frobnicate"), "leastload bench: unrecognized arguments: --frobnicate"),
     (("proxy", "--frobnicate"), "leastload proxy: "),
     (("backends", "--frobnicate"), "leastload backends: "),
+    (("ctl", "http://127.0.0.1:1"), "leastload ctl: a command is needed (e.g. disable service NAME)"),
 ]
 
 

@@ -22,12 +22,16 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Coroutine, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Set, Tuple
 
 from .._methods import METHODS
 from ..upstream import parse_host_port
-from . import _health
+from ..config import ConfigError
+from ..ctl import read_token
+from ..config import load as load_config
+from . import _admin, _health
 from ._accesslog import FORMATS, AccessLog
+from ._gateway import Gateway
 from ._proxy import XFF_MODES, Proxy
 
 log = logging.getLogger("leastload.proxy")
@@ -77,8 +81,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="where clients connect (default 127.0.0.1:8080; port 0: any free port)")
     p.add_argument("--method", default="LEASTCONNECTION", choices=METHODS, metavar="METHOD",
                    help="load-balancing method: " + ", ".join(METHODS) + " (default LEASTCONNECTION)")
-    p.add_argument("--backend", action="append", required=True, metavar="NAME=HOST:PORT[:WEIGHT]",
+    p.add_argument("--backend", action="append", metavar="NAME=HOST:PORT[:WEIGHT]",
                    help="a backend (repeat for each); weight 1..100, default 1")
+    p.add_argument("--config", metavar="FILE",
+                   help="serve the HTTP lb vservers of a config (NetScaler lines, or TOML for a .toml name): "
+                        "their addresses, services, methods, slow start and monitors; SIGHUP rereads it "
+                        "(instead of --backend; docs/proxy.md, Operations)")
     g = p.add_argument_group("hash methods (each request's key: docs/proxy.md)")
     g.add_argument("--token-header", metavar="NAME",
                    help="TOKEN: the request header whose value is the token (needed with --method TOKEN; "
@@ -147,7 +155,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--startup-rr-factor", type=int, default=0, metavar="N")
     g = p.add_argument_group("running")
     g.add_argument("--admin", type=_host_port, default=None, metavar="HOST:PORT",
-                   help="serve GET /leastload/status here (default: off)")
+                   help="the admin port: status, /metrics, /healthz, the runtime API (default: off; "
+                        "loopback unless --admin-token-file is given)")
+    g.add_argument("--admin-token-file", metavar="FILE",
+                   help="the token the admin port's writes need (its first line); without it the admin "
+                        "port is read-only")
     g.add_argument("--workers", type=int, default=1, metavar="N",
                    help="processes sharing the port (SO_REUSEPORT), each with its own engine (default 1)")
     g.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
@@ -159,15 +171,45 @@ def _parser() -> argparse.ArgumentParser:
                    help="the access log's format: Apache's combined with backend, ttfb, total and "
                         "retries appended, or one JSON object per line (default combined)")
     p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set for the workers
+    p.set_defaults(admin_token=None)  # read from --admin-token-file by main()
     return p
 
 
-def _proxy_from(args: argparse.Namespace) -> Proxy:
+# what a config file says for a vserver: the flags that would say it too are refused beside --config
+FILE_FLAGS = ("--method", "--hash-length", "--netmask", "--new-service-request", "--new-service-request-unit",
+              "--new-service-request-increment-interval")
+# the TOML form's [proxy] keys that are flags of their own (the file's value unless the flag is given)
+PROXY_TABLE_FLAGS = ("retries", "connect_timeout", "timeout", "client_timeout", "header_timeout", "body_timeout",
+                     "max_body", "max_request_line", "max_header_size", "max_headers", "max_connections",
+                     "pool_size", "xff", "forwarded", "via", "admin", "access_log", "log_format", "log_level",
+                     "workers")
+
+
+def _given(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Set[str]:
+    """The dests of the options argv gives explicitly (`--opt V`, `--opt=V`, unambiguous prefixes)."""
+    words = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    given = set()
+    for action in parser._actions:
+        for option in action.option_strings:
+            if option in words or any(len(w) > 2 and option.startswith(w) for w in words):
+                given.add(action.dest)
+    return given
+
+
+def _apply_proxy_table(args: argparse.Namespace, table: Dict[str, object], given: Set[str]) -> None:
+    """The TOML form's [proxy] settings, where no flag gave the same setting."""
+    for key, value in table.items():
+        if key not in given and key in PROXY_TABLE_FLAGS:
+            setattr(args, key, _host_port(str(value)) if key == "admin" else value)
+
+
+def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
+    """Every Proxy keyword the flags give, but the backends, the method and the listen address."""
     hashing = {setting: value for setting, value in (
         ("hashlength", args.hash_length), ("netmask", args.netmask), ("v6netmasklen", args.v6_netmask_length),
         ("hash_seed", args.hash_seed)) if value is not None}
-    return Proxy(
-        args.backend, args.method, listen=args.listen, retries=args.retries,
+    return dict(
+        retries=args.retries,
         connect_timeout=args.connect_timeout, timeout=args.timeout, client_timeout=args.client_timeout,
         max_body=args.max_body, max_request_line=args.max_request_line, max_header_size=args.max_header_size,
         max_headers=args.max_headers, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
@@ -175,12 +217,27 @@ def _proxy_from(args: argparse.Namespace) -> Proxy:
         pool_size=args.pool_size, health_check=args.health_check,
         health_path=args.health_path, health_interval=args.health_interval,
         health_timeout=args.health_timeout, health_fall=args.health_fall, health_rise=args.health_rise,
-        admin=args.admin, reuse_port=args.reuse_port, outlier_failures=args.outlier_failures,
+        admin=args.admin, admin_token=args.admin_token, reuse_port=args.reuse_port,
+        outlier_failures=args.outlier_failures,
         outlier_ejection_time=args.outlier_ejection_time,
         outlier_max_ejection_percent=args.outlier_max_ejection_percent,
         new_service_request=args.new_service_request, new_service_request_unit=args.new_service_request_unit,
         new_service_request_increment_interval=args.new_service_request_increment_interval,
         startup_rr_factor=args.startup_rr_factor, token_header=args.token_header, **hashing)
+
+
+def _proxy_from(args: argparse.Namespace) -> Proxy:
+    return Proxy(args.backend, args.method, listen=args.listen, **_proxy_settings(args))
+
+
+def _gateway_from(args: argparse.Namespace, listen: Optional[Tuple[str, int]]) -> Gateway:
+    """The config's vservers, with the flags' settings but the vserver's own (method, slow start,
+    hash options: the file's); the admin port is the gateway's, not one vserver's."""
+    settings = _proxy_settings(args)
+    for key in ("admin", "admin_token", "new_service_request", "new_service_request_unit",
+                "new_service_request_increment_interval", "hashlength", "netmask"):
+        settings.pop(key, None)
+    return Gateway(args.config, listen=listen, settings=settings)
 
 
 async def _serve_logged(args: argparse.Namespace, proxy: Proxy) -> None:
@@ -208,6 +265,47 @@ async def _serve(proxy: Proxy) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await proxy.close()
+
+
+async def _serve_gateway(args: argparse.Namespace, gateway: Gateway) -> None:
+    """The config's vservers: `listening on` per vserver, SIGHUP rereads the file."""
+    access_log = AccessLog.open(args.access_log, args.log_format) if args.access_log is not None else None
+    for proxy in gateway.proxies.values():
+        proxy.access_log = access_log
+    try:
+        await gateway.start()
+        # one line, as the supervisor of --workers prints it: every vserver's address
+        print("listening on " + ", ".join(f"{p.address[0]}:{p.address[1]}" for p in gateway.proxies.values()),
+              flush=True)
+        for name, proxy in gateway.proxies.items():
+            log.info("lb vserver %s on %s:%d", name, *proxy.address)
+        admin_server = None
+        if args.admin is not None:
+
+            def reload() -> List[str]:  # POST /leastload/reload: logged as SIGHUP's is
+                changes = gateway.reload_logged()
+                if changes is None:
+                    return gateway.reload()  # raises again, with the reason for the answer
+                return changes
+            site = _admin.Site(gateway.proxies, args.admin_token, reload)
+            admin_server = await _admin.start_site(site, *args.admin)
+            host, port = admin_server.sockets[0].getsockname()[:2]
+            print(f"admin on http://{host}:{port}/leastload/status", flush=True)
+            log.info("admin: GET http://%s:%d/leastload/status (and /metrics, /healthz)", host, port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, gateway.reload_logged)
+        try:
+            await stop.wait()
+        finally:
+            if admin_server is not None:
+                admin_server.close()
+            await gateway.close()
+    finally:
+        if access_log is not None:
+            access_log.close()
 
 
 def _run_loop(kind: str, coro: Coroutine[Any, Any, None]) -> None:
@@ -270,34 +368,42 @@ class _Worker:
             return f"killed by signal {-code}"
 
 
-def _run_workers(args: argparse.Namespace, argv: List[str]) -> int:
+def _run_workers(args: argparse.Namespace, argv: List[str], gateway: Optional[Gateway] = None) -> int:
     """The parent of --workers N: starts them on one port and restarts the ones that die;
-    SIGTERM/SIGINT stop them all. Exits 1 when a worker keeps dying before it listens."""
-    host, port = args.listen
+    SIGTERM/SIGINT stop them all, SIGHUP is passed on to each (a --config reload). Exits 1
+    (2 for the workers' own exit 2) when a worker keeps dying before it listens."""
     holder: Optional[socket.socket] = None
-    if port == 0:  # every worker, restarted ones too, must get the same port: reserve one, held throughout
-        holder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        holder.bind((host, port))
-        port = holder.getsockname()[1]
+    if gateway is not None and len(gateway.proxies) > 1:  # the config's addresses, in every worker
+        listen: List[str] = []
+        where = ", ".join(f"{p.listen[0]}:{p.listen[1]}" for p in gateway.plans.values())
+    else:
+        host, port = args.listen if gateway is None else next(iter(gateway.plans.values())).listen
+        if port == 0:  # every worker, restarted ones too, must get the same port: reserve one, held throughout
+            holder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            holder.bind((host, port))
+            port = holder.getsockname()[1]
+        listen, where = ["--listen", f"{host}:{port}"], f"{host}:{port}"
     # the options given last win: a worker never gets the parent's --workers, even abbreviated
     base = [sys.executable, "-m", "leastload", "proxy", *_without(argv, ("--workers", "--listen", "--admin")),
-            "--workers", "1", "--listen", f"{host}:{port}", "--reuse-port"]
+            "--workers", "1", *listen, "--reuse-port"]
     workers = []
     for i in range(args.workers):
         admin = [] if args.admin is None else ["--admin", f"{args.admin[0]}:{args.admin[1] + i if args.admin[1] else 0}"]
         workers.append(_Worker(i, base + admin))
     # signals only wake the loop below (through the wakeup fd); it does the stopping
     stopping: List[int] = []
+    hangups: List[int] = []
     wake_r, wake_w = socket.socketpair()
     wake_w.setblocking(False)
     old_wakeup = signal.set_wakeup_fd(wake_w.fileno())
     old_handlers = {sig: signal.signal(sig, lambda signum, frame: stopping.append(signum))
                     for sig in (signal.SIGTERM, signal.SIGINT)}
+    old_handlers[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda signum, frame: hangups.append(signum))
     sel = selectors.DefaultSelector()
     sel.register(wake_r, selectors.EVENT_READ, None)
     try:
-        return _supervise(workers, sel, stopping, f"{host}:{port}")
+        return _supervise(workers, sel, stopping, where, hangups)
     finally:
         signal.set_wakeup_fd(old_wakeup)
         for sig, handler in old_handlers.items():
@@ -316,9 +422,15 @@ def _run_workers(args: argparse.Namespace, argv: List[str]) -> int:
                 closing.close()
 
 
-def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: List[int], where: str) -> int:
+def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: List[int], where: str,
+               hangups: Optional[List[int]] = None) -> int:
     announced = False
     while not stopping:
+        while hangups:  # SIGHUP: every running worker rereads the config
+            hangups.pop()
+            for w in workers:
+                if w.proc is not None and w.proc.poll() is None:
+                    w.proc.send_signal(signal.SIGHUP)
         now = time.monotonic()
         deadlines = []
         for w in workers:
@@ -403,19 +515,53 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     args = parser.parse_args(argv)
+    given = _given(parser, argv)
+    config_table: Dict[str, object] = {}
+    if args.config is not None:
+        if args.backend:
+            parser.error("--backend and --config: the backends of a config are its bound services")
+        file_flags = sorted(f for f in FILE_FLAGS if f[2:].replace("-", "_") in given)
+        if file_flags:
+            parser.error(f"{', '.join(file_flags)} and --config: the config file sets that "
+                         "(set lb vserver NAME -lbMethod, -newServiceRequest, -hashLength, -netmask)")
+        try:
+            config_table = dict(load_config(args.config).proxy)
+        except ConfigError as exc:
+            print(f"leastload proxy: {exc}", file=sys.stderr)
+            return 2
+        _apply_proxy_table(args, config_table, given)
+    elif not args.backend:
+        parser.error("one of --backend NAME=HOST:PORT (repeat for each) or --config FILE is needed")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_IsoFormatter("%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s"))
     logging.basicConfig(level=args.log_level, handlers=[handler])
     if args.workers < 1 or args.workers > 256:
         parser.error(f"--workers must be in 1..256, got {args.workers}")
-    if args.method == "TOKEN" and args.token_header is None:
+    if args.config is None and args.method == "TOKEN" and args.token_header is None:
         parser.error("--method TOKEN needs --token-header NAME (the request header whose value is the token)")
-    if args.token_header is not None and args.method != "TOKEN":
+    if args.config is None and args.token_header is not None and args.method != "TOKEN":
         parser.error(f"--token-header: only with --method TOKEN, got --method {args.method}")
     if args.workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
         parser.error("--workers above 1 needs SO_REUSEPORT, which this system does not have")
+    if args.admin_token_file is not None:
+        try:
+            args.admin_token = read_token(args.admin_token_file)
+        except OSError as exc:
+            parser.error(f"--admin-token-file: cannot read {args.admin_token_file!r}: {exc.strerror}")
+        if not args.admin_token:
+            parser.error(f"--admin-token-file: {args.admin_token_file!r} has no token on its first line")
+    gateway: Optional[Gateway] = None
     try:
-        proxy = _proxy_from(args)  # with --workers, only to check the settings before any worker starts
+        # with --workers, only to check the settings before any worker starts
+        if args.config is not None:
+            gateway = _gateway_from(args, args.listen if "listen" in given else None)
+            for warning in gateway.warnings:
+                log.warning("%s", warning)
+        else:
+            proxy = _proxy_from(args)
+    except ConfigError as exc:
+        print(f"leastload proxy: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
     if args.access_log not in (None, "-"):
@@ -425,9 +571,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error(f"--access-log: cannot open {args.access_log!r} for appending: {exc.strerror}")
     _ignore_sigpipe()
     if args.workers > 1:
-        return _run_workers(args, argv)
+        return _run_workers(args, argv, gateway)
     try:
-        _run_loop(args.loop, _serve_logged(args, proxy))
+        _run_loop(args.loop, _serve_gateway(args, gateway) if gateway is not None else _serve_logged(args, proxy))
     except OSError as exc:  # a port in use, an address not here: the operator's to fix, as a usage error
         print(f"leastload proxy: cannot listen: {exc}", file=sys.stderr)
         return 2
