@@ -59,6 +59,7 @@ class Exchange:
             if self.tried:
                 self._answer_error(502, "all backends failed")
             else:
+                proxy.stats.no_service += 1
                 self._answer_error(503, "no backend available")
             return
         name = t.service

@@ -66,9 +66,7 @@ Per vserver (label `vserver`):
     leastload_vserver_local_errors_total          the proxy's own troubles (descriptors, ports, buffers), by what
                                                   failed (label what)
 
-Where a figure comes from: no_service_available is the proxy's 503 answers less those for
-the proxy's own trouble in connecting to a backend (local_errors "connect to backend", each
-answered 503 "the proxy is out of resources"). ejections_total counts the "ejected" events of
+Where a figure comes from: ejections_total counts the "ejected" events of
 `vserver.outlier_events` from the proxy's start, read incrementally at each scrape; the engine
 keeps its newest events only, so more than a thousand events between two scrapes lose some.
 """
@@ -89,8 +87,6 @@ Labels = Tuple[Tuple[str, str], ...]
 STATES = ("UP", "DOWN", "OUT_OF_SERVICE")
 CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 PROXY_CODES = (502, 503, 504)  # always given (0 until the first), others once they happen
-NO_SERVICE = 503  # "no backend available"; the same status as "the proxy is out of resources"
-LOCAL_CONNECT = "connect to backend"  # the local error that the 503 "out of resources" follows
 
 
 def escape_label_value(text: str) -> str:
@@ -334,8 +330,7 @@ def _add(w: _Writer, proxy: "Proxy") -> None:
     window_f.add(vserver_labels, window)
     picks_f.add(vserver_labels, picks)
     answered = stats.answered_by_proxy
-    # a 503 is "no backend available" unless a local error in connecting to the backend caused it
-    no_service_f.add(vserver_labels, max(0, answered.get(NO_SERVICE, 0) - proxy.local_errors.get(LOCAL_CONNECT, 0)))
+    no_service_f.add(vserver_labels, stats.no_service)
     for status in sorted(set(PROXY_CODES) | set(answered)):
         proxy_f.add(vserver_labels + (("code", str(status)),), answered.get(status, 0))
     clients_f.add(vserver_labels, len(proxy.clients))

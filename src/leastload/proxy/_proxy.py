@@ -59,6 +59,7 @@ class Stats:
     def __init__(self, names: Iterable[str]) -> None:
         self.backends = {name: BackendCounters() for name in names}
         self.answered_by_proxy: "Counter[int]" = collections.Counter()
+        self.no_service = 0  # requests answered 503 because the engine had no backend to pick
 
     def of(self, name: str) -> BackendCounters:
         counters = self.backends.get(name)
