@@ -182,7 +182,7 @@ def exec_wrapper(nofile: Optional[int], env: Dict[str, str]) -> List[str]:
 
 
 def free_ports(n: int) -> int:
-    """A port p with p .. p + n - 1 all free a moment ago (worker i's admin port is PORT + i)."""
+    """A port p with p .. p + n - 1 all free a moment ago (the admin ports of a supervisor and its workers)."""
     for _ in range(200):
         socks = [socket.socket() for _ in range(n)]
         for s in socks:  # as the proxy binds: a port some closed connection keeps in TIME_WAIT is free
@@ -310,13 +310,14 @@ def leastload_command(backends: Dict[str, int], settings: Settings, workers: int
 
 def start_leastload(backends: Dict[str, int], settings: Settings, workers: int, workdir: str,
                     victim: Any = None) -> Target:
-    """`python -m leastload proxy --listen 127.0.0.1:0 ...` (admin ports PORT .. PORT + workers - 1)."""
-    admin = free_ports(workers)
+    """`python -m leastload proxy --listen 127.0.0.1:0 ...` (with --workers N the supervisor's admin
+    port is PORT and worker i's PORT + 1 + i: each worker's own status is read)."""
+    admin = free_ports(workers + 1 if workers > 1 else 1)
     label = f"leastload-{workers}w"
     server = pvh.Server(label, leastload_command(backends, settings, workers, admin), workdir)
     try:
         port = server.wait_listening()[1]
-        admin_ports = [admin + i for i in range(workers)]
+        admin_ports = [admin] if workers == 1 else [admin + 1 + i for i in range(workers)]
         target = Target("leastload", label, server, port, admin_ports, settings, workers,
                         lambda: leastload_status(admin_ports), victim)
         wait_until(lambda: _answers(target.status), 10)

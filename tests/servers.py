@@ -78,19 +78,25 @@ def free_port():
         return s.getsockname()[1]
 
 
-def free_port_pair():
-    """A port p with p and p + 1 both free a moment ago (admin ports of two workers)."""
+def free_ports(n):
+    """A port p with p .. p + n - 1 all free a moment ago (the admin ports of a supervisor and
+    its workers)."""
+    import contextlib
     import socket
     for _ in range(100):
-        with socket.socket() as first, socket.socket() as second:
+        with contextlib.ExitStack() as stack:
+            first = stack.enter_context(socket.socket())
             first.bind(("127.0.0.1", 0))
             port = first.getsockname()[1]
             try:
-                second.bind(("127.0.0.1", port + 1))
+                for k in range(1, n):
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port + k))
             except OSError:
                 continue
             return port
-    raise RuntimeError("no two adjacent free ports found")
+    raise RuntimeError(f"no {n} adjacent free ports found")
+
+
 
 
 def wait_until(predicate, timeout, step=0.02):

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from leastload.proxy import Proxy
-from servers import first_line, free_port, free_port_pair, run_loop, start_backend
+from servers import first_line, free_port, free_ports, run_loop, start_backend
 
 RUN_TIMEOUT = 90.0  # no test's event loop runs longer than this
 
@@ -505,7 +505,7 @@ def get_json(url):
 
 def test_cli_with_two_workers_and_their_admin_ports(backends):
     procs = [backends(0.001), backends(0.001)]
-    admin = free_port_pair()
+    admin = free_ports(3)  # the supervisor's admin port (all workers), then worker 0's and worker 1's
     proc, port = start_cli("--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
                            "--admin", f"127.0.0.1:{admin}", *(f"--backend={s}" for s in specs(["a", "b"], procs)))
     try:
@@ -516,12 +516,23 @@ def test_cli_with_two_workers_and_their_admin_ports(backends):
                 outcome.update(await load(f"http://127.0.0.1:{port}/", 5, 1))
             return outcome
         outcome = run(clients())
-        statuses = [get_json(f"http://127.0.0.1:{admin + i}/leastload/status") for i in range(2)]
+        statuses = [get_json(f"http://127.0.0.1:{admin + 1 + i}/leastload/status") for i in range(2)]
+        combined = get_json(f"http://127.0.0.1:{admin}/leastload/status")
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
     finally:
         code, err = stop_cli(proc)
     assert outcome == {200: 200}
     per_worker = [sum(b.get("requests", 0) for b in s["backends"].values()) for s in statuses]
     assert sum(per_worker) == 200, per_worker
+    # the supervisor's admin port: every worker's status, in worker order
+    assert [{n: b["requests"] for n, b in w["backends"].items()} for w in combined["workers"]] == \
+        [{n: b["requests"] for n, b in w["backends"].items()} for w in statuses]
+    # one scrape of the supervisor's admin port sums both workers
+    summed = {line.split('service="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+              for line in metrics.splitlines() if line.startswith("leastload_service_requests_total{")}
+    assert summed == {name: float(sum(s["backends"][name]["requests"] for s in statuses)) for name in ("a", "b")}
+    assert sum(summed.values()) == 200
     assert min(per_worker) > 0, per_worker  # both workers took connections
     for s in statuses:
         for b in s["backends"].values():  # the engine's window, fed from TCP_INFO and the bytes

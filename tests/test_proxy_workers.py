@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 
 from leastload.proxy import Proxy, _cli
-from servers import first_line, free_port_pair, start_backend
+from servers import first_line, free_ports, start_backend
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads worker pids from /proc")
 
@@ -148,30 +148,30 @@ def test_clients_resetting_mid_response_do_not_kill_the_cli_proxy_under_uvloop(t
 
 def test_a_killed_worker_is_restarted_with_its_flags_and_admin_port(tmp_path, backend):
     b = backend()
-    admin = free_port_pair()
+    admin = free_ports(3)  # the supervisor's admin port, then worker 0's and worker 1's
     cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
               "--admin", f"127.0.0.1:{admin}", "--max-headers", "50", "--xff", "replace", "--via",
               "--backend", f"a={b.address}").started()
     try:
         workers = wait_for(lambda: len(children(cli.proc.pid)) == 2 and children(cli.proc.pid), 10, "2 workers")
         by_admin = {cmdline(pid)[cmdline(pid).index("--admin") + 1]: pid for pid in workers}
-        assert set(by_admin) == {f"127.0.0.1:{admin}", f"127.0.0.1:{admin + 1}"}
+        assert set(by_admin) == {f"127.0.0.1:{admin + 1}", f"127.0.0.1:{admin + 2}"}
         for pid in workers:  # the new flags reach the workers; none of them supervises in turn
             args = cmdline(pid)
             assert args[args.index("--max-headers") + 1] == "50" and "--via" in args
             assert args[args.index("--xff") + 1] == "replace"
             last = max(i for i, arg in enumerate(args) if arg == "--workers")
             assert args[last + 1] == "1"
-        victim = by_admin[f"127.0.0.1:{admin + 1}"]
+        victim = by_admin[f"127.0.0.1:{admin + 2}"]
         os.kill(victim, signal.SIGKILL)
         now = wait_for(lambda: (lambda pids: len(pids) == 2 and victim not in pids and pids)(children(cli.proc.pid)),
                        20, "a new worker in place of the killed one")
         (new,) = set(now) - set(workers)
-        assert cmdline(new)[cmdline(new).index("--admin") + 1] == f"127.0.0.1:{admin + 1}"
+        assert cmdline(new)[cmdline(new).index("--admin") + 1] == f"127.0.0.1:{admin + 2}"
 
         def admin_answers():
             try:
-                return get(admin + 1, "/leastload/status", timeout=2)[0] == 200
+                return get(admin + 2, "/leastload/status", timeout=2)[0] == 200
             except OSError:
                 return False
         wait_for(admin_answers, 20, "the restarted worker's admin port")
@@ -201,10 +201,10 @@ def test_a_signal_to_the_supervisor_stops_every_worker_and_exits_0(tmp_path, bac
 
 def test_workers_that_die_at_start_make_the_supervisor_give_up(tmp_path, backend):
     b = backend()
-    with socket.socket() as taken:  # the admin port of worker 0: it cannot listen, every time
-        taken.bind(("127.0.0.1", 0))
+    admin = free_ports(3)
+    with socket.socket() as taken:  # the admin port of worker 0 (PORT + 1): it cannot listen, every time
+        taken.bind(("127.0.0.1", admin + 1))
         taken.listen()
-        admin = taken.getsockname()[1]
         started = time.monotonic()
         cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
                   "--admin", f"127.0.0.1:{admin}", "--backend", f"a={b.address}")
@@ -214,7 +214,7 @@ def test_workers_that_die_at_start_make_the_supervisor_give_up(tmp_path, backend
             code = cli.stop()
         elapsed = time.monotonic() - started
     assert code == 2, cli.err()  # the workers' own exit code for a port in use
-    # worker 0 cannot listen; worker 1 (PORT + 1) may also find its port taken by some other
+    # worker 0 cannot listen; worker 1 (PORT + 2) may also find its port taken by some other
     # socket on a busy machine, and whichever reaches the limit first makes the supervisor stop
     assert re.search(rf"worker [01] died {_cli.START_FAILURES} times in a row before listening", cli.err()), cli.err()
     assert "giving up" in cli.err() and "Traceback" not in cli.err()

@@ -5,9 +5,12 @@ the same port with SO_REUSEPORT and each with its own engine; the kernel
 spreads new client connections over them. The parent supervises them: it
 prints `listening on HOST:PORT` once every worker listens, restarts a worker
 that dies (with a backoff), gives up (exit 1) when a worker keeps dying before
-it listens, and on SIGTERM/SIGINT stops them all and exits 0. With
-`--admin HOST:PORT`, worker i answers on PORT + i (each worker reports its own
-engine; a restarted worker gets its index's port again).
+it listens, and on SIGTERM/SIGINT stops them all and exits 0; SIGHUP is passed
+on to every worker (a --config reload). With `--admin HOST:PORT` the supervisor
+serves the admin port itself (_fanout.py: /metrics merged over the workers,
+status as a list, commands and reloads sent to every worker) and worker i
+answers on PORT + 1 + i (its own engine; a restarted worker gets its index's
+port again).
 """
 
 import argparse
@@ -29,7 +32,7 @@ from ..upstream import parse_host_port
 from ..config import ConfigError
 from ..ctl import read_token
 from ..config import load as load_config
-from . import _admin, _health
+from . import _admin, _fanout, _health
 from ._accesslog import FORMATS, AccessLog
 from ._gateway import Gateway
 from ._proxy import XFF_MODES, Proxy
@@ -342,6 +345,7 @@ class _Worker:
         self.delay = RESTART_FIRST
         self.restart_at = 0.0  # when proc is None
         self.exit_code = 0  # its last exit code (negative: the signal that ended it)
+        self.admin_port = 0  # where its admin port answers (0: none, or not known yet)
 
     def start(self, now: float) -> "subprocess.Popen[str]":
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, text=True)
@@ -387,10 +391,26 @@ def _run_workers(args: argparse.Namespace, argv: List[str], gateway: Optional[Ga
     # the options given last win: a worker never gets the parent's --workers, even abbreviated
     base = [sys.executable, "-m", "leastload", "proxy", *_without(argv, ("--workers", "--listen", "--admin")),
             "--workers", "1", *listen, "--reuse-port"]
-    workers = []
+    workers: List[_Worker] = []
+    fanout: Optional[_fanout.Fanout] = None
+    if args.admin is not None:  # the admin port is the supervisor's; worker i answers on PORT + 1 + i
+        admin_host, admin_port = args.admin
+        try:
+            fanout = _fanout.start_fanout(admin_host, admin_port, lambda: [w.admin_port for w in workers],
+                                          args.admin_token)
+        except OSError as exc:
+            print(f"leastload proxy: cannot listen: {exc}", file=sys.stderr)
+            if holder is not None:
+                holder.close()
+            return 2
     for i in range(args.workers):
-        admin = [] if args.admin is None else ["--admin", f"{args.admin[0]}:{args.admin[1] + i if args.admin[1] else 0}"]
+        if args.admin is None:
+            admin: List[str] = []
+        else:
+            port_i = args.admin[1] + 1 + i if args.admin[1] else 0
+            admin = ["--admin", f"{args.admin[0]}:{port_i}"]
         workers.append(_Worker(i, base + admin))
+        workers[-1].admin_port = int(admin[1].rsplit(":", 1)[1]) if admin else 0
     # signals only wake the loop below (through the wakeup fd); it does the stopping
     stopping: List[int] = []
     hangups: List[int] = []
@@ -402,9 +422,17 @@ def _run_workers(args: argparse.Namespace, argv: List[str], gateway: Optional[Ga
     old_handlers[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda signum, frame: hangups.append(signum))
     sel = selectors.DefaultSelector()
     sel.register(wake_r, selectors.EVENT_READ, None)
+    admin_line = None
+    if fanout is not None:
+        fan_host, fan_port = fanout.address[:2]
+        admin_line = f"admin on http://{fan_host}:{fan_port}/leastload/status"
+        log.info("admin: GET http://%s:%d/leastload/status (and /metrics, /healthz), for all %d workers",
+                 fan_host, fan_port, len(workers))
     try:
-        return _supervise(workers, sel, stopping, where, hangups)
+        return _supervise(workers, sel, stopping, where, hangups, admin_line)
     finally:
+        if fanout is not None:
+            fanout.close()
         signal.set_wakeup_fd(old_wakeup)
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
@@ -423,7 +451,7 @@ def _run_workers(args: argparse.Namespace, argv: List[str], gateway: Optional[Ga
 
 
 def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: List[int], where: str,
-               hangups: Optional[List[int]] = None) -> int:
+               hangups: Optional[List[int]] = None, admin_line: Optional[str] = None) -> int:
     announced = False
     while not stopping:
         while hangups:  # SIGHUP: every running worker rereads the config
@@ -450,6 +478,8 @@ def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: Li
                     deadlines.append(w.started + WORKER_START_TIMEOUT)
         if not announced and all(w.listening_since is not None for w in workers):
             print(f"listening on {where}", flush=True)
+            if admin_line is not None:  # after it, as a single process prints them
+                print(admin_line, flush=True)
             log.warning("%d workers on %s", len(workers), where)
             announced = True
         timeout = max(0.0, min(deadlines) - now) if deadlines else None
@@ -462,7 +492,9 @@ def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: Li
             line = w.proc.stdout.readline()
             if line.startswith("listening on "):
                 w.listening_since, w.failures = time.monotonic(), 0
-            elif line.startswith("admin on "):
+            elif line.startswith("admin on "):  # its admin port: where the supervisor's fans out to
+                address = line.split("://", 1)[-1].split("/", 1)[0]
+                w.admin_port = int(address.rsplit(":", 1)[1])
                 log.info("worker %d: %s", w.index, line.rstrip())
             elif line:
                 log.warning("worker %d: %s", w.index, line.rstrip())
