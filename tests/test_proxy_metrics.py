@@ -251,7 +251,7 @@ def snapshot(proxy):
     vs = proxy.vserver
     infos = {name: vs.info(name) for name in vs.services}
     counters = {name: dict(c.as_dict(), bytes_in=c.bytes_in, bytes_out=c.bytes_out, ttfb_sum=c.ttfb_sum,
-                           ttfb_buckets=list(c.ttfb_buckets))
+                           ttfb_buckets=list(c.ttfb_buckets), packets=c.packets)
                 for name, c in proxy.stats.backends.items()}
     ejections = {name: vs.ejection(name) for name in vs.services}
     return infos, counters, ejections
@@ -286,7 +286,7 @@ def check_against(families, infos, counters):
             assert absent(families, "leastload_service_ttfb_average_seconds", service=name)
         else:
             assert value(families, "leastload_service_ttfb_average_seconds", service=name) == info["ttfb"]
-        c = c or {"retries": 0, "stale": 0, "bytes_in": 0, "bytes_out": 0, "ttfb_sum": 0.0,
+        c = c or {"retries": 0, "stale": 0, "bytes_in": 0, "bytes_out": 0, "ttfb_sum": 0.0, "packets": 0,
                   "ttfb_buckets": [0] * (len(TTFB_BUCKETS) + 1), **{f"{k}xx": 0 for k in range(1, 6)}}
         assert value(families, "leastload_service_retries_total", service=name) == c["retries"]
         assert value(families, "leastload_service_stale_connections_total", service=name) == c["stale"]
@@ -294,6 +294,8 @@ def check_against(families, infos, counters):
         got = value(families, "leastload_service_response_bytes_total", service=name)
         assert (sent, got) == (c["bytes_in"], c["bytes_out"])
         assert window_bytes == sent + got  # the clock stands still: the window holds every byte
+        packets = value(families, "leastload_service_packets_total", service=name)
+        assert packets == c["packets"] == info["packets"]  # and every packet
         for k in range(1, 6):
             assert value(families, "leastload_service_responses_total", service=name, code=f"{k}xx") == c[f"{k}xx"]
         running = 0

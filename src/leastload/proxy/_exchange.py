@@ -117,6 +117,7 @@ class Exchange:
             packets = conn.packets()
             if packets:
                 t.record(packets=packets)
+                self.counters.packets += packets
             status = conn.status
             t.finish(ttfb=conn.ttfb, status=status)
             if conn.ttfb is not None:

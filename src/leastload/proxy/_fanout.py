@@ -78,6 +78,7 @@ FAMILIES: Dict[str, str] = {
     "leastload_service_bound": PER_WORKER,                  # 1/0: a state
     "leastload_service_active_transactions": SUM,
     "leastload_service_requests_total": SUM,
+    "leastload_service_packets_total": SUM,
     "leastload_service_responses_total": SUM,
     "leastload_service_request_bytes_total": SUM,
     "leastload_service_response_bytes_total": SUM,

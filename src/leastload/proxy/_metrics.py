@@ -22,6 +22,8 @@ Per service (labels `vserver`, `service`; `_total` are counters, the rest gauges
     leastload_service_responses_total             its answers by status class (label code="1xx".."5xx")
     leastload_service_request_bytes_total         request bytes written to it
     leastload_service_response_bytes_total        response bytes read from it
+    leastload_service_packets_total               TCP segments both ways on its connections (TCP_INFO deltas, as
+                                                  the engine was told them; 0 where TCP_INFO is not read)
     leastload_service_failures_total              refused, reset, timed out, garbled, or answered 5xx
     leastload_service_retries_total               requests that failed on it and went on to another backend
     leastload_service_stale_connections_total     pooled connections found closed, the request resent on a new one
@@ -244,6 +246,8 @@ def _add(w: _Writer, proxy: "Proxy") -> None:
     in_row_f = service("consecutive_failures", "gauge", "Failures of the service in a row now.")
     window_bytes_f = service("window_bytes", "gauge", "Bytes both ways in the engine's window.")
     window_packets_f = service("window_packets", "gauge", "TCP segments both ways in the engine's window.")
+    packets_f = service("packets_total", "counter",
+                        "TCP segments both ways on the service's connections (TCP_INFO), as told to the engine.")
     ttfb_avg_f = service("ttfb_average_seconds", "gauge", "The engine's moving average of the time to first byte.")
     ttfb_f = service("ttfb_seconds", "histogram", "Time from the request sent to the first response byte.")
     idle_f = service("idle_connections", "gauge", "Idle keep-alive connections to the service in the pool.")
@@ -286,6 +290,7 @@ def _add(w: _Writer, proxy: "Proxy") -> None:
         bound_f.add(labels, 1 if info is not None else 0)
         picks += counters.requests
         requests_f.add(labels, counters.requests)
+        packets_f.add(labels, counters.packets)
         for k, code in enumerate(CLASSES, start=1):
             responses_f.add(labels + (("code", code),), counters.by_class[k])
         req_bytes_f.add(labels, counters.bytes_in)

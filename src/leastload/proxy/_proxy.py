@@ -26,7 +26,7 @@ TTFB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 class BackendCounters:
     """What the proxy saw for one backend."""
 
-    __slots__ = ("requests", "retries", "failures", "stale", "by_class", "bytes_in", "bytes_out",
+    __slots__ = ("requests", "retries", "failures", "stale", "by_class", "bytes_in", "bytes_out", "packets",
                  "ttfb_buckets", "ttfb_sum")
 
     def __init__(self) -> None:
@@ -37,6 +37,7 @@ class BackendCounters:
         self.by_class = [0] * 6  # answers by status class: [1] 1xx ... [5] 5xx
         self.bytes_in = 0   # request bytes written to it
         self.bytes_out = 0  # response bytes read from it
+        self.packets = 0    # TCP segments both ways on its connections (TCP_INFO), as the engine was told
         # first response bytes by time: [i] counts TTFBs <= TTFB_BUCKETS[i] and above the one
         # before; the last slot those above every bound (not cumulative: the exporter sums)
         self.ttfb_buckets = [0] * (len(TTFB_BUCKETS) + 1)
