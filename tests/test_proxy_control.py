@@ -227,3 +227,14 @@ class socket_port:
 
     def __exit__(self, *exc):
         self.sock.close()
+
+
+def test_a_bare_admin_port_is_on_loopback():
+    from leastload.proxy import _cli
+
+    parse = _cli._parser().parse_args
+    assert parse(["--backend", "a=127.0.0.1:1", "--admin", "9100"]).admin == ("127.0.0.1", 9100)
+    assert parse(["--backend", "a=127.0.0.1:1", "--admin", "0.0.0.0:9100"]).admin == ("0.0.0.0", 9100)
+    out = subprocess.run([sys.executable, "-m", "leastload", "proxy", "--backend", "a=127.0.0.1:1",
+                          "--admin", "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "needs an admin token" in out.stderr and out.stderr.count("\n") == 1

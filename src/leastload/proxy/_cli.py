@@ -51,6 +51,11 @@ def _host_port(text: str) -> Tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _admin_address(text: str) -> Tuple[str, int]:
+    """--admin HOST:PORT, or a bare PORT: on loopback (127.0.0.1)."""
+    return _host_port(f"127.0.0.1:{text}" if text.isdigit() else text)
+
+
 def _integer(low: int, high: int) -> Callable[[str], int]:
     def convert(text: str) -> int:
         try:
@@ -157,9 +162,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="0: manual slow start; else the automated ramp's step (default 0)")
     g.add_argument("--startup-rr-factor", type=int, default=0, metavar="N")
     g = p.add_argument_group("running")
-    g.add_argument("--admin", type=_host_port, default=None, metavar="HOST:PORT",
-                   help="the admin port: status, /metrics, /healthz, the runtime API (default: off; "
-                        "loopback unless --admin-token-file is given)")
+    g.add_argument("--admin", type=_admin_address, default=None, metavar="[HOST:]PORT",
+                   help="the admin port: status, /metrics, /healthz, the runtime API (default: off; a bare "
+                        "PORT is on 127.0.0.1; another address than loopback needs --admin-token-file)")
     g.add_argument("--admin-token-file", metavar="FILE",
                    help="the token the admin port's writes need (its first line); without it the admin "
                         "port is read-only")
@@ -203,7 +208,7 @@ def _apply_proxy_table(args: argparse.Namespace, table: Dict[str, object], given
     """The TOML form's [proxy] settings, where no flag gave the same setting."""
     for key, value in table.items():
         if key not in given and key in PROXY_TABLE_FLAGS:
-            setattr(args, key, _host_port(str(value)) if key == "admin" else value)
+            setattr(args, key, _admin_address(str(value)) if key == "admin" else value)
 
 
 def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
