@@ -1011,7 +1011,8 @@ def test_the_proxys_own_answer_to_a_failed_exchange_is_well_framed(method, keep_
     written, kept = [], []
     client = SimpleNamespace(gone=False, transport=SimpleNamespace(write=written.append),
                              exchange_done=kept.append,
-                             proxy=SimpleNamespace(stats=SimpleNamespace(answered_by_proxy=Counter())))
+                             proxy=SimpleNamespace(stats=SimpleNamespace(answered_by_proxy=Counter()),
+                                                   access_log=None))
     Exchange(client, Request(method, b"", keep_alive, False))._answer_error(502, "backend failed")
     judged = judge(b"".join(written), method=method, closed=not kept[0])
     assert judged.status == 502
