@@ -114,3 +114,19 @@ def http1(request):
     if request.param == "compiled":
         return load_compiled_http1(request.config)
     return load_pure_http1()
+
+
+@pytest.fixture
+def backend_procs():
+    """start(n) -> n more `leastload backends` processes (tests/servers.py); all stopped after the test."""
+    from servers import start_backend
+
+    started = []
+
+    def start(n):
+        for _ in range(n):
+            started.append(start_backend())
+        return started[-n:]
+    yield start
+    for b in started:
+        b.stop()

@@ -9,17 +9,7 @@ from leastload.config import (PROXY_KEYS, ConfigError, Monitor, build, parse_net
                               to_json, to_netscaler, to_toml)
 from leastload.config.printer import PROXY_COMMENT
 
-BASE = """\
-add server web1 10.0.0.1
-add service S1 web1 HTTP 80
-add service S2 10.0.0.2 HTTP 80
-add lb vserver vs1 HTTP 10.0.0.100 80
-"""
-NEXT = 5  # the line number of a case's first line
-
-
-def parse(extra, strict=False):
-    return parse_netscaler(BASE + extra, "t.conf", strict=strict)
+from test_config_netscaler import BASE, NEXT, parse  # the same base config and line numbers
 
 
 def mon(config, name="m1"):

@@ -19,25 +19,12 @@ import pytest
 
 from leastload.proxy import AccessLog, Proxy
 from leastload.proxy._accesslog import _quote
-from servers import first_line, run_loop, start_backend, wait_until
+from servers import first_line, run_loop, wait_until
 
 COMBINED = re.compile(
     r'(?P<client>\S+) - - \[(?P<time>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\] "(?P<request>(?:[^"\\]|\\.)*)" '
     r'(?P<status>\d{3}) (?P<bytes>\d+|-) "(?P<referer>(?:[^"\\]|\\.)*)" "(?P<agent>(?:[^"\\]|\\.)*)" '
     r'(?P<backend>\S+) (?P<ttfb>[\d.]+|-) (?P<total>[\d.]+) (?P<retries>\d+)\Z')
-
-
-@pytest.fixture
-def backend_procs():
-    started = []
-
-    def start(n):
-        for _ in range(n):
-            started.append(start_backend())
-        return started[-n:]
-    yield start
-    for b in started:
-        b.stop()
 
 
 def serve_and_send(procs, log, requests, **settings):

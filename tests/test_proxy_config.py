@@ -21,20 +21,7 @@ from leastload.config import ConfigError
 from leastload.proxy._config import DEFAULT_PROBE, plan
 from leastload.proxy._gateway import Gateway
 from leastload.config import parse
-from servers import first_line, free_port, run_loop, start_backend, wait_until
-
-
-@pytest.fixture
-def backend_procs():
-    started = []
-
-    def start(n):
-        for _ in range(n):
-            started.append(start_backend())
-        return started[-n:]
-    yield start
-    for b in started:
-        b.stop()
+from servers import first_line, free_port, run_loop, wait_until
 
 
 def two_vservers(procs, web_port, api_port, *, web=("s1", "s2", "s3"), slow_start=True, weights=None):

@@ -289,13 +289,7 @@ async def _serve_gateway(args: argparse.Namespace, gateway: Gateway) -> None:
             log.info("lb vserver %s on %s:%d", name, *proxy.address)
         admin_server = None
         if args.admin is not None:
-
-            def reload() -> List[str]:  # POST /leastload/reload: logged as SIGHUP's is
-                changes = gateway.reload_logged()
-                if changes is None:
-                    return gateway.reload()  # raises again, with the reason for the answer
-                return changes
-            site = _admin.Site(gateway.proxies, args.admin_token, reload)
+            site = _admin.Site(gateway.proxies, args.admin_token, gateway.reload_and_log)
             admin_server = await _admin.start_site(site, *args.admin)
             host, port = admin_server.sockets[0].getsockname()[:2]
             print(f"admin on http://{host}:{port}/leastload/status", flush=True)

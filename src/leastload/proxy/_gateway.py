@@ -162,14 +162,21 @@ class Gateway:
                 vs.set_state(name, "OUT_OF_SERVICE")
         return changes
 
-    def reload_logged(self) -> Optional[List[str]]:
-        """reload(), its outcome logged (SIGHUP's handler): None when refused."""
+    def reload_and_log(self) -> List[str]:
+        """reload(), its outcome logged either way (POST /leastload/reload): raises as reload() does."""
         try:
             changes = self.reload()
         except (ConfigError, ValueError, TypeError, OSError) as exc:
             log.error("reload of %s refused, the running configuration stays: %s", self.path, exc)
-            return None
+            raise
         for warning in self.warnings:
             log.warning("%s", warning)
         log.warning("reloaded %s: %s", self.path, "; ".join(changes) if changes else "no change")
         return changes
+
+    def reload_logged(self) -> Optional[List[str]]:
+        """reload_and_log() for SIGHUP's handler: None when refused."""
+        try:
+            return self.reload_and_log()
+        except (ConfigError, ValueError, TypeError, OSError):
+            return None
