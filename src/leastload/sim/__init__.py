@@ -2,7 +2,8 @@
 
 - `leastload.sim.workloads`: seeded appliance-like request traces (`Trace`, `make_trace`).
 - `leastload.sim.replay`: a trace replayed through a vserver, inside C for the C engine.
-- `leastload.sim.simulate`: a steady request rate on a virtual clock, requests per service per second.
+- `leastload.sim.simulate`: a steady request rate on a virtual clock, requests per service per second
+  (the simulation in `leastload.sim.steady`, the `leastload simulate` command here).
 
 The engine itself (`import leastload`) needs none of this and never imports numpy.
 """

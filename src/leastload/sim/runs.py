@@ -176,7 +176,7 @@ def _results(vs: Any, services: tuple[str, ...], requests: list[int], nbytes: li
 def run_steady(config: Config, vs_model: VServer, impl: ModuleType, rate: int, duration: int,
                events: list[Event], on_second: Optional[Callable[[int], None]] = None,
                key_options: KeyOptions = KeyOptions()) -> Run:
-    from .simulate import simulate
+    from .steady import simulate
 
     names = check_events(config, vs_model, events, duration)
     keys = generated_keys(vs_model, rate * duration, key_options)
