@@ -128,3 +128,42 @@ def test_the_text_form(impl):
     text = str(vs.explain())
     assert text.splitlines()[0].startswith("LEASTCONNECTION: S1 (the lowest key")
     assert "no: OUT_OF_SERVICE" in text and "tie: S1, S2" in text
+
+
+def test_a_pick_whose_transaction_already_ended(impl):
+    # issue 20: the pick's charge was taken back a second time (S1 at active -1, a tie of S1
+    # alone, reproduced); the transaction's end already took it back
+    vs, _ = make(impl, "LEASTCONNECTION", weights=(1, 1))
+    with vs.acquire() as t:
+        assert t.service == "S1"
+        t.finish(ttfb=0.01)
+    e = vs.explain()
+    assert [(c.name, c.active, c.n, c.key, c.eligible) for c in e.candidates] == [
+        ("S1", 0, 0, 0, True), ("S2", 0, 0, 0, True)]
+    assert (e.chosen, e.tie, e.cursor) == ("S1", ("S1", "S2"), None)
+    assert not e.reproduced
+    assert e.changed == ("S1 has no open transaction left: the pick's has ended since",)
+    text = str(e)
+    assert "changed since the pick" in text and "the pick's has ended since" in text
+
+
+def test_a_pick_from_an_earlier_second(impl):
+    vs, clock = make(impl, "LEASTCONNECTION", weights=(1, 1))
+    vs.set(new_service_request=1)  # S3 in slow start: 1 pick a second
+    vs.bind("S3")
+    assert vs.select(exclude=["S1", "S2"]) == "S3"
+    assert vs.explain().reproduced  # S3 had its pick of this second left
+    clock.advance(1.0)
+    vs.load("S1")  # reads the clock: a new second, S3's picks this second start over
+    e = vs.explain()
+    assert by_name(e)["S3"].active == 0 and by_name(e)["S3"].eligible
+    assert e.changed == ("S3 has no selection this second: a new second began since the pick",)
+    assert not e.reproduced
+
+
+def test_the_rules_are_not_restated_in_explain():
+    import leastload._explain as explain_module
+    import leastload._rules as rules
+
+    for name in ("n_of", "key_of", "why_not", "pick", "rank", "key_hash"):
+        assert getattr(explain_module, name) is getattr(rules, name)

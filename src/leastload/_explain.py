@@ -11,14 +11,22 @@ pick changed the vserver since, that is the state the pick saw; the rule is
 applied again, and `reproduced` says whether it gives the same service (False:
 the vserver changed between the pick and explain()).
 
-The numbers are restated from info() here, so they are exact integers: N as
-the engines compare it and the sort key floor(N * 10000 / weight).
+No rule is written here: the snapshot is turned back into the plain data the
+pick rules take (leastload._rules.Seen, integers exactly as the engines
+compare them) and the rules' own functions are applied to it, the same
+functions the reference engine picks with.
+
+When a figure shows that the pick's own charge is already gone (the chosen
+service has no open transaction, or no selection this second, left to take
+back: a transaction ended or a second began since), nothing is taken back
+from it, `changed` says so and `reproduced` is False.
 """
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import _hash, _peakewma
+from ._hash import name_hash
 from ._methods import BY_NAME
+from ._rules import Seen, key_hash, key_of, n_of, pick, rank, why_not
 
 __all__ = ["Candidate", "Explanation", "explain"]
 
@@ -47,7 +55,9 @@ class Explanation:
     drawn: Tuple[str, ...]          # P2C, PEAKEWMA: the services drawn, in draw order
     rr_round: Optional[int]         # ROUNDROBIN: the round when the pick began
     key: object                     # the request key given to the pick (hash methods)
-    reproduced: bool                # the rule applied to these figures gives `chosen` again
+    reproduced: bool                # the rule applied to these figures gives `chosen` again (and
+                                    # nothing in `changed`)
+    changed: Tuple[str, ...] = ()   # what shows the vserver changed since the pick
 
     def __str__(self) -> str:
         lines = [f"{self.method}: {self.chosen} ({self.rule})"]
@@ -64,6 +74,7 @@ class Explanation:
             lines.append(f"{c.name:<16} {c.weight:>6} {c.active:>6} {c.n:>14} {key:>18}  {mark}")
         if not self.reproduced:
             lines.append("(the vserver changed since the pick: these figures are today's)")
+        lines.extend(f"({why})" for why in self.changed)
         return "\n".join(lines)
 
 
@@ -72,52 +83,27 @@ def _us(seconds: Optional[float]) -> int:
     return 0 if seconds is None else round(seconds * 1e6)
 
 
-def _n(method: str, info: Dict[str, Any], active: int) -> int:
-    """N of the method for a service with `active` open transactions."""
-    if method == "LEASTRESPONSETIME":
-        return active * _us(info["ttfb"])
-    if method == "LRTM":
-        return active * _us(info["probe"])
-    if method == "LEASTBANDWIDTH":
-        return int(info["bytes"])
-    if method == "LEASTPACKETS":
-        return int(info["packets"])
-    if method == "CUSTOMLOAD":
-        return int(info["custom_load"])
-    if method == "PEAKEWMA":
-        return _peakewma.load(_us(info["peak_ewma"]), active)
-    return active  # the active-transaction methods, and what round robin and hashing report
+def _seen(info: Dict[str, Any], active: int, sel_this_sec: int) -> Seen:
+    """A snapshot's service as the pick rules see it (with the given counts)."""
+    return Seen(info["name"], info["weight"], info["state"], info["draining"], info["ejected"], info["cap"],
+                sel_this_sec, info["over_threshold"], active, _us(info["ttfb"]), _us(info["probe"]),
+                int(info["bytes"]), int(info["packets"]), int(info["custom_load"]), _us(info["peak_ewma"]),
+                name_hash(info["name"]))
 
 
-def _sort_key(method: str, n: int, weight: int, active: int) -> int:
-    """The key the engines compare: floor(N * 10000 / weight); CUSTOMLOAD puts idle first."""
-    if method == "CUSTOMLOAD":
-        return 0 if active == 0 else n * 10000 // weight + 1
-    return n * 10000 // weight
-
-
-def _why_not(method: str, info: Dict[str, Any], sel_this_sec: int, excluded: bool) -> Tuple[str, ...]:
-    reasons = []
-    if info["state"] != "UP":
-        reasons.append(info["state"])
-    if info["draining"]:
-        reasons.append("draining")
-    if info["ejected"]:
-        reasons.append("ejected")
-    if info["cap"] is not None and sel_this_sec >= info["cap"]:
-        reasons.append(f"slow start: {info['cap']} picks this second")
-    if method == "CUSTOMLOAD" and info["over_threshold"]:
-        reasons.append("a metric at or over its threshold")
-    if excluded:
-        reasons.append("excluded")
-    return tuple(reasons)
-
-
-def _first_after(names: List[str], order: List[str], cursor: int) -> Optional[str]:
-    """The first of `names` after bind position `cursor` (1-based count), cyclically."""
-    chosen = [n for n in order if n in names]
-    after = [n for n in chosen if order.index(n) >= cursor]
-    return (after or chosen)[0] if chosen else None
+def _taken_back(info: Dict[str, Any], changed: List[str]) -> Seen:
+    """The chosen service before its pick: one open transaction and one selection this
+    second fewer, unless that charge is gone already (then said in `changed`)."""
+    active, sel_this_sec = info["active"], info["sel_this_sec"]
+    if active > 0:
+        active -= 1
+    else:
+        changed.append(f"{info['name']} has no open transaction left: the pick's has ended since")
+    if sel_this_sec > 0:
+        sel_this_sec -= 1
+    else:
+        changed.append(f"{info['name']} has no selection this second: a new second began since the pick")
+    return _seen(info, active, sel_this_sec)
 
 
 def explain(vs: Any) -> Explanation:
@@ -133,71 +119,27 @@ def explain(vs: Any) -> Explanation:
     family = BY_NAME[method].family
     chosen = record["service"]
     excluded = set(record["exclude"])
-    order = [info["name"] for info in snap["services"]]
+    changed: List[str] = []
+    services = [_taken_back(info, changed) if info["name"] == chosen
+                else _seen(info, info["active"], info["sel_this_sec"]) for info in snap["services"]]
+    order = [s.name for s in services]
+    where = {name: i for i, name in enumerate(order)}
+    drawn = tuple(None if d is None else where.get(d) for d in record["drawn"])
+    key_h = key_hash(method, record["key"], *settings)
+    made = pick(method, services, excluded, record["cursor"], record["rr_round"], record["startup"],
+                key_h, 0, drawn if family == "sampled" else None)
     candidates = []
-    for position, info in enumerate(snap["services"]):
-        mine = info["name"] == chosen  # its own charge is taken back
-        active = info["active"] - mine
-        sel_this = info["sel_this_sec"] - mine
-        n = _n(method, info, active)
-        weight = info["weight"]
-        why = _why_not(method, info, sel_this, info["name"] in excluded)
-        key = None if family in ("roundrobin", "hash") else _sort_key(method, n, weight, active)
-        candidates.append(Candidate(info["name"], weight, active, n, key, not why, why))
-    eligible = [c for c in candidates if c.eligible]
-    names = [c.name for c in eligible]
+    for i, s in enumerate(services):
+        why = why_not(method, s, s.name in excluded)
+        if key_h is not None:  # the rank's first part (L / weight, scaled); none when not eligible
+            key: Optional[int] = None if why else rank(key_h, s, i)[0]
+        else:  # round robin compares no key; a hash method without a key is LEASTCONNECTION
+            key = None if family == "roundrobin" else key_of(method, s)
+        candidates.append(Candidate(s.name, s.weight, s.active, n_of(method, s), key, not why, why))
     cursor = record["cursor"]
-    cursor_name = order[cursor - 1] if cursor > 0 else None
-    tie: Tuple[str, ...] = ()
-    drawn = tuple(d for d in record["drawn"] if d is not None)
-    key_data = _hash.KEY_FORMS[method](record["key"], settings[0]) if family == "hash" else None
-    expected: Optional[str]
-    if record["startup"]:
-        rule = "startup round robin: the first eligible service after the cursor"
-        expected = _first_after(names, order, cursor)
-    elif family == "hash" and key_data is not None:
-        key_h = _hash.xxh64(key_data, settings[1])
-        ranks = {c.name: _hash.rendezvous_rank(key_h, _hash.name_hash(c.name), c.weight, order.index(c.name))
-                 for c in eligible}
-        candidates = [_ranked(c, ranks) for c in candidates]
-        rule = "rendezvous hashing: the least rank of the request key (weighted)"
-        expected = min(ranks, key=ranks.__getitem__) if ranks else None
-    elif family == "roundrobin":
-        r = record["rr_round"]
-        rule = f"weighted round robin, round {r}: the first eligible service after the cursor with weight >= round"
-        expected = _round_robin(eligible, order, cursor, r)
-    elif family == "sampled":
-        rule = "two services drawn at random: the lower key, the first drawn on a tie"
-        keyed = {c.name: c.key or 0 for c in candidates}  # every sampled candidate has a key
-        expected = drawn[0] if len(drawn) < 2 or keyed[drawn[0]] <= keyed[drawn[1]] else drawn[1]
-    else:  # the least-load family (and DOMAINHASH without a domain)
-        if family == "hash":
-            candidates = [_with_key(c, _sort_key("LEASTCONNECTION", c.n, c.weight, c.active)) for c in candidates]
-            eligible = [c for c in candidates if c.eligible]
-        lowest = min((c.key for c in eligible if c.key is not None), default=None)
-        tie = tuple(c.name for c in eligible if c.key == lowest)
-        rule = "the lowest key floor(N x 10000 / weight); ties: the first after the cursor"
-        expected = _first_after(list(tie), order, cursor)
-    return Explanation(method, chosen, rule, cursor_name, tuple(candidates), tie, drawn,
+    expected = None if made.chosen is None else order[made.chosen]
+    return Explanation(method, chosen, made.rule, order[cursor - 1] if cursor > 0 else None,
+                       tuple(candidates), tuple(order[i] for i in made.tie),
+                       tuple(d for d in record["drawn"] if d is not None),
                        record["rr_round"] if family == "roundrobin" else None, record["key"],
-                       expected == chosen)
-
-
-def _ranked(c: Candidate, ranks: Dict[str, Tuple[int, int, int]]) -> Candidate:
-    """A hash candidate's key: its rank's first part (L / weight, scaled), when eligible."""
-    return _with_key(c, ranks[c.name][0] if c.name in ranks else None)
-
-
-def _with_key(c: Candidate, key: Optional[int]) -> Candidate:
-    return Candidate(c.name, c.weight, c.active, c.n, key, c.eligible, c.why_not)
-
-
-def _round_robin(eligible: List[Candidate], order: List[str], cursor: int, r: int) -> Optional[str]:
-    """The weighted round-robin pick from round r (as the engines make it)."""
-    if not eligible:
-        return None
-    after = [c.name for c in eligible if c.weight >= r and order.index(c.name) >= cursor]
-    if after:
-        return after[0]
-    r = r + 1 if r < max(c.weight for c in eligible) else 1
-    return next(c.name for c in eligible if c.weight >= r)
+                       expected == chosen and not changed, tuple(changed))

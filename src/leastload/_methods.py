@@ -9,7 +9,7 @@ drift apart silently.
 
 Adding a least-X method: its row here, its row and N in the C core
 (csrc/ll_methods.c, csrc/ll_least.h), its N in the reference
-(`reference.N_OF`), and its tests.
+(`_rules.N_OF`, which the reference and explain() share), and its tests.
 """
 from typing import Iterable, NamedTuple
 

@@ -16,56 +16,24 @@ import math
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Literal, Collection, ContextManager, Dict, List, Optional, Set, Tuple, Type, TypeVar, Union, cast
+from typing import Any, Callable, Literal, Collection, ContextManager, Dict, List, Optional, Tuple, Type, TypeVar, Union, cast
 
 from . import _errors, _hash, _peakewma
 from ._errors import (STATES, DuplicateService, NoServiceAvailable, TransactionEnded,
                       UnknownService)
 from ._facade import VirtualServerFacade
-from ._methods import BY_NAME, IN_SECONDS
+from ._methods import IN_SECONDS
+from ._rules import Seen, key_hash, n_of, pick, uses_startup_rr
 from ._types import Clock, Info, Snapshot, Totals
 
 __all__ = ["ManualClock", "Engine", "VirtualServer", "Transaction", "NoServiceAvailable",
            "UnknownService", "DuplicateService", "TransactionEnded"]
 
 WINDOW_SECONDS = 14  # the bytes/packets window's default length
-_MASK64 = 2**64 - 1
-
-
-def _splitmix64(state: int) -> Tuple[int, int]:
-    """One step of splitmix64: (the next state, the value drawn)."""
-    state = (state + 0x9E3779B97F4A7C15) & _MASK64
-    z = state
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return state, z ^ (z >> 31)
 MAX_ACTIVE = 2**32 - 1  # active transactions are 32-bit in the C engine
 MAX_TOTAL = 2**64 - 1  # window totals are 64-bit
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-# N of each method, one function each: what the method counts for a service
-# (`vs` for what is not the service's own: the time, a setting).
-N_OF: Dict[str, Callable[["Engine", "_Service"], int]] = {
-    "ROUNDROBIN": lambda vs, s: s.active,  # no N of its own: activity is reported
-    "LEASTCONNECTION": lambda vs, s: s.active,
-    "LEASTREQUEST": lambda vs, s: s.active,  # a transaction here is one request
-    "LEASTRESPONSETIME": lambda vs, s: s.active * s.ttfb_us,
-    "LRTM": lambda vs, s: s.active * s.probe_us,
-    "LEASTBANDWIDTH": lambda vs, s: sum(s.bytes.values()),
-    "LEASTPACKETS": lambda vs, s: sum(s.packets.values()),
-    "CUSTOMLOAD": lambda vs, s: s.custom_load,
-    "P2C": lambda vs, s: s.active,  # compared between the two services drawn
-    # E(now) * (active + 1), compared between the two services drawn
-    "PEAKEWMA": lambda vs, s: _peakewma.load(s.peak.at(vs._now, vs._peak_decay_us), s.active),
-    # the hash methods pick by key (_rendezvous); N is what DOMAINHASH without a domain uses
-    **{m: (lambda vs, s: _active(s)) for m in _hash.HASH_METHODS},
-}
-
-
-def _active(s: "_Service") -> int:
-    return s.active
-
 
 class ManualClock:
     """A clock that moves only when told to (tests and simulations)."""
@@ -155,12 +123,6 @@ class _Service:
                  "ttfb_known", "cap", "sel_this_sec", "sel_last_sec", "selected",
                  "draining", "ejected", "failures", "fails_in_row", "probe_us", "probe_known",
                  "custom_load", "custom_over", "name_hash", "peak")
-    # declared here for N_OF's functions above, which read them before this class is seen
-    active: int
-    ttfb_us: int
-    probe_us: int
-    custom_load: int
-    peak: _peakewma.Estimate
 
     def __init__(self, name: str, seq: int, weight: int) -> None:
         self.name = name
@@ -193,8 +155,6 @@ class Engine:
 
     _lock: "threading.RLock"
     _depth: int
-    _now: float  # declared here for N_OF's functions above, which read them before this class is seen
-    _peak_decay_us: int
 
     def __init__(self, method: str = "LEASTCONNECTION", clock: Optional[Clock] = None, *,
                  startup_rr_factor: int = 0, rtsp_nat: bool = False) -> None:
@@ -432,63 +392,15 @@ class Engine:
 
     # -- selection ------------------------------------------------------------
 
+    def _seen(self, s: _Service) -> Seen:
+        """The service as the pick rules (leastload._rules) see it: plain data."""
+        return Seen(s.name, s.weight, s.state, s.draining, s.ejected, s.cap, s.sel_this_sec, s.custom_over,
+                    s.active, s.ttfb_us, s.probe_us, sum(s.bytes.values()), sum(s.packets.values()),
+                    s.custom_load, s.peak.at(self._now, self._peak_decay_us), s.name_hash)
+
     def _n(self, s: _Service) -> int:
         """N of the method, an exact int (LEASTRESPONSETIME, LRTM: microseconds)."""
-        return N_OF[self._method](self, s)
-
-    def _eligible(self, s: _Service) -> bool:
-        return (s.state == "UP" and not s.draining and not s.ejected
-                and (s.cap is None or s.sel_this_sec < s.cap)
-                and not (self._method == "CUSTOMLOAD" and s.custom_over))
-
-    def _key(self, s: _Service) -> int:
-        """The exact sort key of an eligible service: floor(Nw). CUSTOMLOAD puts
-        idle services first (0) and the others one above their Nw."""
-        key = self._n(s) * 10000 // s.weight
-        if self._method == "CUSTOMLOAD":
-            return 0 if s.active == 0 else key + 1
-        return key
-
-    def _first_after_cursor(self, candidates: List[_Service]) -> _Service:
-        """The first candidate (in bind order) strictly after the cursor, else the first."""
-        return next((s for s in candidates if s.seq > self._cursor), candidates[0])
-
-    def _round_robin(self, eligible: List[_Service]) -> Tuple[_Service, int]:
-        """Weighted round robin: returns (service, round it was picked in)."""
-        r = self._rr_round
-        after = [s for s in eligible if s.weight >= r and s.seq > self._cursor]
-        if after:
-            return after[0], r
-        r += 1
-        if r > max(s.weight for s in eligible):
-            r = 1
-        return next(s for s in eligible if s.weight >= r), r
-
-    def _two_choices(self, skip: Set[str]) -> Tuple[_Service, int, Tuple[Optional[int], ...]]:
-        """P2C: two distinct eligible services drawn at random (splitmix64, each draw
-        a rank in bind order, 64 tries each; the first eligible in bind order when
-        the first choice finds none), the lower key wins, the first on a tie.
-        Returns the pick, the generator's next state and the seqs drawn."""
-        bound = list(self._services.values())
-        state = self._rng
-
-        def draw(other: Optional[_Service]) -> Optional[_Service]:
-            nonlocal state
-            for _ in range(64):
-                state, value = _splitmix64(state)
-                s = bound[value % len(bound)]
-                if s is not other and self._eligible(s) and s.name not in skip:
-                    return s
-            return None
-
-        a = draw(None)
-        if a is None:  # few eligible: the first in bind order
-            a = next(s for s in bound if self._eligible(s) and s.name not in skip)
-        if len(bound) < 2:
-            return a, state, (a.seq, None)
-        b = draw(a)
-        drawn = (a.seq, None if b is None else b.seq)
-        return (b if b is not None and self._key(b) < self._key(a) else a), state, drawn
+        return n_of(self._method, self._seen(s))
 
     @_atomic
     def _set_hash_settings(self, key_settings: _hash.KeySettings, seed: int) -> None:
@@ -506,51 +418,30 @@ class Engine:
         """Restarts P2C's draws from `seed` (checked by the facade)."""
         self._rng = seed
 
-    def _key_data(self, key: object) -> Optional[bytes]:
-        """The bytes a hash method hashes for `key` (validated); None: not a hash
-        method (the key is ignored), or DOMAINHASH without a domain."""
-        form = _hash.KEY_FORMS.get(self._method)
-        return None if form is None else form(key, self._key_settings)
-
-    def _rendezvous(self, eligible: List[_Service], data: bytes) -> _Service:
-        """The hash methods' pick: the least rank (_hash.rendezvous_rank)."""
-        key_h = _hash.xxh64(data, self._hash_seed)
-        return min(eligible, key=lambda s: _hash.rendezvous_rank(key_h, s.name_hash, s.weight, s.seq))
-
     @_atomic
     def select(self, exclude: Optional[Collection[str]] = None, key: object = None) -> str:
         """Picks a service, counts one new active transaction on it, returns its name.
         `exclude`: names skipped for this pick only (unknown names are ignored).
         Raises NoServiceAvailable when no service is UP and eligible."""
         names = _errors.check_exclude(exclude)
-        data = self._key_data(key)
+        key_h = key_hash(self._method, key, self._key_settings, self._hash_seed)  # validates the key
         self._tick()
-        skip = set(names)  # unknown names never match a service: ignored
-        eligible = [s for s in self._services.values() if self._eligible(s) and s.name not in skip]
-        if not eligible:
+        bound = list(self._services.values())
+        cursor = sum(1 for s in bound if s.seq <= self._cursor)  # the cursor as a count in bind order
+        startup = uses_startup_rr(self._method, self._startup_rr_left)
+        made = pick(self._method, [self._seen(s) for s in bound], set(names), cursor, self._rr_round,
+                    startup, key_h, self._rng)
+        if made.chosen is None:
             raise _errors.no_service()
-        rr_round, rng = self._rr_round, self._rng
-        drawn: Tuple[Optional[int], ...] = ()
-        startup = self._startup_rr_left > 0 and BY_NAME[self._method].family == "least"
-        if startup:  # plain round robin, the least-load family only: neither ROUNDROBIN nor a hash method uses or counts it down
-            chosen = self._first_after_cursor(eligible)
-        elif data is not None:
-            chosen = self._rendezvous(eligible, data)
-        elif self._method == "ROUNDROBIN":
-            chosen, rr_round = self._round_robin(eligible)
-        elif BY_NAME[self._method].family == "sampled":  # P2C, PEAKEWMA
-            chosen, rng, drawn = self._two_choices(skip)
-        else:
-            keys = {s.name: self._key(s) for s in eligible}
-            lowest = min(keys.values())
-            chosen = self._first_after_cursor([s for s in eligible if keys[s.name] == lowest])
+        chosen = bound[made.chosen]
+        drawn = tuple(None if d is None else bound[d].seq for d in made.drawn)
         if chosen.active == MAX_ACTIVE:
             raise _errors.active_overflow(chosen.name)
         if startup:
             self._startup_rr_left -= 1
         self._last = (chosen.seq, self._cursor, self._rr_round, startup, drawn, tuple(names), key)
-        self._rr_round = rr_round
-        self._rng = rng  # P2C's draws are spent only by a pick that is charged
+        self._rr_round = made.rr_round
+        self._rng = made.rng  # P2C's draws are spent only by a pick that is charged
         self._cursor = chosen.seq
         chosen.active += 1
         chosen.selected += 1
