@@ -293,7 +293,7 @@ def test_is_local_error():
 def monitor_for(port, fall=2):
     backend = Backend("b", "127.0.0.1", port)
     proxy = types.SimpleNamespace(vserver=make_vserver([backend]), loop=asyncio.get_running_loop())
-    return proxy, _health.HealthMonitor(proxy, backend, "tcp", "/", 0.002, 1.0, fall, 1)
+    return proxy, _health.HealthMonitor(proxy.loop, proxy.vserver, backend, "tcp", "/", 0.002, 1.0, fall, 1)
 
 
 def test_a_probe_failing_for_emfile_never_marks_the_backend_down_a_refused_one_does(monkeypatch, caplog):

@@ -2,6 +2,21 @@
 
 Needs httptools (`pip install leastload[proxy]`, which brings uvloop too).
 docs/proxy.md describes what it does per request, on failure and under load.
+
+Its modules import one way, each only from those above it in this list (never from this
+package's __init__; tools/check_import_cycles.py keeps it so):
+
+    _http1, _accesslog, _listen, _stats, _control, _config   no sibling imports
+    _health                                                  probes; given the loop and the vserver
+    _backend                                                 pools, connections; ExchangeSide/ClientSide
+    _exchange                                                one request's tries; Upstream/Client
+    _client                                                  client connections; ClientContext
+    _metrics, _admin                                         the admin port; Observed/Served
+    _proxy                                                   Proxy: wires all of the above
+    _gateway, _fanout, _cli                                  a config's proxies, the workers, the command
+
+A lower part gets what it needs as arguments typed by a small Protocol of its own (named
+after the semicolon above), which Proxy and the classes above it satisfy.
 """
 
 try:

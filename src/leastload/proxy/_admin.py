@@ -24,7 +24,7 @@ import asyncio
 import hmac
 import ipaddress
 import json
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, cast
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Set, Tuple, cast
 
 from . import _http1, _metrics
 from ._control import Control
@@ -40,8 +40,16 @@ ADMIN_LIMITS = _http1.Limits(max_request_line=4096, max_header_size=16384, max_h
 MAX_ADMIN_CONNECTIONS = 32
 JSON = b"application/json"
 
-if TYPE_CHECKING:
-    from ._proxy import Proxy
+
+class Served(_metrics.Observed, Protocol):
+    """What the admin port uses of each vserver's proxy (a Proxy is one): its status, its
+    metrics (_metrics.Observed), its header timeout. The runtime API (_control.Control) is
+    handed the same proxies."""
+
+    @property
+    def header_timeout(self) -> float: ...
+
+    def status(self) -> Dict[str, Any]: ...
 
 
 def is_loopback(host: str) -> bool:
@@ -65,7 +73,7 @@ class Site:
     """What one admin port serves: this process's vservers (one Proxy each), their runtime API,
     the token writes need, and the config reload when there is a config."""
 
-    def __init__(self, proxies: "Dict[str, Proxy]", token: Optional[str] = None,
+    def __init__(self, proxies: Mapping[str, Served], token: Optional[str] = None,
                  reload: Optional[Callable[[], List[str]]] = None) -> None:
         self.proxies, self.token, self.reload = proxies, token, reload
         self.control = Control(proxies)
@@ -224,6 +232,6 @@ async def start_site(site: Site, host: str, port: int) -> asyncio.Server:
     return server
 
 
-async def start(proxy: "Proxy", host: str, port: int, token: Optional[str] = None) -> asyncio.Server:
+async def start(proxy: Served, host: str, port: int, token: Optional[str] = None) -> asyncio.Server:
     """One proxy's admin port (Proxy(admin=...))."""
     return await start_site(Site({proxy.name: proxy}, token), host, port)

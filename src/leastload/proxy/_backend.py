@@ -9,6 +9,10 @@ framing did not announce, is closed and never pooled. When the
 exchange ends, the connection calls `exchange.on_outcome(outcome, conn)`
 once, as its last step, so the request's accounting sits in one place.
 
+What a connection uses of the exchange it carries and of the client it answers is
+spelled out below (`ExchangeSide`, `ClientSide`: _exchange.Exchange and
+_client.ClientConnection are such), so this module imports neither.
+
 No timer per request: the proxy's sweep calls `check_timeout(now)` on the
 connections that carry a request a few times per timeout period.
 """
@@ -16,14 +20,10 @@ connections that carry a request a few times per timeout period.
 import asyncio
 import os
 import socket
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple, cast
+from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, cast
 
 from ..tcpinfo import SegmentCounter
 from ._http1 import Buffer, Limits, Piece, ResponseReader
-
-if TYPE_CHECKING:
-    from ._client import ClientConnection
-    from ._exchange import Exchange
 
 # How an exchange with a backend ended.
 OK = "ok"
@@ -55,6 +55,34 @@ def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socke
     return own, own
 
 
+class ClientSide(Protocol):
+    """What a backend connection uses of the client connection its answer goes to."""
+
+    @property
+    def transport(self) -> asyncio.Transport: ...  # the answer is written to it; aborted when it stalls
+
+    @property
+    def gone(self) -> bool: ...  # the connection is lost
+
+    @property
+    def paused(self) -> bool: ...  # the client does not read (our writes are backed up)
+
+    @property
+    def paused_since(self) -> float: ...
+
+
+class ExchangeSide(Protocol):
+    """What a backend connection uses of the exchange it carries."""
+
+    @property
+    def client(self) -> ClientSide: ...
+
+    @property
+    def t(self) -> Any: ...  # the attempt's transaction handle (either engine's)
+
+    def on_outcome(self, outcome: str, conn: "Optional[BackendConnection]") -> None: ...
+
+
 class BackendConnection(asyncio.Protocol):
     __slots__ = ("pool", "loop", "transport", "reader", "counter", "dup", "exchange", "client", "t",
                  "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held")
@@ -62,7 +90,7 @@ class BackendConnection(asyncio.Protocol):
     # set by connection_made / send(), before they are read
     transport: asyncio.Transport
     counter: SegmentCounter
-    client: "ClientConnection"
+    client: ClientSide
     t: Any  # the exchange's transaction handle (either engine's)
     timeout: float
     sent: int
@@ -77,7 +105,7 @@ class BackendConnection(asyncio.Protocol):
         self.loop = pool.loop
         self.reader = ResponseReader(pool.limits)
         self.dup: Optional[socket.socket] = None
-        self.exchange: "Optional[Exchange]" = None
+        self.exchange: Optional[ExchangeSide] = None
         self.held = False  # reading paused because the client does not read
 
     # ---- asyncio.Protocol -------------------------------------------------
@@ -132,7 +160,7 @@ class BackendConnection(asyncio.Protocol):
 
     # ---- one exchange ----------------------------------------------------------
 
-    def send(self, exchange: "Exchange", payload: Buffer, timeout: float, head_only: bool,
+    def send(self, exchange: ExchangeSide, payload: Buffer, timeout: float, head_only: bool,
              http10: bool, keep_alive: bool) -> None:
         """Sends a request for `exchange`; its on_outcome() is called when the exchange ends."""
         self.exchange, self.client, self.t = exchange, exchange.client, exchange.t

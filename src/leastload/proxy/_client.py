@@ -19,18 +19,16 @@ dropped.
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Optional, Tuple, cast
+from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
-from ..request_keys import Address, MissingKey, ip_or_none
-from ..upstream import IDEMPOTENT
+from ..request_keys import Address, KeyRule, MissingKey, ip_or_none
 from . import _http1
-from ._exchange import Exchange
+from ._exchange import Exchange, Request, Upstream
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, error_response
 
 if TYPE_CHECKING:
     from ._accesslog import AccessLog
     from ._backend import BackendConnection
-    from ._proxy import Proxy
 
 _METHOD_NAMES = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE")}
 
@@ -41,25 +39,44 @@ WAIT_IDLE = 3      # the next request on a kept-alive connection: closed when la
 WAIT_NONE = 0      # a request is being served (the backend side keeps its own time)
 
 
-class Request:
-    __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only", "http10", "key", "head")
+class ClientContext(Upstream, Protocol):
+    """What a client connection uses of the proxy that accepted it (a Proxy is one): its
+    limits, waits and forwarding settings, the request key's rule, and its open-connection
+    bookkeeping; and, for the exchanges it starts, an Upstream."""
 
-    def __init__(self, method: str, payload: _http1.Buffer, keep_alive: bool, http10: bool,
-                 key: object = None, head: "Optional[_http1.RequestHead]" = None) -> None:
-        self.head = head  # what the access log reads (target, version, Referer, User-Agent)
-        self.method = method
-        self.payload = payload
-        self.keep_alive = keep_alive
-        self.idempotent = method in IDEMPOTENT
-        self.head_only = method == "HEAD"
-        self.http10 = http10
-        self.key = key  # what the vserver's hash method picks by (None for the other methods)
+    @property
+    def loop(self) -> Optional[asyncio.AbstractEventLoop]: ...
+
+    @property
+    def name(self) -> str: ...  # the vserver's, for the access log
+
+    @property
+    def limits(self) -> _http1.Limits: ...
+
+    @property
+    def forwarding(self) -> _http1.Forwarding: ...
+
+    @property
+    def keys(self) -> KeyRule: ...
+
+    @property
+    def header_timeout(self) -> float: ...
+
+    @property
+    def body_timeout(self) -> float: ...
+
+    @property
+    def client_timeout(self) -> float: ...
+
+    def client_opened(self, client: "ClientConnection") -> None: ...
+
+    def client_closed(self, client: "ClientConnection") -> None: ...
 
 
 class ClientConnection(asyncio.Protocol):
     transport: asyncio.Transport  # set by connection_made, before any other callback
 
-    def __init__(self, proxy: "Proxy") -> None:
+    def __init__(self, proxy: ClientContext) -> None:
         self.proxy = proxy
         assert proxy.loop is not None  # connections come in once the proxy runs
         self.loop: asyncio.AbstractEventLoop = proxy.loop

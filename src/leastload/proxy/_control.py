@@ -25,7 +25,7 @@ the file before it (so it does not undo a runtime change the file does not touch
 """
 
 from dataclasses import asdict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import upstream
 from ..upstream import Backend
@@ -43,7 +43,7 @@ class CommandError(Exception):
 class Control:
     """The commands over `proxies` (vserver name -> Proxy), sharing one table of services."""
 
-    def __init__(self, proxies: Dict[str, Any]) -> None:
+    def __init__(self, proxies: Mapping[str, Any]) -> None:
         self.proxies = proxies
         self.added: Dict[str, Backend] = {}  # `add service` not yet bound
 

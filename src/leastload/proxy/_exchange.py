@@ -18,27 +18,90 @@ The engine sees, per request:
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
 
 from .. import NoServiceAvailable
-from . import _backend
+from ..upstream import IDEMPOTENT
+from . import _backend, _http1
 from ._health import is_local_error
 from ._http1 import error_response
+from ._stats import BackendCounters, Stats
 
 if TYPE_CHECKING:
+    from ._accesslog import AccessLog
     from ._backend import BackendConnection, Pool
-    from ._client import ClientConnection, Request
-    from ._proxy import BackendCounters
 
 CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: not the backend's fault
+
+
+class Request:
+    __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only", "http10", "key", "head")
+
+    def __init__(self, method: str, payload: _http1.Buffer, keep_alive: bool, http10: bool,
+                 key: object = None, head: "Optional[_http1.RequestHead]" = None) -> None:
+        self.head = head  # what the access log reads (target, version, Referer, User-Agent)
+        self.method = method
+        self.payload = payload
+        self.keep_alive = keep_alive
+        self.idempotent = method in IDEMPOTENT
+        self.head_only = method == "HEAD"
+        self.http10 = http10
+        self.key = key  # what the vserver's hash method picks by (None for the other methods)
+
+
+class Upstream(Protocol):
+    """What an exchange uses of the proxy (a Proxy is one): the engine, the pools, the
+    counters, the backend-side settings, where failures are reported, the access log."""
+
+    @property
+    def vserver(self) -> Any: ...  # the engine's VirtualServer (either engine's)
+
+    @property
+    def pools(self) -> "Dict[str, Pool]": ...
+
+    @property
+    def stats(self) -> Stats: ...
+
+    @property
+    def access_log(self) -> "Optional[AccessLog]": ...
+
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def connect_timeout(self) -> float: ...
+
+    @property
+    def timeout(self) -> float: ...
+
+    def note_failure(self, name: str, why: object) -> None: ...
+
+    def note_local_error(self, what: str, exc: BaseException) -> None: ...
+
+
+class Client(_backend.ClientSide, Protocol):
+    """What an exchange uses of its client connection (a _client.ClientConnection)."""
+
+    backend: "Optional[BackendConnection]"  # the backend connection of the exchange in progress
+
+    @property
+    def proxy(self) -> Upstream: ...
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def exchange_done(self, keep_going: bool) -> None: ...
+
+    def log_request(self, log: "AccessLog", status: int, size: int, backend: Optional[str],
+                    ttfb: Optional[float], total: float, retries: int, wall: float, request: Request) -> None: ...
 
 
 class Exchange:
     __slots__ = ("proxy", "client", "request", "tried", "t", "reused", "counters", "began", "retried")
 
-    counters: "BackendCounters"  # set by start(), with t
+    counters: BackendCounters  # set by start(), with t
 
-    def __init__(self, client: "ClientConnection", request: "Request") -> None:
+    def __init__(self, client: Client, request: Request) -> None:
         self.proxy = client.proxy
         self.client = client
         self.request = request

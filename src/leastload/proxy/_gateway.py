@@ -36,7 +36,7 @@ SETTING_DEFAULTS: Dict[str, Any] = {"new_service_request": 0, "hashlength": 80, 
 
 
 def probe_args(probe: Probe) -> Tuple[Any, ...]:
-    """A Probe as HealthMonitor's arguments after (proxy, backend)."""
+    """A Probe as HealthMonitor's arguments after (loop, vserver, backend)."""
     return (probe.kind, probe.path, probe.interval, probe.timeout, probe.fall, probe.rise, probe.method, probe.codes)
 
 

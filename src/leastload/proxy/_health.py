@@ -16,12 +16,9 @@ neither a failure nor a success, is counted (`local_errors`) and logged once per
 import asyncio
 import errno
 import logging
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ..upstream import Backend
-
-if TYPE_CHECKING:
-    from ._proxy import Proxy
 
 log = logging.getLogger("leastload.proxy")
 
@@ -38,10 +35,12 @@ def is_local_error(exc: BaseException) -> bool:
 
 
 class HealthMonitor:
-    def __init__(self, proxy: "Proxy", backend: Backend, kind: str, path: str, interval: float,
-                 timeout: float, fall: int, rise: int, method: str = "GET",
+    """Probes `backend` on `loop` and sets its state in `vserver` (the engine's VirtualServer)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, vserver: Any, backend: Backend, kind: str, path: str,
+                 interval: float, timeout: float, fall: int, rise: int, method: str = "GET",
                  codes: Tuple[Tuple[int, int], ...] = ((200, 399),)) -> None:
-        self.proxy, self.backend = proxy, backend
+        self.loop, self.vserver, self.backend = loop, vserver, backend
         self.kind, self.path, self.method, self.codes = kind, path, method, codes
         self.interval, self.timeout, self.fall, self.rise = interval, timeout, fall, rise
         self.failures = 0   # probes failed in a row
@@ -54,8 +53,7 @@ class HealthMonitor:
         self.task: "Optional[asyncio.Task[None]]" = None
 
     def start(self) -> None:
-        assert self.proxy.loop is not None  # the proxy starts its monitors once it runs
-        self.task = self.proxy.loop.create_task(self._run())
+        self.task = self.loop.create_task(self._run())
 
     async def _run(self) -> None:
         while True:
@@ -89,7 +87,7 @@ class HealthMonitor:
                 writer.close()
 
     def _judge(self, ok: Optional[bool], why: Optional[str]) -> None:
-        vs, name = self.proxy.vserver, self.backend.name
+        vs, name = self.vserver, self.backend.name
         if name not in vs:
             return
         if ok is None:  # the proxy's trouble: the runs of failures and successes stand

@@ -76,10 +76,51 @@ keeps its newest events only, so more than a thousand events between two scrapes
 import collections
 import math
 import weakref
-from typing import TYPE_CHECKING, Any, Counter, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Counter, Dict, List, Mapping, Optional, Protocol, Sequence, Sized, Tuple, Union
+
+from ._stats import TTFB_BUCKETS, BackendCounters, Stats
 
 if TYPE_CHECKING:
-    from ._proxy import Proxy
+    from ._backend import ConnectionBudget, Pool
+    from ._health import HealthMonitor
+    from ._listen import Listener
+
+
+class Observed(Protocol):
+    """What the metrics read of one vserver's proxy (a Proxy is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def vserver(self) -> Any: ...  # the engine's VirtualServer (either engine's)
+
+    @property
+    def stats(self) -> Stats: ...
+
+    @property
+    def backends(self) -> Mapping[str, object]: ...  # its backends by name (bound or not)
+
+    @property
+    def pools(self) -> "Mapping[str, Pool]": ...
+
+    @property
+    def monitors(self) -> "Mapping[str, HealthMonitor]": ...
+
+    @property
+    def clients(self) -> Sized: ...  # client connections open now
+
+    @property
+    def max_connections(self) -> int: ...
+
+    @property
+    def listener(self) -> "Optional[Listener]": ...
+
+    @property
+    def budget(self) -> "ConnectionBudget": ...
+
+    @property
+    def local_errors(self) -> Mapping[str, int]: ...
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
@@ -176,10 +217,10 @@ class _EjectionCounter:
         return self.counts
 
 
-_ejections: "weakref.WeakKeyDictionary[Proxy, _EjectionCounter]" = weakref.WeakKeyDictionary()
+_ejections: "weakref.WeakKeyDictionary[Observed, _EjectionCounter]" = weakref.WeakKeyDictionary()
 
 
-def ejections(proxy: "Proxy") -> "Counter[str]":
+def ejections(proxy: Observed) -> "Counter[str]":
     """Ejections of each service since the proxy started (as far as its events tell)."""
     counter = _ejections.get(proxy)
     if counter is None:
@@ -192,7 +233,7 @@ def is_up(info: Dict[str, Any]) -> bool:
     return bool(info["state"] == "UP" and not info["ejected"] and not info["draining"])
 
 
-def healthy(proxy: "Proxy") -> Tuple[bool, str]:
+def healthy(proxy: Observed) -> Tuple[bool, str]:
     """(True, why) when at least one bound service is UP (not ejected, not draining)."""
     vs = proxy.vserver
     with vs.atomic():
@@ -202,7 +243,7 @@ def healthy(proxy: "Proxy") -> Tuple[bool, str]:
     return False, "no backend is UP (all down, out of service, ejected, draining or unbound)"
 
 
-def render(*proxies: "Proxy") -> bytes:
+def render(*proxies: Observed) -> bytes:
     """The exposition text (version 0.0.4) of the proxies now (each vserver one proxy, as a
     config's are served by one process), as UTF-8 bytes: each family once, every vserver's
     samples in it."""
@@ -212,9 +253,8 @@ def render(*proxies: "Proxy") -> bytes:
     return w.text().encode("utf-8")
 
 
-def _add(w: _Writer, proxy: "Proxy") -> None:
+def _add(w: _Writer, proxy: Observed) -> None:
     """One proxy's samples into `w` (families are made on first use, then shared)."""
-    from ._proxy import TTFB_BUCKETS, BackendCounters  # here: _proxy imports this module's importer (_admin)
 
     vserver_labels: Labels = (("vserver", proxy.name),)
     vs = proxy.vserver

@@ -1,11 +1,8 @@
 """`Proxy`: the listening server, the engine, the pools, the monitors, the admin port."""
 
 import asyncio
-import bisect
 import collections
-import datetime
 import logging
-import time
 from dataclasses import asdict
 from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union
 
@@ -14,59 +11,10 @@ from ..request_keys import KeyRule
 from ..upstream import Backend, check_int
 from . import _admin, _backend, _client, _health, _http1, _listen
 from ._accesslog import AccessLog
+from ._stats import TTFB_BUCKETS, BackendCounters, Stats, wall_time  # noqa: F401 (TTFB_BUCKETS, BackendCounters: importable here as before)
 
 log = logging.getLogger("leastload.proxy")
 XFF_MODES = ("append", "replace")
-
-
-# upper bounds (seconds) of the time-to-first-byte histogram's buckets (Prometheus' defaults)
-TTFB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-
-
-class BackendCounters:
-    """What the proxy saw for one backend."""
-
-    __slots__ = ("requests", "retries", "failures", "stale", "by_class", "bytes_in", "bytes_out", "packets",
-                 "ttfb_buckets", "ttfb_sum")
-
-    def __init__(self) -> None:
-        self.requests = 0   # attempts sent to it (a retry elsewhere counts there)
-        self.retries = 0    # requests that failed here and went on to another backend
-        self.failures = 0   # refused, reset, timed out, garbled, or a 5xx answer
-        self.stale = 0      # pooled connections found closed, the request resent on a new one
-        self.by_class = [0] * 6  # answers by status class: [1] 1xx ... [5] 5xx
-        self.bytes_in = 0   # request bytes written to it
-        self.bytes_out = 0  # response bytes read from it
-        self.packets = 0    # TCP segments both ways on its connections (TCP_INFO), as the engine was told
-        # first response bytes by time: [i] counts TTFBs <= TTFB_BUCKETS[i] and above the one
-        # before; the last slot those above every bound (not cumulative: the exporter sums)
-        self.ttfb_buckets = [0] * (len(TTFB_BUCKETS) + 1)
-        self.ttfb_sum = 0.0
-
-    def add_ttfb(self, seconds: float) -> None:
-        self.ttfb_sum += seconds
-        self.ttfb_buckets[bisect.bisect_left(TTFB_BUCKETS, seconds)] += 1
-
-    def as_dict(self) -> Dict[str, int]:
-        counts = {"requests": self.requests, "retries": self.retries, "failures": self.failures,
-                  "stale": self.stale}
-        counts.update({f"{k}xx": self.by_class[k] for k in range(1, 6)})
-        return counts
-
-
-class Stats:
-    """Counters per backend, and the answers the proxy wrote itself (502/503/504)."""
-
-    def __init__(self, names: Iterable[str]) -> None:
-        self.backends = {name: BackendCounters() for name in names}
-        self.answered_by_proxy: "Counter[int]" = collections.Counter()
-        self.no_service = 0  # requests answered 503 because the engine had no backend to pick
-
-    def of(self, name: str) -> BackendCounters:
-        counters = self.backends.get(name)
-        if counters is None:
-            counters = self.backends[name] = BackendCounters()
-        return counters
 
 
 class Proxy:
@@ -295,7 +243,8 @@ class Proxy:
         if self.health[0] == "none":
             return
         settings = self.probes.get(backend.name, self.health)
-        monitor = self.monitors[backend.name] = _health.HealthMonitor(self, backend, *settings)
+        assert self.loop is not None  # monitors start once the proxy runs
+        monitor = self.monitors[backend.name] = _health.HealthMonitor(self.loop, self.vserver, backend, *settings)
         monitor.start()
 
     # ---- observability ----------------------------------------------------------
@@ -395,12 +344,6 @@ class Proxy:
                     log.warning("backend %s: %s at %s", name, what, wall_time(when))
             if events:
                 self._seen[attr] = events[-1]
-
-
-def wall_time(when: float) -> str:
-    """A time of the engine's monotonic clock as wall-clock ISO 8601 (local time, with its offset)."""
-    wall = when + time.time() - time.monotonic()
-    return datetime.datetime.fromtimestamp(wall, datetime.timezone.utc).astimezone().isoformat(timespec="milliseconds")
 
 
 def _check_seconds(arg: str, value: object) -> None:
