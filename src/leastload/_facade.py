@@ -20,7 +20,12 @@ import heapq
 import math
 from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Tuple, Union
 
-from . import _errors, _explain, _hash
+from ._errors import (MAX_EJECTION_TIME, STATES, NoServiceAvailable, bad_type, bad_value, check_bool, check_choice,
+                      check_ejection_percent, check_ejection_time, check_exclude, check_method,
+                      check_outlier_failures, check_peakewma_decay, check_startup_rr_factor, check_window_seconds)
+from ._hash import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN, HASH_METHODS,
+                    KeySettings, check_hash_seed, check_hashlength, check_netmask, check_v6netmasklen)
+from ._explain import Explanation, explain as explain_last_pick
 from ._show import ServiceView, VServerView
 from ._types import Clock, Info, Totals
 
@@ -65,7 +70,7 @@ if TYPE_CHECKING:
         def _totals(self) -> Totals: ...
         def _is_open(self, name: str) -> bool: ...
         def _selections(self, name: str) -> Tuple[int, int, int]: ...
-        def _set_hash_settings(self, key_settings: _hash.KeySettings, seed: int) -> None: ...
+        def _set_hash_settings(self, key_settings: KeySettings, seed: int) -> None: ...
         def _seed_draws(self, seed: int) -> None: ...
         def _set_peak_decay(self, decay_us: int) -> None: ...
         def _last_pick(self) -> Optional[Dict[str, Any]]: ...
@@ -111,15 +116,15 @@ class _Ramp:
 
 def _check_settings(rate: object, unit: object, interval: object) -> Tuple[int, str, int]:
     if isinstance(rate, bool) or not isinstance(rate, int):
-        raise _errors.bad_type("new_service_request", rate, "an int")
-    unit = _errors.check_choice("new_service_request_unit", unit, UNITS)
+        raise bad_type("new_service_request", rate, "an int")
+    unit = check_choice("new_service_request_unit", unit, UNITS)
     limit = 100 if unit == "PERCENT" else 0xFFFFFFFE
     if not 0 <= rate <= limit:
-        raise _errors.bad_value("new_service_request", rate, f"an int in 0..{limit} ({unit})")
+        raise bad_value("new_service_request", rate, f"an int in 0..{limit} ({unit})")
     if isinstance(interval, bool) or not isinstance(interval, int):
-        raise _errors.bad_type("new_service_request_increment_interval", interval, "an int (seconds)")
+        raise bad_type("new_service_request_increment_interval", interval, "an int (seconds)")
     if not 0 <= interval <= 86400:
-        raise _errors.bad_value("new_service_request_increment_interval", interval, "an int in 0..86400 (seconds)")
+        raise bad_value("new_service_request_increment_interval", interval, "an int in 0..86400 (seconds)")
     return int(rate), unit, int(interval)
 
 
@@ -127,11 +132,11 @@ _Timer = Tuple[float, int, str, Union[_Ramp, _Outlier]]
 
 
 def _check_hash_settings(netmask: object, v6netmasklen: object, hashlength: object,
-                         hash_seed: object) -> Tuple[str, _hash.KeySettings, int]:
-    text, mask = _hash.check_netmask(netmask)
-    key_settings = _hash.KeySettings(mask, _hash.check_v6netmasklen(v6netmasklen),
-                                     _hash.check_hashlength(hashlength))
-    return text, key_settings, _hash.check_hash_seed(hash_seed)
+                         hash_seed: object) -> Tuple[str, KeySettings, int]:
+    text, mask = check_netmask(netmask)
+    key_settings = KeySettings(mask, check_v6netmasklen(v6netmasklen),
+                                     check_hashlength(hashlength))
+    return text, key_settings, check_hash_seed(hash_seed)
 
 
 class VirtualServerFacade(_EngineBase):
@@ -144,19 +149,19 @@ class VirtualServerFacade(_EngineBase):
                  new_service_request_increment_interval: int = 0, startup_rr_factor: int = 0,
                  rtsp_nat: bool = False, outlier_failures: int = 0, outlier_ejection_time: float = 30,
                  outlier_max_ejection_percent: int = 50, window_seconds: int = 14, name: str = "vserver",
-                 netmask: object = _hash.DEFAULT_NETMASK, v6netmasklen: int = _hash.DEFAULT_V6NETMASKLEN,
-                 hashlength: int = _hash.DEFAULT_HASHLENGTH, hash_seed: int = _hash.DEFAULT_HASH_SEED,
+                 netmask: object = DEFAULT_NETMASK, v6netmasklen: int = DEFAULT_V6NETMASKLEN,
+                 hashlength: int = DEFAULT_HASHLENGTH, hash_seed: int = DEFAULT_HASH_SEED,
                  peakewma_decay: float = 10.0) -> None:
         settings = _check_settings(new_service_request, new_service_request_unit,
                                    new_service_request_increment_interval)
-        window = _errors.check_window_seconds(window_seconds)
-        outlier = (_errors.check_outlier_failures(outlier_failures),
-                   _errors.check_ejection_time(outlier_ejection_time),
-                   _errors.check_ejection_percent(outlier_max_ejection_percent))
+        window = check_window_seconds(window_seconds)
+        outlier = (check_outlier_failures(outlier_failures),
+                   check_ejection_time(outlier_ejection_time),
+                   check_ejection_percent(outlier_max_ejection_percent))
         if type(name) is not str:
-            raise _errors.bad_type("name", name, "a str")
+            raise bad_type("name", name, "a str")
         hashing = _check_hash_settings(netmask, v6netmasklen, hashlength, hash_seed)
-        decay_us = _errors.check_peakewma_decay(peakewma_decay)
+        decay_us = check_peakewma_decay(peakewma_decay)
         super().__init__(method, clock, startup_rr_factor=startup_rr_factor, rtsp_nat=rtsp_nat)
         self._netmask, self._key_settings, self._hash_seed = hashing
         self._set_hash_settings(self._key_settings, self._hash_seed)
@@ -257,17 +262,17 @@ class VirtualServerFacade(_EngineBase):
             settings.get("new_service_request_unit", self._unit),
             settings.get("new_service_request_increment_interval", self._interval))
         if "method" in settings:
-            _errors.check_method(settings["method"])
+            check_method(settings["method"])
         if "startup_rr_factor" in settings:
-            _errors.check_startup_rr_factor(settings["startup_rr_factor"])
+            check_startup_rr_factor(settings["startup_rr_factor"])
         if "rtsp_nat" in settings:
-            _errors.check_bool("rtsp_nat", settings["rtsp_nat"])
+            check_bool("rtsp_nat", settings["rtsp_nat"])
         if "window_seconds" in settings:
-            _errors.check_window_seconds(settings["window_seconds"])
-        decay_us = _errors.check_peakewma_decay(settings.get("peakewma_decay", self._peakewma_decay))
-        outlier_k = _errors.check_outlier_failures(settings.get("outlier_failures", self._outlier_k))
-        ejection_time = _errors.check_ejection_time(settings.get("outlier_ejection_time", self._ejection_time))
-        percent = _errors.check_ejection_percent(
+            check_window_seconds(settings["window_seconds"])
+        decay_us = check_peakewma_decay(settings.get("peakewma_decay", self._peakewma_decay))
+        outlier_k = check_outlier_failures(settings.get("outlier_failures", self._outlier_k))
+        ejection_time = check_ejection_time(settings.get("outlier_ejection_time", self._ejection_time))
+        percent = check_ejection_percent(
             settings.get("outlier_max_ejection_percent", self._max_ejection_percent))
         hashing = _check_hash_settings(settings.get("netmask", self._netmask),
                                        settings.get("v6netmasklen", self._key_settings.v6len),
@@ -345,7 +350,7 @@ class VirtualServerFacade(_EngineBase):
     def set_state(self, name: str, state: str) -> None:
         with self.atomic():
             was_down = self.state(name) == "DOWN"
-            _errors.check_choice("state", state, _errors.STATES)
+            check_choice("state", state, STATES)
             now = self.now() if (self._rate or self._ramps) else None
             super().set_state(name, state)
             if was_down and state == "UP":
@@ -367,28 +372,28 @@ class VirtualServerFacade(_EngineBase):
         threads. Fewer than k when fewer are eligible; NoServiceAvailable when none.
         `key`: the request's key for the hash methods (their next-best services for it)."""
         if isinstance(k, bool) or not isinstance(k, int):
-            raise _errors.bad_type("k", k, "an int >= 1")
+            raise bad_type("k", k, "an int >= 1")
         if k < 1:
-            raise _errors.bad_value("k", k, "an int >= 1")
-        skip = _errors.check_exclude(exclude)
+            raise bad_value("k", k, "an int >= 1")
+        skip = check_exclude(exclude)
         picks: List[str] = []
         with self.atomic():
             for _ in range(k):
                 try:
                     picks.append(self.select(exclude=skip + picks, key=key))
-                except _errors.NoServiceAvailable:
+                except NoServiceAvailable:
                     if not picks:
                         raise
                     break
         return picks
 
-    def explain(self) -> _explain.Explanation:
+    def explain(self) -> Explanation:
         """Why the last pick (select, acquire, select_many) went where it did: every
         bound service's N, key and eligibility (and why not), the tie set, the
         cursor, the draws or the key. Picks pay nothing for it; LookupError when
         there is no pick to explain. Exact when called right after the pick (inside
         atomic() if other threads pick too): see Explanation.reproduced."""
-        return _explain.explain(self)
+        return explain_last_pick(self)
 
     def slow_start(self, name: str) -> Optional[Dict[str, Any]]:
         """Where `name` stands in slow start: None, or a dict of its ramp."""
@@ -549,7 +554,7 @@ class VirtualServerFacade(_EngineBase):
             record.count = max(0, record.count - healthy)
         record.count += 1
         record.since = now
-        record.until = now + min(self._ejection_time * record.count, _errors.MAX_EJECTION_TIME)
+        record.until = now + min(self._ejection_time * record.count, MAX_EJECTION_TIME)
         self._outliers[name] = record
         self._set_ejected(name, True)
         self._log_outlier(now, name, "ejected")
@@ -616,5 +621,5 @@ class VirtualServerFacade(_EngineBase):
             services=tuple(services),
             hashing=(f"netmask {self._netmask}, v6netmasklen {self._key_settings.v6len}, "
                      f"hashlength {self._key_settings.hashlength}, hash_seed {self._hash_seed}"
-                     if self.method in _hash.HASH_METHODS else None),
+                     if self.method in HASH_METHODS else None),
             peakewma_decay=self._peakewma_decay if self.method == "PEAKEWMA" else None)
