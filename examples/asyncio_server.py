@@ -16,8 +16,7 @@ import socket
 import time
 from typing import Dict, List, Optional, Tuple
 
-from leastload import NoServiceAvailable, VirtualServer
-from leastload._engine import Transaction
+from leastload import NoServiceAvailable, Transaction, VirtualServer
 from leastload.backends import serve
 
 BACKENDS: Dict[str, Tuple[str, int]] = {}  # name -> (host, port)

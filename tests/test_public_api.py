@@ -132,3 +132,46 @@ def test_stub_matches_the_reference(cls, stub_name):
         assert kind == ref_kind, name
         if kind == "method":
             assert stub_params(fn) == params(inspect.signature(getattr(ref, name))), name
+
+
+# ---- the package's names ------------------------------------------------------------
+
+def test_transaction_and_explanation_are_public():
+    from leastload import Explanation, Transaction
+    from leastload import _explain
+
+    assert {"Transaction", "Explanation"} <= set(leastload.__all__)
+    engine = _native if leastload.IMPLEMENTATION == "c" else reference
+    assert Transaction is engine.Transaction
+    assert Explanation is _explain.Explanation
+    vs = leastload.VirtualServer(clock=leastload.ManualClock())
+    vs.bind("S1")
+    with vs.acquire() as t:
+        assert isinstance(t, Transaction)
+    assert isinstance(vs.explain(), Explanation)
+
+
+def test_the_default_engine_s_transaction(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "LEASTLOAD_IMPLEMENTATION"}
+    code = "import leastload, leastload._engine as e; assert leastload.Transaction is e.Transaction"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
+
+
+def test_the_reference_engine_imports_no_policy():
+    """leastload._oracle is the reference engine alone: the policy (the facade, show())
+    is put over it by leastload.reference, as over the C engine by leastload._native."""
+    source = pathlib.Path(reference.__file__).with_name("_oracle.py").read_text(encoding="utf-8")
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            imported.add(node.module or "")
+            if node.level and not node.module:
+                imported.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            imported.update(a.name for a in node.names)
+    assert not {m for m in imported if m.split(".")[-1] in ("_facade", "_show", "_explain", "reference")}, imported
+    assert "" not in imported  # nothing from the package itself (`from . import ...`)

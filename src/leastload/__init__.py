@@ -2,6 +2,8 @@
 
 `LEASTLOAD_IMPLEMENTATION=c` forces the C engine (and fails loudly if it is
 missing), `=python` forces the pure-Python reference; unset means the C engine.
+`VirtualServer`, `ManualClock` and `Transaction` (what acquire() returns) are
+the chosen engine's; `Explanation` is what vs.explain() returns.
 """
 
 import os as _os
@@ -13,12 +15,12 @@ from ._explain import Candidate, Explanation
 
 _choice = _os.environ.get("LEASTLOAD_IMPLEMENTATION", "c").strip().lower() or "c"
 if TYPE_CHECKING:  # type checkers see the default, the C engine (the reference has the same signatures)
-    from ._native import ManualClock, VirtualServer
+    from ._native import ManualClock, Transaction, VirtualServer
 elif _choice == "python":
-    from .reference import ManualClock, VirtualServer
+    from .reference import ManualClock, Transaction, VirtualServer
 elif _choice == "c":
     try:
-        from ._native import ManualClock, VirtualServer
+        from ._native import ManualClock, Transaction, VirtualServer
     except ImportError as exc:  # a broken build must never pass for the reference
         raise ImportError(
             "leastload's C engine is not importable (" + str(exc) + "); rebuild the package "
@@ -32,6 +34,7 @@ IMPLEMENTATION = _choice
 __all__ = [
     "VirtualServer",
     "ManualClock",
+    "Transaction",
     "NoServiceAvailable",
     "UnknownService",
     "DuplicateService",
