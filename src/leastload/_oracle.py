@@ -19,7 +19,7 @@ import math
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Literal, Collection, ContextManager, Dict, List, Optional, Tuple, Type, TypeVar, Union, cast
+from typing import Any, Callable, Literal, Collection, ContextManager, Dict, Optional, Tuple, Type, TypeVar, Union, cast
 
 from ._errors import (STATES, active_overflow, advance_clock, bad_type, check_bool, check_cap, check_choice,
                       check_count, check_custom_metrics, check_exclude, check_method, check_name,

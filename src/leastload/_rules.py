@@ -177,7 +177,6 @@ class Pick(NamedTuple):
     recorded draws, a service drawn is gone or no longer eligible)."""
     chosen: Optional[int]                # a position in bind order
     rule: str                            # the rule that decided, in one line
-    eligible: Tuple[int, ...]            # positions of the eligible services
     tie: Tuple[int, ...] = ()            # least load: the eligible sharing the lowest key
     rr_round: int = 1                    # ROUNDROBIN: the round after the pick
     drawn: Tuple[Optional[int], ...] = ()  # sampled: the positions drawn
@@ -194,18 +193,18 @@ def pick(method: str, services: Sequence[Seen], exclude: Collection[str], cursor
     eligible = tuple(i for i, s in enumerate(services) if not why_not(method, s, s.name in exclude))
     family = BY_NAME[method].family
     if not eligible:
-        return Pick(None, "no service is eligible", eligible, rr_round=rr_round, rng=rng)
+        return Pick(None, "no service is eligible", rr_round=rr_round, rng=rng)
     if startup:
         return Pick(first_after(eligible, cursor), "startup round robin: the first eligible service "
-                    "after the cursor", eligible, rr_round=rr_round, rng=rng)
+                    "after the cursor", rr_round=rr_round, rng=rng)
     if key_h is not None:
         chosen = min(eligible, key=lambda i: rank(key_h, services[i], i))
         return Pick(chosen, "rendezvous hashing: the least rank of the request key (weighted)",
-                    eligible, rr_round=rr_round, rng=rng)
+                    rr_round=rr_round, rng=rng)
     if family == "roundrobin":
         chosen, after = round_robin(services, eligible, cursor, rr_round)
         return Pick(chosen, f"weighted round robin, round {rr_round}: the first eligible service "
-                    "after the cursor with weight >= round", eligible, rr_round=after, rng=rng)
+                    "after the cursor with weight >= round", rr_round=after, rng=rng)
     if family == "sampled":
         rule = "two services drawn at random: the lower key, the first drawn on a tie"
         if drawn is None:
@@ -213,13 +212,13 @@ def pick(method: str, services: Sequence[Seen], exclude: Collection[str], cursor
             drawn, rng = draw_two(len(services), ok.__contains__, eligible[0], rng)
         first, second = (tuple(drawn) + (None, None))[:2]
         if first is None or any(d is not None and d not in eligible for d in (first, second)):
-            return Pick(None, rule, eligible, rr_round=rr_round, drawn=drawn, rng=rng)
-        return Pick(better_of_two(method, services, first, second), rule, eligible, rr_round=rr_round,
+            return Pick(None, rule, rr_round=rr_round, drawn=drawn, rng=rng)
+        return Pick(better_of_two(method, services, first, second), rule, rr_round=rr_round,
                     drawn=drawn, rng=rng)
     # the least-load family, and DOMAINHASH without a domain (LEASTCONNECTION's N)
     keys = {i: key_of(method, services[i]) for i in eligible}
     lowest = min(keys.values())
     tie = tuple(i for i in eligible if keys[i] == lowest)
     return Pick(first_after(tie, cursor), "the lowest key floor(N x 10000 / weight); ties: the first "
-                "after the cursor", eligible, tie=tie, rr_round=rr_round, rng=rng)
+                "after the cursor", tie=tie, rr_round=rr_round, rng=rng)
 
