@@ -49,7 +49,7 @@ def test_the_http_layer_ships_compiled_and_as_python():
 
 
 def test_no_build_leftovers():
-    leftovers = [f for f in installed_files() if f.startswith("leastload/") and f.endswith((".pyx", ".pxd", ".c"))]
+    leftovers = [f for f in installed_files() if f.startswith("leastload/") and f.endswith((".pyx", ".pxd", ".pxi", ".c"))]
     assert leftovers == []
 
 
