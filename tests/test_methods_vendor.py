@@ -143,12 +143,42 @@ def test_bad_metrics_are_refused_and_change_nothing(impl, metrics, error, messag
 
 
 # ---- the registry ----------------------------------------------------------------
+# Each row of leastload._methods says what a method is; both engines are held to it.
 
-def test_the_registry_is_the_c_method_table(c_impl):
-    from leastload import _engine
+ACTIVE_UNITS = ("active transactions", "active requests")
+
+
+@pytest.mark.parametrize("row", _methods.TABLE, ids=lambda row: row.name)
+def test_each_registry_row_is_what_the_engine_does(impl, row):
+    if not row.supported:
+        with pytest.raises(ValueError, match=row.name):
+            impl.VirtualServer(row.name)
+        return
+    vs = make(impl, row.name)
+    assert vs.method == row.name
+    # the unit: N in seconds is reported as a float, every other N as an int
+    assert isinstance(vs.load("S1"), float) == (row.unit == "seconds")
+    key = {"hash": "/same/url" if row.name == "URLHASH" else None}.get(row.family)
+    if row.name in _methods.NEEDS_KEY and row.name != "URLHASH":
+        with pytest.raises((TypeError, ValueError)):  # a hash method needs the request's key
+            vs.select()
+        return
+    for _ in range(5):
+        vs.begin("S1")  # S1 the busiest by open transactions
+    chosen = [vs.select(key=key) for _ in range(3)]
+    if row.family == "roundrobin":
+        assert chosen == ["S1", "S2", "S3"]  # open transactions do not matter
+    elif key is not None:
+        assert len(set(chosen)) == 1  # the key decides, not the load
+    elif row.unit in ACTIVE_UNITS:  # DOMAINHASH without a domain too: LEASTCONNECTION
+        assert "S1" not in chosen  # least open transactions (sampled: the lower of two draws)
+
+
+def test_a_c_table_other_than_the_registry_is_refused(c_impl):
     names = [m.name for m in sorted(_methods.TABLE, key=lambda m: m.value)]
     supported = [m.supported for m in sorted(_methods.TABLE, key=lambda m: m.value)]
-    _methods.check_against_c(names, supported)  # what the import did
+    _methods.check_against_c(names, supported)  # what importing the C engine did
     with pytest.raises(ImportError, match="does not match the Python registry"):
         _methods.check_against_c(names[::-1], supported)
-    assert _engine is not None and c_impl.VirtualServer("LRTM").method == "LRTM"
+    with pytest.raises(ImportError, match="does not match the Python registry"):
+        _methods.check_against_c(names, [not s for s in supported])
