@@ -83,8 +83,18 @@ STUB = next((p for p in STUB_PLACES if p.is_file()), STUB_PLACES[0])
 
 
 def stub_classes():
-    tree = ast.parse(STUB.read_text(encoding="utf-8"))
-    return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    """The stub's classes; one built on the interface (_interface.pyi, beside the stub)
+    carries the interface's members after its own."""
+    def classes(path):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    interface = classes(STUB.with_name("_interface.pyi"))
+    out = classes(STUB)
+    for node in out.values():
+        for base in node.bases:
+            if isinstance(base, ast.Name) and base.id in interface:
+                node.body = node.body + interface[base.id].body
+    return out
 
 
 def stub_params(fn):
@@ -111,7 +121,20 @@ def stub_members(node):
 
 def test_the_stub_exists_beside_the_extension():
     assert STUB.is_file(), STUB_PLACES
+    assert STUB.with_name("_interface.pyi").is_file()  # the engines' interface it builds on
     assert (STUB.parent / "py.typed").is_file()
+
+
+def test_the_stub_builds_on_the_interface():
+    """The engine's interface is declared once (_interface.pyi): the C stub adds only what
+    the C engine has besides, and declares nothing of the interface again."""
+    def members(path, name):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+        return {fn.name for fn in cls.body if isinstance(fn, ast.FunctionDef)}
+    interface = members(STUB.with_name("_interface.pyi"), "EngineAPI")
+    assert {"select", "acquire", "finish", "bind", "snapshot"} <= interface
+    assert members(STUB, "Engine") & interface == {"acquire"}  # narrowed to the C Transaction
 
 
 @pytest.mark.parametrize("cls,stub_name", [("VirtualServer", "Engine"), ("ManualClock", "ManualClock"),

@@ -5,14 +5,16 @@ fails that check; .ci/run also makes sure mypy reports exactly that call."""
 from typing import List, Optional, Tuple, Union
 
 import leastload
-from leastload import DuplicateService, ManualClock, NoServiceAvailable, TransactionEnded, UnknownService, VirtualServer
+from leastload import (DuplicateService, ManualClock, NoServiceAvailable, Transaction, TransactionEnded,
+                       UnknownService, VirtualServer)
 from leastload.reference import VirtualServer as ReferenceVirtualServer
 
 
 def one_request(vs: VirtualServer, tried: List[str]) -> Optional[str]:
     try:
         with vs.acquire(exclude=tried) as t:
-            t.record(bytes=512, packets=1)
+            handle: Transaction = t  # the public name of what acquire() returns
+            handle.record(bytes=512, packets=1)
             t.finish(ttfb=0.004, status=200)
             return t.service
     except NoServiceAvailable:

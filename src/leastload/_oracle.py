@@ -19,7 +19,7 @@ import math
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Literal, Collection, ContextManager, Dict, Optional, Tuple, Type, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Literal, Collection, ContextManager, Dict, Optional, Tuple, Type, TypeVar, Union, cast
 
 from ._errors import (STATES, active_overflow, advance_clock, bad_type, check_bool, check_cap, check_choice,
                       check_count, check_custom_metrics, check_exclude, check_method, check_name,
@@ -155,7 +155,14 @@ class _Service:
         self.peak = Estimate()  # PEAKEWMA: its latency estimate
 
 
-class Engine:
+
+if TYPE_CHECKING:  # mypy holds this engine to the interface the C engine's stub declares too
+    from ._interface import EngineAPI as _Interface
+else:
+    _Interface = object
+
+
+class Engine(_Interface):
     """One virtual server: bound services, the method, the window, the tie cursor."""
 
     _lock: "threading.RLock"
@@ -709,4 +716,5 @@ class Engine:
             "startup_rr_left": self._startup_rr_left,
             "services": [self._info(s) for s in self._services.values()],
         }
+
 
