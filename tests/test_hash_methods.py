@@ -72,6 +72,21 @@ def by_formula(seed, method, key):
     return EXPECTED_SERVICES[ranks.index(min(ranks))][0]
 
 
+def test_every_hash_method_of_the_registry_has_a_key_form(impl):
+    from leastload._methods import TABLE
+    hashed = [m.name for m in TABLE if m.family == "hash"]
+    assert list(_hash.HASH_METHODS) == hashed and set(_hash.KEY_FORMS) == set(hashed)
+    for method in hashed:  # and each engine picks by it: one key, one service, every time
+        vs = impl.VirtualServer(method, clock=impl.ManualClock(1.0))
+        for k in range(5):
+            vs.bind(f"S{k}")
+        key = {"SRCIPDESTIPHASH": (ipaddress.ip_address("10.0.0.1"), ipaddress.ip_address("10.0.0.2")),
+               "SRCIPSRCPORTHASH": (ipaddress.ip_address("10.0.0.1"), 4000),
+               "SOURCEIPHASH": ipaddress.ip_address("10.0.0.1"),
+               "DESTINATIONIPHASH": ipaddress.ip_address("10.0.0.1")}.get(method, "example.com/a/b")
+        assert len({vs.select(key=key) for _ in range(8)}) == 1, method
+
+
 def test_the_committed_mapping_is_the_reference_formula():
     data = json.loads(EXPECTED_FILE.read_text())
     assert data["services"] == [list(s) for s in EXPECTED_SERVICES]
