@@ -34,7 +34,7 @@ from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Iterab
 from . import tcpinfo, upstream
 from ._errors import NoServiceAvailable
 from .request_keys import Address, KeyRule, MissingKey, ip_or_none
-from .upstream import Backend
+from .upstream import Backend, Outcome
 from .tcpinfo import SegmentCounter
 
 # A transaction handle of either engine (the C engine's or the reference's: the same interface).
@@ -46,12 +46,28 @@ __all__ = ["Transport", "NoBackendAvailable", "Backend", "MissingKey"]
 MAX_TTFB = 3600.0  # the engine takes 0..3600 s; a longer wait (long polling) is charged as this
 NOT_A_FAILURE = 499  # "client closed request": ends a transaction the backend is not to blame for
 
-# Nothing reached the backend: any method may go to another one.
+# What the retry rule (upstream.after_attempt) is told of an error before the response headers:
+# Nothing reached the backend: Outcome.NOT_SENT.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
-# The connection broke before the response headers: the backend may have acted on the request.
+# The connection broke before the response headers, the backend may have acted on the request:
+# Outcome.NO_RESPONSE. (RemoteProtocolError is also what h11 raises for an unparsable head:
+# the transport cannot tell it from a close, unlike the proxy.)
 _BROKEN = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
-# Raised in this process, not by the backend: a full local pool, a malformed request.
+# Raised in this process, not by the backend: a full local pool, a malformed request:
+# Outcome.NOT_THE_BACKEND, like cancellation and any error that is not httpx's.
 _LOCAL = (httpx.PoolTimeout, httpx.LocalProtocolError, httpx.UnsupportedProtocol)
+# Every other httpx.TransportError (a read or write timeout, a proxy error): Outcome.FAILED.
+
+
+def _outcome_of(exc: BaseException) -> Outcome:
+    """The retry rule's Outcome for an error an attempt raised before the response headers."""
+    if isinstance(exc, _NOT_SENT):
+        return Outcome.NOT_SENT
+    if isinstance(exc, _BROKEN):
+        return Outcome.NO_RESPONSE
+    if isinstance(exc, httpx.TransportError) and not isinstance(exc, _LOCAL):
+        return Outcome.FAILED  # timed out waiting for the backend, or a proxy error
+    return Outcome.NOT_THE_BACKEND  # cancelled, interrupted, or an error of this process
 
 
 class NoBackendAvailable(httpx.ConnectError):
@@ -181,36 +197,32 @@ class Transport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         self._reap()
         exchange = _Exchange(self, request, self._key_of(request))
         inner = self._sync_transport()
-        attempts = self.retries + 1
-        for attempt in range(1, attempts + 1):
+        while True:  # at most retries + 1 attempts: failed() says when none is left
             t, backend = exchange.acquire()
             sent_at = time.perf_counter()
             try:
                 response = inner.handle_request(exchange.request_for(backend, _sync_trace))
             except BaseException as exc:
-                if exchange.failed(t, exc) and attempt < attempts:
+                if exchange.failed(t, exc):
                     continue
                 raise
             return exchange.respond(t, backend, response, sent_at, _SyncBody)
-        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self._reap()
         await self._look_up_async(request)
         exchange = _Exchange(self, request, self._key_of(request))
         inner = self._async_transport()
-        attempts = self.retries + 1
-        for attempt in range(1, attempts + 1):
+        while True:  # at most retries + 1 attempts: failed() says when none is left
             t, backend = exchange.acquire()
             sent_at = time.perf_counter()
             try:
                 response = await inner.handle_async_request(exchange.request_for(backend, _async_trace))
             except BaseException as exc:
-                if exchange.failed(t, exc) and attempt < attempts:
+                if exchange.failed(t, exc):
                     continue
                 raise
             return exchange.respond(t, backend, response, sent_at, _AsyncBody)
-        raise AssertionError("unreachable: the last attempt returns or raises")
 
     # ---- the request's key (hash methods) ------------------------------------------
 
@@ -332,11 +344,13 @@ class _RequestView:
 class _Exchange:
     """One caller's request across its attempts: its key, what was tried, the last error, the body."""
 
-    __slots__ = ("transport", "request", "key", "tried", "last_error", "replayable", "body", "sent_at")
+    __slots__ = ("transport", "request", "key", "tried", "last_error", "replayable", "body", "sent_at",
+                 "retries")
 
     def __init__(self, transport: Transport, request: httpx.Request, key: object = None) -> None:
         self.transport = transport
         self.request = request
+        self.retries = transport.retries  # as it was when the request came: other backends it may go to
         self.key = key  # the same on every attempt: a retry goes to the key's next choice
         self.tried: List[str] = []
         self.last_error: Optional[BaseException] = None
@@ -379,20 +393,21 @@ class _Exchange:
                              extensions=extensions)
 
     def failed(self, t: _Handle, exc: BaseException) -> bool:
-        """Ends the attempt's transaction after `exc`; True if another backend may be tried."""
-        if isinstance(exc, _NOT_SENT):
-            retry = True
-        elif isinstance(exc, _BROKEN):
-            retry = self.replayable and self.request.method in upstream.IDEMPOTENT
-        elif isinstance(exc, httpx.TransportError) and not isinstance(exc, _LOCAL):
-            retry = False  # timed out waiting for the backend, or a proxy error: not sent again
-        else:  # cancelled, interrupted, or an error of this process: not the backend's fault
+        """Ends the attempt's transaction after `exc`; True if another backend is to be tried.
+
+        The shared rule decides (upstream.after_attempt). What the transport passes that the
+        proxy does not: `replayable` (False for a one-shot body stream); reused=False (httpcore
+        does not say which connection an attempt used, so there is no same-backend resend).
+        """
+        verdict = upstream.after_attempt(_outcome_of(exc), self.request.method, replayable=self.replayable,
+                                         tried=len(self.tried) + 1, retries=self.retries)
+        if not verdict.failure:  # cancelled, interrupted, or an error of this process
             t.finish(status=NOT_A_FAILURE)
             return False
         t.fail()
         self.tried.append(t.service)
         self.last_error = exc
-        return retry
+        return verdict.retry
 
     def respond(self, t: _Handle, backend: Backend, response: httpx.Response, sent_at: float,
                 body_class: "Union[Type[_SyncBody], Type[_AsyncBody]]") -> httpx.Response:

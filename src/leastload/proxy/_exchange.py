@@ -14,14 +14,19 @@ The engine sees, per request:
     record(packets=...)         the backend socket's TCP_INFO segment delta at the end
     finish(ttfb, status)        request fully sent -> first response byte; the status
     fail()                      refused, reset, timed out or garbled: no response
+
+Whether an attempt that went wrong is the backend's failure, and whether the
+request goes on (to another backend, or to the same one on a new connection),
+is `upstream.after_attempt()`'s decision, the rule the httpx transport uses too;
+`on_outcome()` only says which `upstream.Outcome` the connection's outcome is.
 """
 
 import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
 
-from .. import NoServiceAvailable
-from ..upstream import IDEMPOTENT
+from .. import NoServiceAvailable, upstream
+from ..upstream import Outcome
 from . import _backend, _http1
 from ._health import is_local_error
 from ._http1 import error_response
@@ -33,9 +38,20 @@ if TYPE_CHECKING:
 
 CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: not the backend's fault
 
+# A backend connection's outcome (other than OK) for the retry rule. RESET without a
+# connection (refused, or not accepted in time) is Outcome.NOT_SENT instead.
+_OUTCOMES = {
+    _backend.RESET: Outcome.NO_RESPONSE,         # closed or reset before any response byte
+    _backend.TIMEOUT: Outcome.FAILED,            # 504
+    _backend.BAD_RESPONSE: Outcome.FAILED,       # unparsable before anything was passed on: 502
+    _backend.BROKEN: Outcome.FAILED,             # part of the answer is out: the client is closed
+    _backend.CLIENT_GONE: Outcome.NOT_THE_BACKEND,
+    _backend.CLIENT_STALLED: Outcome.NOT_THE_BACKEND,
+}
+
 
 class Request:
-    __slots__ = ("method", "payload", "keep_alive", "idempotent", "head_only", "http10", "key", "head")
+    __slots__ = ("method", "payload", "keep_alive", "head_only", "http10", "key", "head")
 
     def __init__(self, method: str, payload: _http1.Buffer, keep_alive: bool, http10: bool,
                  key: object = None, head: "Optional[_http1.RequestHead]" = None) -> None:
@@ -43,7 +59,6 @@ class Request:
         self.method = method
         self.payload = payload
         self.keep_alive = keep_alive
-        self.idempotent = method in IDEMPOTENT
         self.head_only = method == "HEAD"
         self.http10 = http10
         self.key = key  # what the vserver's hash method picks by (None for the other methods)
@@ -142,12 +157,13 @@ class Exchange:
         except (OSError, asyncio.TimeoutError) as exc:
             if is_local_error(exc):
                 # the proxy's own trouble (out of descriptors, ports, buffers): not the backend's
+                # (Outcome.NOT_THE_BACKEND: a finish that is not a failure, nothing sent again)
                 self.proxy.note_local_error("connect to backend", exc)
                 self.t.finish(status=CLIENT_CLOSED)
                 self._answer_error(503, "the proxy is out of resources")
                 return
             self.proxy.note_failure(self.t.service, exc)
-            self.on_outcome(_backend.RESET, None)
+            self.on_outcome(_backend.RESET, None)  # no connection: Outcome.NOT_SENT
             return
         if self.client.gone:
             self.t.finish(status=CLIENT_CLOSED)
@@ -193,25 +209,30 @@ class Exchange:
                 self._log(status, conn)
             client.exchange_done(self.request.keep_alive and not conn.reader.close_client)
             return
-        if outcome is _backend.CLIENT_GONE:
-            assert conn is not None  # the exchange was on it
-            t.finish(ttfb=conn.ttfb if conn.status else None, status=conn.status or CLIENT_CLOSED)
-            if self.began is not None:
-                self._log(conn.status or CLIENT_CLOSED, conn)
-            client.exchange_done(False)
-            return
-        if outcome is _backend.CLIENT_STALLED:  # the client's fault: the 499 finish, never a failure
-            t.finish(status=CLIENT_CLOSED)
-            if self.began is not None:
-                self._log(CLIENT_CLOSED, conn)
-            client.exchange_done(False)
-            return
-        if outcome is _backend.RESET and self.reused and self.request.idempotent and not client.gone:
+        # The shared rule (upstream.after_attempt). The proxy reads a whole request before
+        # sending it, so it can always send it again; `wanted`: the client is still there.
+        verdict = upstream.after_attempt(
+            Outcome.NOT_SENT if conn is None else _OUTCOMES[outcome], self.request.method,
+            replayable=True, tried=len(self.tried) + 1, retries=proxy.retries,
+            reused=self.reused, wanted=not client.gone)
+        if verdict.reconnect:
             # A pooled connection the backend had just closed: once more on a new connection,
             # same backend, same transaction; not the backend's failure.
             self.counters.stale += 1
             self.reused = False
             client.loop.create_task(self._connect(proxy.pools[name]))
+            return
+        if not verdict.failure:  # the client left or stopped reading: never the backend's failure
+            assert conn is not None  # the exchange was on it
+            if outcome is _backend.CLIENT_GONE:  # finished with the status passed on, if one was
+                t.finish(ttfb=conn.ttfb if conn.status else None, status=conn.status or CLIENT_CLOSED)
+                if self.began is not None:
+                    self._log(conn.status or CLIENT_CLOSED, conn)
+            else:  # CLIENT_STALLED: the 499 finish
+                t.finish(status=CLIENT_CLOSED)
+                if self.began is not None:
+                    self._log(CLIENT_CLOSED, conn)
+            client.exchange_done(False)
             return
         self.counters.failures += 1
         if conn is not None:
@@ -220,9 +241,7 @@ class Exchange:
                 conn.transport.abort()
         t.fail()
         self.tried.append(name)
-        # nothing sent (no connection) or an idempotent request reset before any answer: try another
-        retry = outcome is _backend.RESET and (conn is None or self.request.idempotent)
-        if retry and len(self.tried) <= proxy.retries and not client.gone:
+        if verdict.retry:
             self.counters.retries += 1
             self.retried += 1
             self.start()
