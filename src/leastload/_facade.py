@@ -17,15 +17,17 @@ times (ramp boundaries, ejection ends) sit in one heap with lazy deletion.
 """
 
 import heapq
+import inspect
 import math
+import textwrap
 from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Tuple, Union
 
-from ._errors import (MAX_EJECTION_TIME, STATES, NoServiceAvailable, bad_type, bad_value, check_bool, check_choice,
-                      check_ejection_percent, check_ejection_time, check_exclude, check_method,
-                      check_outlier_failures, check_peakewma_decay, check_startup_rr_factor, check_window_seconds)
+from ._errors import (MAX_EJECTION_TIME, STATES, NoServiceAvailable, bad_type, bad_value, check_choice,
+                      check_exclude, check_peakewma_decay)
 from ._hash import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN, HASH_METHODS,
-                    KeySettings, check_hash_seed, check_hashlength, check_netmask, check_v6netmasklen)
+                    KeySettings, check_netmask)
 from ._explain import Explanation, explain as explain_last_pick
+from ._settings import SETTABLE, SETTING, SETTINGS, check_rate, check_settings
 from ._show import ServiceView, VServerView
 from ._types import Clock, Info, Totals
 
@@ -34,7 +36,6 @@ if TYPE_CHECKING:  # what the facade uses of the engine it is mixed in before (C
 else:
     _EngineBase = object
 
-UNITS = ("PER_SECOND", "PERCENT")
 MAX_INCREMENTS = 200  # the vendor leaves automated slow start after 200 increments
 NO_TRAFFIC_INTERVALS = 3  # ... or after three successive intervals without traffic
 
@@ -71,29 +72,7 @@ class _Ramp:
         self.quiet = 0                  # successive intervals without traffic
 
 
-def _check_settings(rate: object, unit: object, interval: object) -> Tuple[int, str, int]:
-    if isinstance(rate, bool) or not isinstance(rate, int):
-        raise bad_type("new_service_request", rate, "an int")
-    unit = check_choice("new_service_request_unit", unit, UNITS)
-    limit = 100 if unit == "PERCENT" else 0xFFFFFFFE
-    if not 0 <= rate <= limit:
-        raise bad_value("new_service_request", rate, f"an int in 0..{limit} ({unit})")
-    if isinstance(interval, bool) or not isinstance(interval, int):
-        raise bad_type("new_service_request_increment_interval", interval, "an int (seconds)")
-    if not 0 <= interval <= 86400:
-        raise bad_value("new_service_request_increment_interval", interval, "an int in 0..86400 (seconds)")
-    return int(rate), unit, int(interval)
-
-
 _Timer = Tuple[float, int, str, Union[_Ramp, _Outlier]]
-
-
-def _check_hash_settings(netmask: object, v6netmasklen: object, hashlength: object,
-                         hash_seed: object) -> Tuple[str, KeySettings, int]:
-    text, mask = check_netmask(netmask)
-    key_settings = KeySettings(mask, check_v6netmasklen(v6netmasklen),
-                                     check_hashlength(hashlength))
-    return text, key_settings, check_hash_seed(hash_seed)
 
 
 class VirtualServerFacade(_EngineBase):
@@ -109,24 +88,21 @@ class VirtualServerFacade(_EngineBase):
                  netmask: object = DEFAULT_NETMASK, v6netmasklen: int = DEFAULT_V6NETMASKLEN,
                  hashlength: int = DEFAULT_HASHLENGTH, hash_seed: int = DEFAULT_HASH_SEED,
                  peakewma_decay: float = 10.0) -> None:
-        settings = _check_settings(new_service_request, new_service_request_unit,
-                                   new_service_request_increment_interval)
-        window = check_window_seconds(window_seconds)
-        outlier = (check_outlier_failures(outlier_failures),
-                   check_ejection_time(outlier_ejection_time),
-                   check_ejection_percent(outlier_max_ejection_percent))
-        if type(name) is not str:
-            raise bad_type("name", name, "a str")
-        hashing = _check_hash_settings(netmask, v6netmasklen, hashlength, hash_seed)
-        decay_us = check_peakewma_decay(peakewma_decay)
-        super().__init__(method, clock, startup_rr_factor=startup_rr_factor, rtsp_nat=rtsp_nat)
-        self._netmask, self._key_settings, self._hash_seed = hashing
+        given = locals()  # the keywords above are the table's settings (test_settings_table holds them to it)
+        v = check_settings({s.name: given[s.name] for s in SETTINGS})  # everything checked first
+        check_rate(v["new_service_request"], v["new_service_request_unit"])
+        super().__init__(v["method"], clock, startup_rr_factor=v["startup_rr_factor"], rtsp_nat=v["rtsp_nat"])
+        self._netmask: str = v["netmask"]
+        self._key_settings = KeySettings(check_netmask(v["netmask"])[1], v["v6netmasklen"], v["hashlength"])
+        self._hash_seed: int = v["hash_seed"]
         self._set_hash_settings(self._key_settings, self._hash_seed)
         self._seed_draws(self._hash_seed)  # hash_seed also seeds P2C's draws
-        self._peakewma_decay = float(peakewma_decay)
-        self._set_peak_decay(decay_us)
-        self.name = name  #: the vserver's name, shown by show()
-        self._rate, self._unit, self._interval = settings
+        self._peakewma_decay: float = v["peakewma_decay"]
+        self._set_peak_decay(check_peakewma_decay(self._peakewma_decay))
+        self.name: str = v["name"]  #: the vserver's name, shown by show()
+        self._rate: int = v["new_service_request"]
+        self._unit: str = v["new_service_request_unit"]
+        self._interval: int = v["new_service_request_increment_interval"]
         self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
         self._outliers: Dict[str, _Outlier] = {}  # for the services ever ejected since bind
         self._timers: List[_Timer] = []  # heap of (time, seq, name, _Ramp or _Outlier); stale entries skipped
@@ -135,116 +111,90 @@ class VirtualServerFacade(_EngineBase):
         self.slow_start_exits: List[Tuple[float, str, str]] = []
         # (time, service, what): ejections, returns, ejections refused
         self.outlier_events: List[Tuple[float, str, str]] = []
-        self._outlier_k, self._ejection_time, self._max_ejection_percent = outlier
+        self._outlier_k: int = v["outlier_failures"]
+        self._ejection_time: float = v["outlier_ejection_time"]
+        self._max_ejection_percent: int = v["outlier_max_ejection_percent"]
         self._set_outlier_failures(self._outlier_k)
-        if window != 14:
-            self._set_window(window)
+        if v["window_seconds"] != 14:
+            self._set_window(v["window_seconds"])
 
-    # ---- settings --------------------------------------------------------
+    # ---- settings (their docs: the table, _settings.SETTINGS) ---------------
 
     @property
     def new_service_request(self) -> int:
-        """Slow start's step: requests per second, or a percentage (0: slow start off)."""
         return self._rate
 
     @property
     def new_service_request_unit(self) -> str:
-        """"PER_SECOND" or "PERCENT"."""
         return self._unit
 
     @property
     def new_service_request_increment_interval(self) -> int:
-        """Seconds between slow-start steps (0: manual mode)."""
         return self._interval
 
     @property
     def outlier_failures(self) -> int:
-        """Failures in a row that eject a service (0: ejection off)."""
         return self._outlier_k
 
     @property
     def outlier_ejection_time(self) -> float:
-        """Seconds of the first ejection; each repeat adds as much, up to 300."""
         return self._ejection_time
 
     @property
     def outlier_max_ejection_percent(self) -> int:
-        """At most this share of the bound services is ejected at once."""
         return self._max_ejection_percent
 
     @property
     def netmask(self) -> str:
-        """Hash methods: the IPv4 mask applied to addresses before hashing."""
         return self._netmask
 
     @property
     def v6netmasklen(self) -> int:
-        """Hash methods: the IPv6 prefix length kept before hashing (0..128)."""
         return self._key_settings.v6len
 
     @property
     def hashlength(self) -> int:
-        """URLHASH, DOMAINHASH: the leading bytes hashed (1..4096)."""
         return self._key_settings.hashlength
 
     @property
     def hash_seed(self) -> int:
-        """Hash methods: the XXH64 seed of the request keys (0..2**64-1)."""
         return self._hash_seed
 
     @property
     def peakewma_decay(self) -> float:
-        """PEAKEWMA: seconds for the latency estimate to decay to 1/e (default 10)."""
         return self._peakewma_decay
 
     def set(self, **settings: Any) -> None:
         """Changes settings of a running vserver, like `set lb vserver`.
 
-        Accepts method, new_service_request, new_service_request_unit,
-        new_service_request_increment_interval, startup_rr_factor, rtsp_nat,
-        outlier_failures, outlier_ejection_time, outlier_max_ejection_percent,
-        window_seconds, the hash methods' netmask, v6netmasklen, hashlength and
-        hash_seed, and peakewma_decay. Everything is checked before anything changes.
+        Accepts every setting of the settings table but name (leastload._settings,
+        the table in docs/api.md). Everything is checked before anything changes.
         """
-        known = {"method", "new_service_request", "new_service_request_unit",
-                 "new_service_request_increment_interval", "startup_rr_factor", "rtsp_nat",
-                 "outlier_failures", "outlier_ejection_time", "outlier_max_ejection_percent",
-                 "window_seconds", "netmask", "v6netmasklen", "hashlength", "hash_seed",
-                 "peakewma_decay"}
         for key in settings:
-            if key not in known:
+            if key not in SETTABLE:
                 raise TypeError(f"set() got an unknown setting {key!r}")
-        rate, unit, interval = _check_settings(
-            settings.get("new_service_request", self._rate),
-            settings.get("new_service_request_unit", self._unit),
-            settings.get("new_service_request_increment_interval", self._interval))
-        if "method" in settings:
-            check_method(settings["method"])
-        if "startup_rr_factor" in settings:
-            check_startup_rr_factor(settings["startup_rr_factor"])
-        if "rtsp_nat" in settings:
-            check_bool("rtsp_nat", settings["rtsp_nat"])
-        if "window_seconds" in settings:
-            check_window_seconds(settings["window_seconds"])
-        decay_us = check_peakewma_decay(settings.get("peakewma_decay", self._peakewma_decay))
-        outlier_k = check_outlier_failures(settings.get("outlier_failures", self._outlier_k))
-        ejection_time = check_ejection_time(settings.get("outlier_ejection_time", self._ejection_time))
-        percent = check_ejection_percent(
-            settings.get("outlier_max_ejection_percent", self._max_ejection_percent))
-        hashing = _check_hash_settings(settings.get("netmask", self._netmask),
-                                       settings.get("v6netmasklen", self._key_settings.v6len),
-                                       settings.get("hashlength", self._key_settings.hashlength),
-                                       settings.get("hash_seed", self._hash_seed))
+        v = check_settings(settings)
+        rate = v.get("new_service_request", self._rate)
+        unit = v.get("new_service_request_unit", self._unit)
+        interval = v.get("new_service_request_increment_interval", self._interval)
+        check_rate(rate, unit)
+        outlier_k = v.get("outlier_failures", self._outlier_k)
+        ejection_time = v.get("outlier_ejection_time", self._ejection_time)
+        percent = v.get("outlier_max_ejection_percent", self._max_ejection_percent)
+        netmask = v.get("netmask", self._netmask)
+        key_settings = KeySettings(check_netmask(netmask)[1], v.get("v6netmasklen", self._key_settings.v6len),
+                                   v.get("hashlength", self._key_settings.hashlength))
         with self.atomic():
             now = self.now() if (self._ramps or self._outliers) else None
-            self._netmask, self._key_settings, self._hash_seed = hashing
+            self._netmask, self._key_settings = netmask, key_settings
+            self._hash_seed = v.get("hash_seed", self._hash_seed)
             self._set_hash_settings(self._key_settings, self._hash_seed)
-            if "hash_seed" in settings:  # given: P2C's draws start over from it
+            if "hash_seed" in v:  # given: P2C's draws start over from it
                 self._seed_draws(self._hash_seed)
-            if "peakewma_decay" in settings:
-                self._peakewma_decay = float(settings["peakewma_decay"])
-                self._set_peak_decay(decay_us)
-            self._apply_settings(settings, rate, unit, interval, now)
+            if "peakewma_decay" in v:
+                self._peakewma_decay = v["peakewma_decay"]
+                self._set_peak_decay(check_peakewma_decay(self._peakewma_decay))
+            self._apply_settings(v, rate, unit, interval, now)
             self._outlier_k, self._ejection_time, self._max_ejection_percent = outlier_k, ejection_time, percent
             self._set_outlier_failures(outlier_k)
             if outlier_k == 0:  # ejection off: every ejected service returns now
@@ -576,7 +526,14 @@ class VirtualServerFacade(_EngineBase):
             new_service_request_increment_interval=self._interval,
             startup_rr_factor=self.startup_rr_factor, startup_rr_left=self.startup_rr_left,
             services=tuple(services),
-            hashing=(f"netmask {self._netmask}, v6netmasklen {self._key_settings.v6len}, "
-                     f"hashlength {self._key_settings.hashlength}, hash_seed {self._hash_seed}"
+            hashing=(", ".join(f"{s.name} {getattr(self, s.name)}" for s in SETTINGS if s.methods == HASH_METHODS)
                      if self.method in HASH_METHODS else None),
-            peakewma_decay=self._peakewma_decay if self.method == "PEAKEWMA" else None)
+            peakewma_decay=self._peakewma_decay if self.method in SETTING["peakewma_decay"].methods else None)
+
+
+for _setting in SETTINGS:  # the properties' docs, and set()'s list of names, from the table
+    _prop = VirtualServerFacade.__dict__.get(_setting.name)
+    if isinstance(_prop, property):
+        _prop.__doc__ = _setting.doc
+VirtualServerFacade.set.__doc__ = (inspect.cleandoc(VirtualServerFacade.set.__doc__ or "") + "\n\nSettings: "
+                                   + textwrap.fill(", ".join(SETTABLE) + ".", 72) + "\n")

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .._settings import UNITS as UNITS  # new_service_request_unit's, from the settings table
+
 # The vendor's load-balancing methods. The engine implements some of them
 # (leastload._errors.METHODS); the others are kept in the model and printed
 # back, and building an engine from them is a clear error.
@@ -28,7 +30,6 @@ SERVICE_TYPES = (
     "LOGSTREAM", "MONGO", "MONGO_TLS", "MQTT", "MQTT_TLS", "QUIC_BRIDGE", "HTTP_QUIC",
 )
 
-UNITS = ("PER_SECOND", "PERCENT")
 SERVICE_STATES = ("ENABLED", "DISABLED")
 
 # Ranges of the vendor's CLI (and the engine's, where they are narrower).

@@ -28,6 +28,7 @@ import time
 from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Set, Tuple
 
 from .._methods import METHODS
+from .._settings import SETTING, SETTINGS, UNITS, flag_dest
 from ..upstream import parse_host_port
 from ..config import ConfigError
 from ..ctl import read_token
@@ -78,6 +79,17 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _setting_flag(group: Any, name: str, **kw: Any) -> None:
+    """The flag of the vserver setting `name`: its flag, default and help from the settings table;
+    `kw`: this command's type, metavar, choices, or another default (None: the engine's)."""
+    setting = SETTING[name]
+    kw.setdefault("default", setting.default)
+    if setting.flag_help is not None:
+        kw["help"] = setting.flag_help.format(default=setting.default if kw["default"] is None else kw["default"])
+    assert setting.flag is not None
+    group.add_argument(setting.flag, **kw)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="leastload proxy",
@@ -87,8 +99,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--listen", type=_host_port, default=("127.0.0.1", 8080), metavar="HOST:PORT",
                    help="where clients connect (default 127.0.0.1:8080; port 0: any free port)")
-    p.add_argument("--method", default="LEASTCONNECTION", choices=METHODS, metavar="METHOD",
-                   help="load-balancing method: " + ", ".join(METHODS) + " (default LEASTCONNECTION)")
+    _setting_flag(p, "method", choices=METHODS, metavar="METHOD")
     p.add_argument("--backend", action="append", metavar="NAME=HOST:PORT[:WEIGHT]",
                    help="a backend (repeat for each); weight 1..100, default 1")
     p.add_argument("--config", metavar="FILE",
@@ -99,14 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--token-header", metavar="NAME",
                    help="TOKEN: the request header whose value is the token (needed with --method TOKEN; "
                         "a request without it hashes its client's address)")
-    g.add_argument("--hash-length", type=int, metavar="N",
-                   help="URLHASH, DOMAINHASH: bytes of the URL or domain hashed (1..4096, default 80)")
-    g.add_argument("--netmask", metavar="MASK",
-                   help="IP hash methods: IPv4 addresses masked with this first (default 255.255.255.255)")
-    g.add_argument("--v6-netmask-length", type=int, metavar="BITS",
-                   help="IP hash methods: IPv6 prefix length kept (0..128, default 128)")
-    g.add_argument("--hash-seed", type=int, metavar="N",
-                   help="seed of every hash method: another seed, another mapping (default 0)")
+    # the hash flags default to None: not given, the engine's default (the help shows it)
+    _setting_flag(g, "hashlength", type=int, metavar="N", default=None)
+    _setting_flag(g, "netmask", metavar="MASK", default=None)
+    _setting_flag(g, "v6netmasklen", type=int, metavar="BITS", default=None)
+    _setting_flag(g, "hash_seed", type=int, metavar="N", default=None)
     g = p.add_argument_group("requests")
     g.add_argument("--retries", type=int, default=2,
                    help="tries on other backends after a refused or reset connection (default 2)")
@@ -148,19 +156,14 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--health-fall", type=int, default=3, metavar="N", help="failed probes in a row for DOWN (default 3)")
     g.add_argument("--health-rise", type=int, default=1, metavar="N", help="passed probes in a row for UP (default 1)")
     g = p.add_argument_group("passive ejection")
-    g.add_argument("--outlier-failures", type=int, default=5, metavar="K",
-                   help="failures in a row that eject a backend (default 5; 0: off)")
-    g.add_argument("--outlier-ejection-time", type=float, default=30, metavar="SECONDS",
-                   help="ejection length, times the ejection count, capped at 300 (default 30)")
-    g.add_argument("--outlier-max-ejection-percent", type=int, default=50, metavar="P",
-                   help="at most this share of the backends ejected at once (default 50)")
+    _setting_flag(g, "outlier_failures", type=int, default=5, metavar="K")  # the proxy ejects by default
+    _setting_flag(g, "outlier_ejection_time", type=float, metavar="SECONDS")
+    _setting_flag(g, "outlier_max_ejection_percent", type=int, metavar="P")
     g = p.add_argument_group("slow start (a backend that comes back UP after DOWN)")
-    g.add_argument("--new-service-request", type=int, default=0, metavar="N",
-                   help="requests (per second, or percent) a new backend gets (default 0: off)")
-    g.add_argument("--new-service-request-unit", choices=("PER_SECOND", "PERCENT"), default="PER_SECOND")
-    g.add_argument("--new-service-request-increment-interval", type=int, default=0, metavar="SECONDS",
-                   help="0: manual slow start; else the automated ramp's step (default 0)")
-    g.add_argument("--startup-rr-factor", type=int, default=0, metavar="N")
+    _setting_flag(g, "new_service_request", type=int, metavar="N")
+    _setting_flag(g, "new_service_request_unit", choices=UNITS)
+    _setting_flag(g, "new_service_request_increment_interval", type=int, metavar="SECONDS")
+    _setting_flag(g, "startup_rr_factor", type=int, metavar="N")
     g = p.add_argument_group("running")
     g.add_argument("--admin", type=_admin_address, default=None, metavar="[HOST:]PORT",
                    help="the admin port: status, /metrics, /healthz, the runtime API (default: off; a bare "
@@ -184,8 +187,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # what a config file says for a vserver: the flags that would say it too are refused beside --config
-FILE_FLAGS = ("--method", "--hash-length", "--netmask", "--new-service-request", "--new-service-request-unit",
-              "--new-service-request-increment-interval")
+FILE_FLAGS = tuple(s.flag for s in SETTINGS if s.netscaler and s.flag)
 # the TOML form's [proxy] keys that are flags of their own (the file's value unless the flag is given)
 PROXY_TABLE_FLAGS = ("retries", "connect_timeout", "timeout", "client_timeout", "header_timeout", "body_timeout",
                      "max_body", "max_request_line", "max_header_size", "max_headers", "max_connections",
@@ -213,9 +215,7 @@ def _apply_proxy_table(args: argparse.Namespace, table: Dict[str, object], given
 
 def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
     """Every Proxy keyword the flags give, but the backends, the method and the listen address."""
-    hashing = {setting: value for setting, value in (
-        ("hashlength", args.hash_length), ("netmask", args.netmask), ("v6netmasklen", args.v6_netmask_length),
-        ("hash_seed", args.hash_seed)) if value is not None}
+    flags = {s.name: getattr(args, flag_dest(s)) for s in SETTINGS if s.flag and s.name != "method"}
     return dict(
         retries=args.retries,
         connect_timeout=args.connect_timeout, timeout=args.timeout, client_timeout=args.client_timeout,
@@ -226,12 +226,8 @@ def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
         health_path=args.health_path, health_interval=args.health_interval,
         health_timeout=args.health_timeout, health_fall=args.health_fall, health_rise=args.health_rise,
         admin=args.admin, admin_token=args.admin_token, reuse_port=args.reuse_port,
-        outlier_failures=args.outlier_failures,
-        outlier_ejection_time=args.outlier_ejection_time,
-        outlier_max_ejection_percent=args.outlier_max_ejection_percent,
-        new_service_request=args.new_service_request, new_service_request_unit=args.new_service_request_unit,
-        new_service_request_increment_interval=args.new_service_request_increment_interval,
-        startup_rr_factor=args.startup_rr_factor, token_header=args.token_header, **hashing)
+        token_header=args.token_header,
+        **{name: value for name, value in flags.items() if value is not None})  # None: a hash flag not given
 
 
 def _proxy_from(args: argparse.Namespace) -> Proxy:
@@ -242,8 +238,7 @@ def _gateway_from(args: argparse.Namespace, listen: Optional[Tuple[str, int]]) -
     """The config's vservers, with the flags' settings but the vserver's own (method, slow start,
     hash options: the file's); the admin port is the gateway's, not one vserver's."""
     settings = _proxy_settings(args)
-    for key in ("admin", "admin_token", "new_service_request", "new_service_request_unit",
-                "new_service_request_increment_interval", "hashlength", "netmask"):
+    for key in ("admin", "admin_token", *(s.name for s in SETTINGS if s.netscaler)):
         settings.pop(key, None)
     return Gateway(args.config, listen=listen, settings=settings)
 
