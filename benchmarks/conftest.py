@@ -1,4 +1,4 @@
-"""pytest-benchmark suites: each row of the C engine [c] beside the reference [python].
+"""pytest-benchmark suites: each row of the C engine [c-extension] beside the reference [pure-python].
 
 Not part of the default test run (pyproject's testpaths is ["tests"]):
 
@@ -9,17 +9,13 @@ Not part of the default test run (pyproject's testpaths is ["tests"]):
 
 The states measured come from leastload.bench.cases, shared with
 `python -m leastload bench`. Groups are split by n, so each table compares
-the two engines at one size.
+the two engines at one size. The engines (`impl`: [c-extension] and
+[pure-python], `c_impl`) are the repository's conftest.py's, shared with tests/.
 """
-import importlib
 import os
 from collections import defaultdict
 
 import pytest
-
-# As in tests/: the suite picks its engines itself, so the package's chooser is
-# pointed at the reference; a missing C engine then fails the [c] rows only.
-os.environ.setdefault("LEASTLOAD_IMPLEMENTATION", "python")
 
 QUICK = os.environ.get("LEASTLOAD_BENCH_QUICK", "").strip() not in ("", "0")
 SIZES = (3, 64) if QUICK else (3, 64, 1024, 16384, 262144)
@@ -27,26 +23,6 @@ if os.environ.get("LEASTLOAD_BENCH_SIZES"):  # e.g. "3,64,10000"
     SIZES = tuple(int(x) for x in os.environ["LEASTLOAD_BENCH_SIZES"].split(","))
 # One reference operation scans every service: about half a second at 262144.
 REFERENCE_MAX_N = 16384
-
-
-def _c_engine():
-    try:
-        return importlib.import_module("leastload._native")
-    except ImportError as exc:  # a broken build must never pass for the reference
-        pytest.fail(f"the C engine leastload._native cannot be imported: {exc}", pytrace=False)
-
-
-@pytest.fixture(scope="session", params=["c", "python"])
-def impl(request):
-    """The implementation module: the C engine or the pure-Python reference."""
-    if request.param == "c":
-        return _c_engine()
-    return importlib.import_module("leastload.reference")
-
-
-@pytest.fixture(scope="session")
-def c_impl():
-    return _c_engine()
 
 
 @pytest.fixture(params=SIZES, ids=lambda n: f"n={n}")

@@ -39,7 +39,7 @@ most 64 MiB written by an endless attack, 8 x 15 MiB by the pipelined POSTs,
 200,000 GETs); every connection it opened is aborted when it ends, and every
 process started is stopped (SIGTERM, then SIGKILL, to its process group).
 
-The tests (tests/test_proxy_hostile.py) import this module by its path and
+The tests (tests/proxy/test_proxy_hostile.py) import this module by its path and
 run each attack against the leastload proxy with 1 and with 2 workers, with
 short timeouts (2 s). Run as a script, it runs them against leastload and
 HAProxy 2.6 (`balance leastconn`, `timeout http-request`, `option

@@ -1,4 +1,4 @@
-"""A whole trace replayed: replay() takes the C fast path for [c], the per-call driver for [python]."""
+"""A whole trace replayed: replay() takes the C fast path for [c-extension], the per-call driver for [pure-python]."""
 import pytest
 
 from leastload.bench import cases

@@ -2,7 +2,7 @@
  * ll_xxh64.h - XXH64, the 64-bit xxHash, written from its published
  * specification (the xxHash repository's doc/xxhash_spec.md). Byte order
  * is fixed (input words read little-endian), so a result is the same on
- * every platform; tests/test_hash_function.py checks the published vectors.
+ * every platform; tests/hashing/test_hash_function.py checks the published vectors.
  */
 #ifndef LL_XXH64_H
 #define LL_XXH64_H

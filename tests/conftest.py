@@ -1,60 +1,16 @@
-"""One suite for both engines: the `impl` fixture is the C extension or the reference.
-
-Tests take classes from the fixture (`impl.VirtualServer`, `impl.ManualClock`)
-and exceptions from `leastload._errors`, which both engines share.
+"""The test suite's own fixtures: the proxy's HTTP/1.1 layer (compiled and pure) and
+backend processes. The engines (`impl`, `c_impl`, `ref_impl`) come from the
+repository's conftest.py, shared with the benchmarks. Tests are in folders by
+layer (engine, hashing, net, proxy, integrations, sim, config, cli, package);
+the helpers they share (servers.py, keyed_backends.py, rogue_backend.py, data/)
+stay here.
 """
 import importlib
 import os
 
 import pytest
 
-NO_C = "--no-c-extensions"
-
-
-def pytest_addoption(parser):
-    parser.addoption(NO_C, action="store_true", default=False,
-                     help="skip the C-extension half of the suite (the reference alone is tested)")
-
-
-def pytest_configure(config):
-    # Importing any leastload module runs the package's chooser, which by default
-    # demands the C engine. The suite picks its engines itself (the fixtures
-    # below), so the chooser is pointed at the reference: a missing C engine then
-    # fails the c-extension tests, not the import of the reference as well.
-    os.environ.setdefault("LEASTLOAD_IMPLEMENTATION", "python")
-
-
-def pytest_report_header(config):
-    if config.getoption(NO_C):
-        return "leastload: C-extension tests skipped (--no-c-extensions)"
-    return None
-
-
-def load_c_extension(config):
-    """The C engine's module; skips under --no-c-extensions, fails if it cannot be imported."""
-    if config.getoption(NO_C):
-        pytest.skip("C-extension tests disabled by --no-c-extensions")
-    try:
-        return importlib.import_module("leastload._native")
-    except ImportError as exc:  # a broken build must never pass for the reference
-        pytest.fail(f"the C engine leastload._native cannot be imported: {exc}", pytrace=False)
-
-
-@pytest.fixture(scope="session", params=["c-extension", "pure-python"])
-def impl(request):
-    if request.param == "c-extension":
-        return load_c_extension(request.config)
-    return importlib.import_module("leastload.reference")
-
-
-@pytest.fixture(scope="session")
-def c_impl(request):
-    return load_c_extension(request.config)
-
-
-@pytest.fixture(scope="session")
-def ref_impl():
-    return importlib.import_module("leastload.reference")
+NO_C = "--no-c-extensions"  # the option the repository's conftest.py adds
 
 
 # ---- the proxy's HTTP/1.1 layer: compiled and pure -------------------------------------------
@@ -109,8 +65,8 @@ def load_pure_http1():
 
 @pytest.fixture(scope="module", params=["compiled", "python"])
 def http1(request):
-    """The proxy's HTTP/1.1 layer, once compiled and once pure: tests/test_http1.py and
-    tests/test_http1_fuzz.py run against both."""
+    """The proxy's HTTP/1.1 layer, once compiled and once pure: tests/proxy/test_http1.py and
+    tests/proxy/test_http1_fuzz.py run against both."""
     if request.param == "compiled":
         return load_compiled_http1(request.config)
     return load_pure_http1()

@@ -2,14 +2,14 @@
 
     python tools/count_differential_steps.py [examples]
 
-Runs tests/test_differential.py's machine with an extra invariant that counts
+Runs tests/engine/test_differential.py's machine with an extra invariant that counts
 steps (invariants run once after initialize and once after every rule).
 """
 import collections
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "engine"))
 
 import test_differential as td  # noqa: E402
 from hypothesis import settings  # noqa: E402

@@ -3,7 +3,7 @@
 The reference engine (leastload.reference) picks with these functions, and
 vs.explain() applies the same functions to the state it reads back from
 either engine, so the two cannot tell different stories. The C core
-(csrc/) is the only other copy; tests/test_differential.py holds it to
+(csrc/) is the only other copy; tests/engine/test_differential.py holds it to
 this one.
 
 A pick sees the bound services in bind order as `Seen` records; positions

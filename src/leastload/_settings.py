@@ -7,7 +7,7 @@ methods it matters to (show() prints it only for those), whether set() takes
 it, the NetScaler `set lb vserver` option that says it in a config, and the
 proxy's flag with that flag's help ({default} is filled in with the flag's
 default). The facade's __init__ keeps its explicit keywords (the public
-signature); tests/test_settings_table.py holds them to this table.
+signature); tests/engine/test_settings_table.py holds them to this table.
 """
 
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple

@@ -2,7 +2,7 @@
 """The proxy's HTTP/1.1 without I/O: bytes in, events and bytes out (RFC 9112).
 
 Nothing here touches a socket or a clock, so every limit and framing rule
-can be tested by feeding bytes (tests/test_http1.py, and a fuzz target in tests/test_http1_fuzz.py).
+can be tested by feeding bytes (tests/proxy/test_http1.py, and a fuzz target in tests/proxy/test_http1_fuzz.py).
 
 - `RequestReader`: a client's byte stream -> one checked request at a time
   (`next_event()`: HEAD, then COMPLETE with the body buffered, or ERROR with

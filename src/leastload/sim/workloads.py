@@ -22,7 +22,7 @@ One definition each, here, of what the replay must agree on:
   trace checks and the per-call replay (leastload.sim.replay) call it. The C
   replay (csrc/ll_replay.c, ttfb_of) writes the same expression in the same
   order, built without FMA contraction, so it computes the same double;
-  tests/test_replay.py holds the two to equal bits on random inputs.
+  tests/engine/test_replay.py holds the two to equal bits on random inputs.
 - The event kinds (DOWN ... UNBIND, EVENT_KINDS) are defined here and
   nowhere else: leastload.sim.replay imports them. C has no copy to keep in
   step: the C replay never reads an event kind, it stops at the next event's

@@ -13,7 +13,7 @@ import pytest
 
 from leastload import _hash
 
-VECTORS = json.loads((pathlib.Path(__file__).parent / "data" / "xxh64_vectors.json").read_text())
+VECTORS = json.loads((pathlib.Path(__file__).parents[1] / "data" / "xxh64_vectors.json").read_text())
 
 
 def sanity_buffer(length):

@@ -33,7 +33,7 @@ if not sys.platform.startswith("linux"):
 
 def _attacks_module():
     """benchmarks/proxy_attacks.py, by its path (the benchmark runs the same attacks against HAProxy)."""
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "proxy_attacks.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "proxy_attacks.py"
     if "proxy_attacks" in sys.modules:
         return sys.modules["proxy_attacks"]
     spec = importlib.util.spec_from_file_location("proxy_attacks", path)

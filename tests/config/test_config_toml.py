@@ -118,6 +118,6 @@ def test_the_examples_say_the_same_in_both_forms():
     """examples/slowstart.toml is examples/slowstart.conf in the TOML form."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent / "examples"
+    root = Path(__file__).resolve().parents[2] / "examples"
     conf, toml = load(root / "slowstart.conf"), load(root / "slowstart.toml")
     assert conf == toml and conf.warnings == toml.warnings == []

@@ -12,7 +12,7 @@ from leastload._errors import METHODS
 from leastload._methods import METHODS
 from leastload.config import load, parse_netscaler, parse_toml
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SLOWSTART = str(EXAMPLES / "slowstart.conf")
 
 

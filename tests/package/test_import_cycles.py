@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "check_import_cycles.py"
 SRC = ROOT / "src" / "leastload"
 

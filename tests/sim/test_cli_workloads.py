@@ -13,7 +13,7 @@ from leastload.sim import progress as progress_module
 from leastload.sim import runs, workload_file
 from leastload.sim.progress import Progress
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def write(tmp_path, name, text):

@@ -13,7 +13,7 @@ pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not ins
 
 from leastload.sim.plot import SERIES_KEY, Panel, figure  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SLOWSTART = str(ROOT / "examples" / "slowstart.conf")
 
 

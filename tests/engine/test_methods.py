@@ -2,7 +2,7 @@
 import pytest
 
 from leastload._errors import NoServiceAvailable
-from leastload._methods import KEYLESS_METHODS  # the hash methods' keys: tests/test_hash_methods.py
+from leastload._methods import KEYLESS_METHODS  # the hash methods' keys: tests/hashing/test_hash_methods.py
 
 
 def make(impl, method, weights=(1, 1, 1), **options):

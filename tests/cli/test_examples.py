@@ -7,7 +7,7 @@ import sys
 
 from servers import start_backend
 
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 
 def run_example(name, *args):

@@ -1,7 +1,7 @@
 """The admin port's `GET /metrics` (Prometheus text format 0.0.4) and `GET /healthz`, end to end.
 
 Real backend processes (tests/servers.py), a real Proxy on 127.0.0.1, real requests
-(tests/test_proxy.py's helpers), then a scrape over a real socket. The scraped text is
+(tests/proxy/test_proxy.py's helpers), then a scrape over a real socket. The scraped text is
 read by a strict parser written here to the format's rules (below), its figures are
 compared with the engine's `info()` and the proxy's counters, and `promtool check
 metrics` judges it too when promtool is installed. The vserver's clock is a

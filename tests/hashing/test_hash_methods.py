@@ -15,7 +15,7 @@ import pytest
 from leastload import _hash
 from leastload._errors import NoServiceAvailable
 
-EXPECTED_FILE = pathlib.Path(__file__).parent / "data" / "hash_expected.json"
+EXPECTED_FILE = pathlib.Path(__file__).parents[1] / "data" / "hash_expected.json"
 TEXT_METHODS = ("URLHASH", "DOMAINHASH", "CALLIDHASH", "TOKEN")
 N_KEYS = 100_000
 
@@ -462,7 +462,7 @@ def test_a_bad_key_names_key_and_changes_nothing(impl, method, key, exc):
 
 if __name__ == "__main__":  # writes tests/data/hash_expected.json from the reference formula
     keys = expected_keys()
-    out = {"made_by": "python tests/test_hash_methods.py (the reference formula, src/leastload/_hash.py)",
+    out = {"made_by": "python tests/hashing/test_hash_methods.py (the reference formula, src/leastload/_hash.py)",
            "services": [list(s) for s in EXPECTED_SERVICES],
            "mappings": {str(seed): [[m, k, by_formula(seed, m, k)] for m, k in keys] for seed in EXPECTED_SEEDS}}
     lines = ['{', f' "made_by": {json.dumps(out["made_by"])},', f' "services": {json.dumps(out["services"])},',

@@ -180,7 +180,7 @@ def test_workload_file_keys(tmp_path):
 def test_the_urlhash_example_moves_only_the_keys_of_the_cache_that_goes_down(tmp_path, ref_impl):
     from pathlib import Path
 
-    examples = Path(__file__).resolve().parent.parent / "examples"
+    examples = Path(__file__).resolve().parents[2] / "examples"
     out = tmp_path / "run.json"
     result = cli(str(examples / "urlhash.conf"), "--workload", str(examples / "workloads" / "urls.csv"),
                  "--json", str(out), cwd=tmp_path)

@@ -3,7 +3,7 @@
 In-process Proxy objects stand for the workers (each its own admin port, token "t"),
 over real backend processes (tests/servers.py); a Fanout over their admin ports;
 real requests through each proxy (httpx). The merged /metrics is read by the strict
-parser of tests/test_proxy_metrics.py and compared, series by series, with each
+parser of tests/proxy/test_proxy_metrics.py and compared, series by series, with each
 proxy's own /metrics and counters; promtool judges it too. The proxies run in the
 test's event loop, the fan-out in its own thread, so the test asks the fan-out with
 an async client (the loop keeps serving the workers' admin ports meanwhile).

@@ -288,7 +288,7 @@ def test_slow_start_caps_a_backend_added_mid_run(c_impl, backends):
     """A 4th backend joins with 10 requests/s more per 1 s interval: 0 in its first
     second, at most 10 in the next, then 20, then 30 (the others get about 100/s each).
     C engine only: four seconds of real time, the same facade runs the policy for
-    both engines (tests/test_slow_start.py holds them equal on a virtual clock)."""
+    both engines (tests/engine/test_slow_start.py holds them equal on a virtual clock)."""
     bs = [backends(0.04, 128, key=k) for k in range(4)]
     t = Transport(names_specs(*bs[:3]), engine=c_impl.VirtualServer,
                   new_service_request=10, new_service_request_increment_interval=1)

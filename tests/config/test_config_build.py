@@ -7,7 +7,7 @@ from leastload._errors import METHODS
 from leastload.config import ConfigError, build, parse_netscaler
 from leastload.sim.simulate import simulate
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 CONFIG = """\
 add service S1 10.0.0.1 HTTP 80

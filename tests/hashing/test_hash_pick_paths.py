@@ -8,7 +8,7 @@ chosen for the processor (SSE2, AVX2, AVX-512). These tests drive every
 branch of that, in every build the processor has, with many keys against
 the reference formula
 (_hash.rendezvous_rank), and check the bound itself on the reference's
-integers, which the C engine's equal (tests/test_hash_function.py).
+integers, which the C engine's equal (tests/hashing/test_hash_function.py).
 """
 import ipaddress
 import random
