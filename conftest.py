@@ -2,7 +2,7 @@
 or the reference, `c_impl` and `ref_impl` one of them.
 
 Tests take classes from the fixture (`impl.VirtualServer`, `impl.ManualClock`)
-and exceptions from `leastload._errors`, which both engines share. Each suite's
+and exceptions from `leastload.engine.errors`, which both engines share. Each suite's
 own fixtures are in its folder's conftest.py (tests/: the HTTP/1.1 layer and
 backend processes; benchmarks/: the sizes).
 """
@@ -38,9 +38,9 @@ def load_c_extension(config):
     if config.getoption(NO_C):
         pytest.skip("C-extension tests disabled by --no-c-extensions")
     try:
-        return importlib.import_module("leastload._native")
+        return importlib.import_module("leastload.engine.native")
     except ImportError as exc:  # a broken build must never pass for the reference
-        pytest.fail(f"the C engine leastload._native cannot be imported: {exc}", pytrace=False)
+        pytest.fail(f"the C engine leastload.engine.native cannot be imported: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session", params=["c-extension", "pure-python"])

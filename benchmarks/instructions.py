@@ -100,7 +100,7 @@ def _loaded(impl, method, n, every=1):
 
 def _driver(case, k):
     """Builds the case's state, then runs its operation k times; returns operations per repetition."""
-    from leastload import _native as impl
+    from leastload.engine import native as impl
 
     if case == "noop":
         noop = _loaded(impl, "LEASTCONNECTION", 1)._noop
@@ -124,7 +124,7 @@ def _driver(case, k):
     m = re.fullmatch(r"select_key_finish_([A-Z]+)_n(\d+)", case)
     if m:
         # a hash method scores every service: its scan, weighted (random weights), and the key's path
-        from leastload._hash import example_keys
+        from leastload.hashing.rendezvous import example_keys
 
         method, n = m.group(1), int(m.group(2))
         vs = _loaded(impl, method, n)

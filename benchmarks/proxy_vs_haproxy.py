@@ -1,6 +1,6 @@
 """The leastload proxy beside HAProxy, in one run, on this machine's loopback.
 
-What it measures. Three toy backends (`python -m leastload.backends`, one
+What it measures. Three toy backends (`python -m leastload.cli.backends`, one
 process each: by default fast1 and fast2 answer in 2 ms, slow in 60 ms, with
 1 KB bodies) sit behind four proxies in turn: `leastload proxy` with 1 and
 with 2 workers, and HAProxy with nbthread 1 and 2, all balancing with the
@@ -305,7 +305,7 @@ def start_backends(specs, size, workdir, servers):
     """One process per backend; returns {name: port}. Started servers are appended to servers."""
     ports = {}
     for name, delay in specs:
-        cmd = [sys.executable, "-m", "leastload.backends", "--listen", f"{HOST}:0",
+        cmd = [sys.executable, "-m", "leastload.cli.backends", "--listen", f"{HOST}:0",
                "--delay", repr(delay), "--size", str(size)]
         server = Server(f"backend-{name}", cmd, workdir)
         servers.append(server)

@@ -9,7 +9,7 @@
  * weighted shares, and a slot leaving (DOWN, unbound, excluded, capped
  * out) hands over only the keys it held. No floating point: the same
  * answer on every platform, and the same integers as the reference
- * (src/leastload/_hash.py).
+ * (src/leastload/hashing/rendezvous.py).
  *
  * ll_neg_log2 takes log2's integer part from the bit length and its
  * fraction from a table of 1,025 points (ll_log2_table.h), interpolated

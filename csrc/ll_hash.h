@@ -3,7 +3,7 @@
  * SRCIPDESTIPHASH, SRCIPSRCPORTHASH, URLHASH, DOMAINHASH, CALLIDHASH, TOKEN.
  *
  * The caller hashes the request's key (XXH64 with the vserver's seed, over
- * the bytes src/leastload/_hash.py defines); the pick is weighted
+ * the bytes src/leastload/hashing/rendezvous.py defines); the pick is weighted
  * rendezvous hashing over the eligible slots, in integers only (ll_hash.c).
  */
 #ifndef LL_HASH_H

@@ -1,7 +1,7 @@
 /*
  * ll_log2_table.h - log2(1 + k / 1024) * 2^20, truncated, k = 0 .. 1024:
  * the points ll_neg_log2 (ll_hash.c) interpolates between. The numbers are
- * those log2_table() in src/leastload/_hash.py computes with integers (the
+ * those log2_table() in src/leastload/hashing/rendezvous.py computes with integers (the
  * mantissa squared bit by bit); the tests compare the two.
  */
 #ifndef LL_LOG2_TABLE_H

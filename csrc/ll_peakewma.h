@@ -12,7 +12,7 @@
  * active otherwise (it is tried, but not piled on).
  *
  * w is exact integer arithmetic, the same on every platform and in the
- * reference (src/leastload/_peakewma.py): d in whole microseconds times
+ * reference (src/leastload/engine/peakewma.py): d in whole microseconds times
  * 94548 / decay_us (94548 = round(65536 / ln 2)) is d / decay in steps of
  * ln(2) / 65536; the integer part halves w, each set bit j of the 16-bit
  * fraction multiplies it by 2^-(2^j / 65536) in 32-bit fixed point.

@@ -1,6 +1,6 @@
 """Real backend processes for the end-to-end tests (127.0.0.1 only).
 
-`start_backend(delay, size)` runs `python -m leastload.backends` in a child
+`start_backend(delay, size)` runs `python -m leastload.cli.backends` in a child
 process on a free port and returns a handle with `.port`, `.stats()` (what it
 served, read over HTTP), `.kill()` (SIGKILL: its connections are reset) and
 `.stop()`. The process is always reaped; every wait is bounded.
@@ -32,7 +32,7 @@ class BackendProcess:
     def __init__(self, delay=0.0, size=1024, port=0):
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "leastload.backends", "--listen", f"127.0.0.1:{port}",
+            [sys.executable, "-m", "leastload.cli.backends", "--listen", f"127.0.0.1:{port}",
              "--delay", str(delay), "--size", str(size)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
         line = first_line(self.proc.stdout, START_TIMEOUT)

@@ -9,8 +9,8 @@ import json
 import time
 import timeit
 
-import leastload._engine as engine
-from leastload._native import ManualClock, VirtualServer
+import leastload.engine._engine as engine
+from leastload.engine.native import ManualClock, VirtualServer
 from leastload.sim.replay import replay
 from leastload.sim.workloads import make_trace
 

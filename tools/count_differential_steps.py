@@ -15,7 +15,7 @@ import test_differential as td  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from hypothesis.stateful import invariant, run_state_machine_as_test  # noqa: E402
 
-import leastload._native as c_engine  # noqa: E402
+import leastload.engine.native as c_engine  # noqa: E402
 import leastload.reference as reference  # noqa: E402
 
 counts = []

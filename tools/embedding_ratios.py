@@ -24,7 +24,7 @@ from time import perf_counter_ns
 
 os.environ.setdefault("LEASTLOAD_IMPLEMENTATION", "c")
 
-import leastload._native as c  # noqa: E402
+import leastload.engine.native as c  # noqa: E402
 from leastload.bench import cases  # noqa: E402
 
 

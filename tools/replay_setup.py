@@ -19,7 +19,7 @@ import time
 
 os.environ.setdefault("LEASTLOAD_IMPLEMENTATION", "c")
 
-import leastload._native as c  # noqa: E402
+import leastload.engine.native as c  # noqa: E402
 from leastload.sim.replay import replay  # noqa: E402
 from leastload.sim.workloads import make_trace  # noqa: E402
 

@@ -9,7 +9,7 @@ second boundary. `python -m leastload bench` reports the same at 10^5 and
 import sys
 
 from leastload.bench import cases
-from leastload import _native
+from leastload.engine import native as _native
 
 
 def main(argv):

@@ -10,17 +10,17 @@ import os as _os
 from typing import TYPE_CHECKING
 
 from ._version import __version__
-from ._errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
-from ._explain import Candidate, Explanation
+from .engine.errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
+from .engine.explain import Candidate, Explanation
 
 _choice = _os.environ.get("LEASTLOAD_IMPLEMENTATION", "c").strip().lower() or "c"
 if TYPE_CHECKING:  # type checkers see the default, the C engine (the reference has the same signatures)
-    from ._native import ManualClock, Transaction, VirtualServer
+    from .engine.native import ManualClock, Transaction, VirtualServer
 elif _choice == "python":
     from .reference import ManualClock, Transaction, VirtualServer
 elif _choice == "c":
     try:
-        from ._native import ManualClock, Transaction, VirtualServer
+        from .engine.native import ManualClock, Transaction, VirtualServer
     except ImportError as exc:  # a broken build must never pass for the reference
         raise ImportError(
             "leastload's C engine is not importable (" + str(exc) + "); rebuild the package "

@@ -12,16 +12,16 @@ import signal
 import sys
 from typing import Optional, Sequence
 
-from ._cli_args import EXIT_USAGE, FileError, MissingExtra, OneLineParser, UserError, die, one_line_errors
+from .cli.args import EXIT_USAGE, FileError, MissingExtra, OneLineParser, UserError, die, one_line_errors
 from ._version import __version__
 
 COMMANDS = {
-    "backends": ("leastload.backends", "toy HTTP backends to try the proxy on (delay, body size)"),
+    "backends": ("leastload.cli.backends", "toy HTTP backends to try the proxy on (delay, body size)"),
     "bench": ("leastload.bench", "measure the C engine beside the reference, check the performance targets"),
-    "ctl": ("leastload.ctl", "the proxy's runtime API: disable, enable, drain, weights, bind, show, reload"),
-    "demo": ("leastload.demo", "the vendor's worked tables and slow start, replayed by the engine"),
+    "ctl": ("leastload.cli.ctl", "the proxy's runtime API: disable, enable, drain, weights, bind, show, reload"),
+    "demo": ("leastload.cli.demo", "the vendor's worked tables and slow start, replayed by the engine"),
     "proxy": ("leastload.proxy", "an asyncio HTTP/1.1 reverse proxy balancing with the engine"),
-    "show": ("leastload.showconfig", "a config (NetScaler lines or TOML) printed back as NetScaler lines or JSON"),
+    "show": ("leastload.cli.showconfig", "a config (NetScaler lines or TOML) printed back as NetScaler lines or JSON"),
     "simulate": ("leastload.sim.simulate", "a config's vservers under a workload on a virtual clock"),
 }
 

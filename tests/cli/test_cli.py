@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import leastload
-from leastload._errors import METHODS
-from leastload._methods import METHODS
+from leastload.engine.errors import METHODS
+from leastload.engine.methods import METHODS
 from leastload.config import load, parse_netscaler, parse_toml
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from leastload._errors import METHODS
+from leastload.engine.errors import METHODS
 from leastload.config import ConfigError, build, parse_netscaler
 from leastload.sim.simulate import simulate
 

@@ -274,7 +274,7 @@ def test_unmodelled_monitors_warn_once_a_line_and_strict_refuses(text, warnings,
 
 
 def test_engines_and_simulate_ignore_monitors(impl, tmp_path, capsys):
-    from leastload import showconfig
+    from leastload.cli import showconfig
     from leastload.sim import simulate
 
     text = BASE + ("add lb monitor m1 HTTP -respCode 200-299\nadd lb monitor m2 TCP\n"

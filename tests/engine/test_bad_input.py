@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from leastload._errors import DuplicateService, UnknownService
+from leastload.engine.errors import DuplicateService, UnknownService
 
 NAN, INF = math.nan, math.inf
 

@@ -19,16 +19,16 @@ import os
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
+                                 RuleBasedStateMachine,
+                                 initialize,
+                                 invariant,
+                                 precondition,
+                                 rule,
+                                 run_state_machine_as_test,
+                                 )
 
-from leastload._errors import METHODS, STATES
-from leastload._methods import TABLE
+from leastload.engine.errors import METHODS, STATES
+from leastload.engine.methods import TABLE
 
 UNSUPPORTED = tuple(m.name for m in TABLE if not m.supported)  # the vendor's, refused alike
 

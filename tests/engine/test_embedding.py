@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import leastload
-from leastload._errors import NoServiceAvailable, TransactionEnded, UnknownService
-from leastload._methods import KEYLESS_METHODS  # the hash methods' keys: tests/hashing/test_hash_methods.py
+from leastload.engine.errors import NoServiceAvailable, TransactionEnded, UnknownService
+from leastload.engine.methods import KEYLESS_METHODS  # the hash methods' keys: tests/hashing/test_hash_methods.py
 
 NOBODY_LEFT = "no other service UP"
 EJECTED, RETURNED = "ejected", "returned"

@@ -162,8 +162,8 @@ def test_a_pick_from_an_earlier_second(impl):
 
 
 def test_the_rules_are_not_restated_in_explain():
-    import leastload._explain as explain_module
-    import leastload._rules as rules
+    import leastload.engine.explain as explain_module
+    import leastload.engine.rules as rules
 
     for name in ("n_of", "key_of", "why_not", "pick", "rank", "key_hash"):
         assert getattr(explain_module, name) is getattr(rules, name)

@@ -1,8 +1,8 @@
 """The methods, the tie rule, service states, bind order and startup round robin."""
 import pytest
 
-from leastload._errors import NoServiceAvailable
-from leastload._methods import KEYLESS_METHODS  # the hash methods' keys: tests/hashing/test_hash_methods.py
+from leastload.engine.errors import NoServiceAvailable
+from leastload.engine.methods import KEYLESS_METHODS  # the hash methods' keys: tests/hashing/test_hash_methods.py
 
 
 def make(impl, method, weights=(1, 1, 1), **options):

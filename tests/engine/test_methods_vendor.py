@@ -7,8 +7,8 @@ threshold) in words; these tests hold both engines to those descriptions.
 """
 import pytest
 
-from leastload import _methods
-from leastload._errors import NoServiceAvailable
+from leastload.engine import methods as _methods
+from leastload.engine.errors import NoServiceAvailable
 
 
 def make(impl, method, weights=(1, 1, 1)):
@@ -143,7 +143,7 @@ def test_bad_metrics_are_refused_and_change_nothing(impl, metrics, error, messag
 
 
 # ---- the registry ----------------------------------------------------------------
-# Each row of leastload._methods says what a method is; both engines are held to it.
+# Each row of leastload.engine.methods says what a method is; both engines are held to it.
 
 ACTIVE_UNITS = ("active transactions", "active requests")
 

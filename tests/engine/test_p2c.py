@@ -2,7 +2,7 @@
 drawn at random, the lower Nw wins; seeded, the same draws on both engines."""
 import pytest
 
-from leastload._errors import NoServiceAvailable
+from leastload.engine.errors import NoServiceAvailable
 
 
 def make(impl, n, weights=None, **options):

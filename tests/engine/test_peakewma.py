@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leastload import _peakewma
+from leastload.engine import peakewma as _peakewma
 
 MS = 1e-3
 

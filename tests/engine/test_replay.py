@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from leastload.sim import workloads
-from leastload._methods import KEYLESS_METHODS
+from leastload.engine.methods import KEYLESS_METHODS
 from leastload.sim.replay import ReplayResult, replay, replay_per_call
 
 EVENTS = (

@@ -1,7 +1,7 @@
 """select_many(k): k distinct services in the method's order, for hedged requests."""
 import pytest
 
-from leastload._errors import NoServiceAvailable
+from leastload.engine.errors import NoServiceAvailable
 
 
 def make(impl, method="LEASTCONNECTION", weights=(1, 1, 1, 1)):

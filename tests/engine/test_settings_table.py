@@ -1,4 +1,4 @@
-"""The settings table (leastload._settings) is what the vserver's settings are.
+"""The settings table (leastload.engine.settings) is what the vserver's settings are.
 
 The constructor's explicit keywords and their defaults, the names set()
 accepts, the properties' docs, show()'s hash line, the config's vserver
@@ -8,9 +8,9 @@ import inspect
 
 import pytest
 
-from leastload import _settings
-from leastload._settings import SETTABLE, SETTING, SETTINGS
-from leastload._facade import VirtualServerFacade
+from leastload.engine import settings as _settings
+from leastload.engine.settings import SETTABLE, SETTING, SETTINGS
+from leastload.engine.policy import VirtualServerFacade
 
 
 def test_rows_are_distinct_and_documented():
@@ -112,7 +112,7 @@ def test_the_proxy_flags_are_the_table():
 def test_the_docs_table_is_the_table():
     """docs/api.md's settings table: one row per setting, in order, saying what the table says."""
     import pathlib
-    text = (pathlib.Path(__file__).parent.parent / "docs" / "api.md").read_text(encoding="utf-8")
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
     section = text.split("### Settings", 1)[1].split("::: ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     want = [f"| `{s.name}` | `{s.default!r}` | {s.doc} | {'yes' if s.settable else 'no'} | "

@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from leastload._show import ServiceView, VServerView
+from leastload.engine.show import ServiceView, VServerView
 from leastload.sim.simulate import simulate
 
 VENDOR_LINE = "New Service Startup Request Rate: 5 PER_SECOND, Increment Interval: 10"

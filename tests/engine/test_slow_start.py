@@ -11,7 +11,7 @@ in a comment from the rules of docs/slow-start.md and docs/semantics.md.
 """
 import pytest
 
-from leastload._errors import UnknownService
+from leastload.engine.errors import UnknownService
 from leastload.sim.simulate import simulate
 
 # The reasons logged in vs.slow_start_exits.

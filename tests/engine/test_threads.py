@@ -29,7 +29,7 @@ from collections import Counter
 import pytest
 
 from leastload.sim import workloads
-from leastload._errors import DuplicateService, NoServiceAvailable, UnknownService
+from leastload.engine.errors import DuplicateService, NoServiceAvailable, UnknownService
 from leastload.sim.replay import replay
 
 HANG_TIMEOUT = 240  # seconds: a test of this module taking longer is a deadlock
@@ -52,7 +52,7 @@ def fast_switching():
 
 
 def _is_c(impl):
-    return impl.__name__ == "leastload._native"
+    return impl.__name__ == "leastload.engine.native"
 
 
 # ---- (a) the stress run ---------------------------------------------------------------

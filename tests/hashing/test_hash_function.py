@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from leastload import _hash
+from leastload.hashing import rendezvous as _hash
 
 VECTORS = json.loads((pathlib.Path(__file__).parents[1] / "data" / "xxh64_vectors.json").read_text())
 
@@ -27,7 +27,7 @@ def sanity_buffer(length):
 
 @pytest.fixture(scope="module")
 def c_hash64(c_impl):
-    from leastload._engine import _hash64
+    from leastload.engine._engine import _hash64
     return _hash64
 
 
@@ -77,7 +77,7 @@ def test_neg_log2_is_close_to_the_real_logarithm_and_never_grows():
 
 
 def test_c_neg_log2_is_the_reference_one(c_impl):
-    from leastload._engine import _neg_log2
+    from leastload.engine._engine import _neg_log2
     rng = random.Random(11)
     xs = [0, 1, 2, 3, 2**63 - 1, 2**63, 2**64 - 2, 2**64 - 1] + [rng.getrandbits(64) for _ in range(5000)]
     xs += [rng.getrandbits(b) for b in range(1, 65) for _ in range(20)]

@@ -3,7 +3,7 @@
 docs/semantics.md ("Hash methods") is the contract. The spread and stability
 figures the docs state are measured here, over 100,000 keys and 10 services.
 tests/data/hash_expected.json is a fixed key set's mapping computed with the
-reference formula (src/leastload/_hash.py, run this file as a script to
+reference formula (src/leastload/hashing/rendezvous.py, run this file as a script to
 write it again); both engines must reproduce it, on every platform.
 """
 import ipaddress
@@ -12,8 +12,8 @@ import pathlib
 
 import pytest
 
-from leastload import _hash
-from leastload._errors import NoServiceAvailable
+from leastload.hashing import rendezvous as _hash
+from leastload.engine.errors import NoServiceAvailable
 
 EXPECTED_FILE = pathlib.Path(__file__).parents[1] / "data" / "hash_expected.json"
 TEXT_METHODS = ("URLHASH", "DOMAINHASH", "CALLIDHASH", "TOKEN")
@@ -73,9 +73,9 @@ def by_formula(seed, method, key):
 
 
 def test_every_hash_method_of_the_registry_has_a_key_form(impl):
-    from leastload._methods import TABLE
+    from leastload.engine.methods import HASH_METHODS, TABLE
     hashed = [m.name for m in TABLE if m.family == "hash"]
-    assert list(_hash.HASH_METHODS) == hashed and set(_hash.KEY_FORMS) == set(hashed)
+    assert list(HASH_METHODS) == hashed and set(_hash.KEY_FORMS) == set(hashed)
     for method in hashed:  # and each engine picks by it: one key, one service, every time
         vs = impl.VirtualServer(method, clock=impl.ManualClock(1.0))
         for k in range(5):
@@ -462,7 +462,7 @@ def test_a_bad_key_names_key_and_changes_nothing(impl, method, key, exc):
 
 if __name__ == "__main__":  # writes tests/data/hash_expected.json from the reference formula
     keys = expected_keys()
-    out = {"made_by": "python tests/hashing/test_hash_methods.py (the reference formula, src/leastload/_hash.py)",
+    out = {"made_by": "python tests/hashing/test_hash_methods.py (the reference formula, src/leastload/hashing/rendezvous.py)",
            "services": [list(s) for s in EXPECTED_SERVICES],
            "mappings": {str(seed): [[m, k, by_formula(seed, m, k)] for m, k in keys] for seed in EXPECTED_SEEDS}}
     lines = ['{', f' "made_by": {json.dumps(out["made_by"])},', f' "services": {json.dumps(out["services"])},',

@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from leastload import _hash
+from leastload.hashing import rendezvous as _hash
 
 # the bound's constant in csrc/ll_hash.c: K = 14195655 / 10000 >= 2048 ln 2
 BOUND_K_NUM, BOUND_K_DEN = 14195655, 10000
@@ -99,7 +99,7 @@ PATHS = {"sse2": 1, "avx2": 2, "avx512": 3}  # the packed scan's builds (ll_hash
 def scan_build(request, c_impl):
     """Each build of the packed scan this processor has, one after the other (a
     vserver uses the best one; every other hash test runs that)."""
-    from leastload._engine import _hash_force_path
+    from leastload.engine._engine import _hash_force_path
     if not _hash_force_path(PATHS[request.param]):
         pytest.skip(f"this processor or build has no {request.param} scan")
     yield request.param

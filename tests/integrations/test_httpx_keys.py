@@ -1,4 +1,4 @@
-"""leastload.httpx.Transport under the hash methods: each request's key, real backends on 127.0.0.1.
+"""leastload.integrations.httpx.Transport under the hash methods: each request's key, real backends on 127.0.0.1.
 
 Each backend answers with a body of its own size, so a response tells which
 backend served it (also `extensions["leastload_backend"]`, which is the
@@ -14,7 +14,7 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
-from leastload.httpx import MissingKey, Transport  # noqa: E402
+from leastload.integrations.httpx import MissingKey, Transport  # noqa: E402
 from keyed_backends import NAMES, SIZES, expected, specs, start_backends, stop_backends, twin  # noqa: E402
 from servers import free_port  # noqa: E402
 

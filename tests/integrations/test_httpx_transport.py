@@ -1,4 +1,4 @@
-"""leastload.httpx.Transport end to end: real backends on 127.0.0.1, httpx clients.
+"""leastload.integrations.httpx.Transport end to end: real backends on 127.0.0.1, httpx clients.
 
 Backends are toy servers (tests/servers.py) in child processes, started once
 per module and read through their own counters (`.stats()`), so a test
@@ -25,8 +25,8 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
-from leastload import tcpinfo  # noqa: E402
-from leastload.httpx import NoBackendAvailable, Transport  # noqa: E402
+from leastload.net import tcpinfo  # noqa: E402
+from leastload.integrations.httpx import NoBackendAvailable, Transport  # noqa: E402
 from servers import free_port, start_backend  # noqa: E402
 
 CONCURRENCY = 16
@@ -197,7 +197,7 @@ def test_bad_backend_spec_is_named(impl):
 
 
 def test_import_without_httpx_names_the_extra():
-    code = "import sys; sys.modules['httpx'] = None; import leastload.httpx"
+    code = "import sys; sys.modules['httpx'] = None; import leastload.integrations.httpx"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ))
     assert proc.returncode != 0

@@ -1,10 +1,10 @@
-"""leastload.request_keys: which value of a request each hash method picks by."""
+"""leastload.net.request_keys: which value of a request each hash method picks by."""
 import ipaddress
 
 import pytest
 
-from leastload._methods import TABLE
-from leastload.request_keys import KeyRule, MissingKey, host_name, ip_or_none, split_target
+from leastload.engine.methods import TABLE
+from leastload.net.request_keys import KeyRule, MissingKey, host_name, ip_or_none, split_target
 
 
 class View:

@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from leastload import tcpinfo, upstream
+from leastload.net import tcpinfo
+from leastload.net import upstream
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TCP_INFO segment counters are Linux's")
 

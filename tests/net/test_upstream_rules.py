@@ -1,6 +1,6 @@
 """The retry-and-accounting rule the proxy and the httpx transport share (issue 20).
 
-`leastload.upstream.after_attempt()` says, after an attempt on a backend went
+`leastload.net.upstream.after_attempt()` says, after an attempt on a backend went
 wrong, whether the backend is to blame and whether the request goes on. The
 table below is the rule written out case by case (not computed from it); the
 end-to-end tests put a real resetting backend in front of each integration and
@@ -15,10 +15,10 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
-from leastload import upstream  # noqa: E402
-from leastload.httpx import Transport  # noqa: E402
+from leastload.net import upstream  # noqa: E402
+from leastload.integrations.httpx import Transport  # noqa: E402
 from leastload.proxy import Proxy  # noqa: E402
-from leastload.upstream import IDEMPOTENT, Outcome, Verdict, after_attempt  # noqa: E402
+from leastload.net.upstream import IDEMPOTENT, Outcome, Verdict, after_attempt  # noqa: E402
 from servers import free_port, run_loop, start_backend  # noqa: E402
 from test_httpx_transport import RawServer  # noqa: E402  (reads a request, then resets the connection)
 

@@ -12,7 +12,7 @@ BLOCK_ENGINE = """
 import sys
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name == "leastload._engine":
+        if name == "leastload.engine._engine":
             raise ImportError("simulated missing build")
 sys.meta_path.insert(0, Block())
 """
@@ -27,8 +27,8 @@ def run(code, value):
 
 
 @pytest.mark.parametrize("value, expected", [
-    (None, "c leastload._native"),
-    ("c", "c leastload._native"),
+    (None, "c leastload.engine.native"),
+    ("c", "c leastload.engine.native"),
     ("python", "python leastload.reference"),
 ])
 def test_the_variable_picks_the_engine(value, expected):

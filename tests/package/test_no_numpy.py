@@ -29,15 +29,15 @@ def c_engine(request):
 
 
 def test_importing_leastload_imports_no_numpy(tmp_path, c_engine):
-    code = "import leastload, leastload.reference, leastload._native, sys; assert 'numpy' not in sys.modules"
+    code = "import leastload, leastload.reference, leastload.engine.native, sys; assert 'numpy' not in sys.modules"
     result = run_python(code, tmp_path)
     assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize("module, needs", [
-    ("leastload.upstream", None),
-    ("leastload.tcpinfo", None),
-    ("leastload.httpx", "httpx"),
+    ("leastload.net.upstream", None),
+    ("leastload.net.tcpinfo", None),
+    ("leastload.integrations.httpx", "httpx"),
     ("leastload.proxy", "httptools"),
 ])
 def test_the_engine_s_users_import_no_numpy(tmp_path, c_engine, module, needs):

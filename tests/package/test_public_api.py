@@ -13,7 +13,9 @@ import pydoc
 import pytest
 
 import leastload
-from leastload import _engine, _native, reference
+from leastload import reference
+from leastload.engine import _engine
+from leastload.engine import native as _native
 
 C_ONLY = {"VirtualServer": {"reserve", "memory_bytes"}}  # the reference has no C memory to manage
 CLASSES = ["VirtualServer", "ManualClock", "Transaction"]
@@ -78,7 +80,7 @@ def test_help_shows_record_arguments():
 # beside the extension module, as the wheel installs it; an editable install (the README's
 # quick loop) keeps the extension in site-packages and the stub in the source package
 STUB_PLACES = (pathlib.Path(_engine.__file__).with_name("_engine.pyi"),
-               pathlib.Path(leastload.__file__).with_name("_engine.pyi"))
+               pathlib.Path(leastload.__file__).parent / "engine" / "_engine.pyi")
 STUB = next((p for p in STUB_PLACES if p.is_file()), STUB_PLACES[0])
 
 
@@ -122,7 +124,7 @@ def stub_members(node):
 def test_the_stub_exists_beside_the_extension():
     assert STUB.is_file(), STUB_PLACES
     assert STUB.with_name("_interface.pyi").is_file()  # the engines' interface it builds on
-    assert (STUB.parent / "py.typed").is_file()
+    assert pathlib.Path(leastload.__file__).with_name("py.typed").is_file()  # the package is typed
 
 
 def test_the_stub_builds_on_the_interface():
@@ -161,7 +163,7 @@ def test_stub_matches_the_reference(cls, stub_name):
 
 def test_transaction_and_explanation_are_public():
     from leastload import Explanation, Transaction
-    from leastload import _explain
+    from leastload.engine import explain as _explain
 
     assert {"Transaction", "Explanation"} <= set(leastload.__all__)
     engine = _native if leastload.IMPLEMENTATION == "c" else reference
@@ -180,14 +182,14 @@ def test_the_default_engine_s_transaction(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "LEASTLOAD_IMPLEMENTATION"}
-    code = "import leastload, leastload._engine as e; assert leastload.Transaction is e.Transaction"
+    code = "import leastload, leastload.engine._engine as e; assert leastload.Transaction is e.Transaction"
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
 
 
 def test_the_reference_engine_imports_no_policy():
-    """leastload._oracle is the reference engine alone: the policy (the facade, show())
-    is put over it by leastload.reference, as over the C engine by leastload._native."""
-    source = pathlib.Path(reference.__file__).with_name("_oracle.py").read_text(encoding="utf-8")
+    """leastload.engine.oracle is the reference engine alone: the policy (the facade, show())
+    is put over it by leastload.reference, as over the C engine by leastload.engine.native."""
+    source = (pathlib.Path(reference.__file__).parent / "engine" / "oracle.py").read_text(encoding="utf-8")
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
@@ -196,5 +198,5 @@ def test_the_reference_engine_imports_no_policy():
                 imported.update(a.name for a in node.names)
         elif isinstance(node, ast.Import):
             imported.update(a.name for a in node.names)
-    assert not {m for m in imported if m.split(".")[-1] in ("_facade", "_show", "_explain", "reference")}, imported
+    assert not {m for m in imported if m.split(".")[-1] in ("policy", "settings", "show", "explain", "reference")}, imported
     assert "" not in imported  # nothing from the package itself (`from . import ...`)

@@ -36,8 +36,9 @@ def test_the_version_is_single_sourced():
 def test_types_ship_with_the_package():
     files = installed_files()
     assert "leastload/py.typed" in files
-    assert "leastload/_engine.pyi" in files
-    assert any(f.startswith("leastload/_engine.") and f.endswith((".so", ".pyd")) for f in files), sorted(files)
+    assert "leastload/engine/_engine.pyi" in files
+    assert "leastload/engine/_interface.pyi" in files  # the interface the stub builds on
+    assert any(f.startswith("leastload/engine/_engine.") and f.endswith((".so", ".pyd")) for f in files), sorted(files)
 
 
 @needs_a_wheel

@@ -15,7 +15,7 @@ import types
 import pytest
 
 from leastload.proxy import _health, _listen
-from leastload.upstream import Backend, make_vserver
+from leastload.net.upstream import Backend, make_vserver
 from servers import first_line, free_port
 
 TIMEOUT = 20.0

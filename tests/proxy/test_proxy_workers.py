@@ -1,7 +1,7 @@
 """`leastload proxy` as a process: SIGPIPE, the supervised `--workers N`, and the flags.
 
 The proxies here are real `python -m leastload proxy` processes (the command line
-under test) in front of `leastload.backends` processes on 127.0.0.1. Worker pids are
+under test) in front of `leastload.cli.backends` processes on 127.0.0.1. Worker pids are
 read from /proc (Linux only). Every wait is bounded.
 """
 

@@ -92,7 +92,7 @@ def test_the_readme_figure_is_the_automated_scenario():
     same counts as simulating examples/slowstart.conf: the committed figure is not stale."""
     from leastload import reference
     from leastload.config import build, load
-    from leastload.demo import AUTOMATED_SECONDS, automated
+    from leastload.cli.demo import AUTOMATED_SECONDS, automated
     from leastload.sim.simulate import simulate
 
     (panel,) = check_png(ROOT / "docs" / "images" / "slow-start-automated.png")

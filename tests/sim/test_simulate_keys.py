@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from leastload._cli_args import FileError
-from leastload._methods import TABLE
+from leastload.cli.args import FileError
+from leastload.engine.methods import TABLE
 from leastload.config import parse_netscaler
 from leastload.sim import keys as sim_keys
 from leastload.sim import runs, workload_file

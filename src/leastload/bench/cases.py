@@ -1,7 +1,7 @@
 """The states and loops that `leastload.bench` and `benchmarks/` measure, in one place.
 
 Each builder returns a vserver in a known state for an implementation module
-(`leastload._native` or `leastload.reference`, which export the same names).
+(`leastload.engine.native` or `leastload.reference`, which export the same names).
 Each loop runs k operations with the bound methods held in locals and returns
 the elapsed nanoseconds, so the per-call figures carry one `for` step and the
 calls themselves, nothing else. numpy (leastload[sim]) is imported only by
@@ -12,8 +12,8 @@ from time import perf_counter_ns
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from .._hash import example_keys
-from .._methods import TABLE
+from ..hashing.rendezvous import example_keys
+from ..engine.methods import TABLE
 
 if TYPE_CHECKING:  # numpy only when a builder needs it
     import numpy as np
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # numpy only when a builder needs it
 
     from ..sim.workloads import Trace
 
-# Either engine's VirtualServer and ManualClock: the builders serve leastload._native and
+# Either engine's VirtualServer and ManualClock: the builders serve leastload.engine.native and
 # leastload.reference alike (`impl`), whose classes share their signatures but no base.
 VServer = Any
 Clock = Any  # None where a vserver runs on its default clock (monotonic=True)

@@ -29,7 +29,7 @@ from ..sim.workloads import Trace, make_trace
 import numpy as np
 import numpy.typing as npt
 
-from .._engine import _floor_replay
+from ..engine._engine import _floor_replay
 from . import cases, report
 
 RATE = 50_000.0  # requests per second in the replayed trace
@@ -60,7 +60,7 @@ FULL = Plan(sizes=(3, 64, 1024, 16384, 262144), methods=("LEASTCONNECTION", "LEA
 
 
 def _native() -> ModuleType:
-    from .. import _native  # the C engine; its absence must fail loudly, not fall back
+    from ..engine import native as _native  # the C engine; its absence must fail loudly, not fall back
     return _native
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Optional
 
-from .._errors import METHODS
+from ..engine.errors import METHODS
 from .errors import ConfigError
 from .model import Config, VServer
 
@@ -24,7 +24,7 @@ def check_supported(config: Config, vs: VServer) -> None:
 def build_vserver(config: Config, vs: VServer, clock: Any, impl: Optional[ModuleType] = None) -> Any:
     """One engine VirtualServer for `vs`, its services bound in order, on `clock`.
 
-    `impl` is the engine module (leastload._native or leastload.reference);
+    `impl` is the engine module (leastload.engine.native or leastload.reference);
     None: the package's choice (`import leastload`)."""
     if impl is None:
         import leastload as chosen

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .._settings import UNITS as UNITS  # new_service_request_unit's, from the settings table
+from ..engine.settings import UNITS as UNITS  # new_service_request_unit's, from the settings table
 
 # The vendor's load-balancing methods. The engine implements some of them
-# (leastload._errors.METHODS); the others are kept in the model and printed
+# (leastload.engine.errors.METHODS); the others are kept in the model and printed
 # back, and building an engine from them is a clear error.
 LB_METHODS = (
     "ROUNDROBIN", "LEASTCONNECTION", "LEASTRESPONSETIME", "URLHASH", "DOMAINHASH",

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar
 
-from .._settings import SETTINGS
+from ..engine.settings import SETTINGS
 from . import values
 from .errors import ConfigError
 from .model import (BUILTIN_MONITOR_TYPES, LB_METHODS, MAX_BYTES, MAX_HASH_LENGTH, MAX_INCREMENT_INTERVAL,
@@ -71,7 +71,7 @@ def tokenize(line: str) -> list[Token]:
 
 # Options of each object: the name as printed, and how many values it takes
 # (the unit after -newServiceRequest is optional and handled apart). A vserver's
-# are the settings table's NetScaler options (leastload._settings).
+# are the settings table's NetScaler options (leastload.engine.settings).
 _VSERVER_OPTIONS = tuple(s.netscaler for s in SETTINGS if s.netscaler)
 _SERVICE_OPTIONS = ("weight", "state", "ttfb", "requestBytes", "responseBytes")
 _BIND_OPTIONS = ("weight",)

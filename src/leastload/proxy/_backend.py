@@ -22,7 +22,7 @@ import os
 import socket
 from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, cast
 
-from ..tcpinfo import SegmentCounter
+from ..net.tcpinfo import SegmentCounter
 from ._http1 import Buffer, Limits, Piece, ResponseReader
 
 # How an exchange with a backend ended.

@@ -27,11 +27,11 @@ import threading
 import time
 from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Set, Tuple
 
-from .._methods import METHODS
-from .._settings import SETTING, SETTINGS, UNITS, flag_dest
-from ..upstream import parse_host_port
+from ..engine.methods import METHODS
+from ..engine.settings import SETTING, SETTINGS, UNITS, flag_dest
+from ..net.upstream import parse_host_port
 from ..config import ConfigError
-from ..ctl import read_token
+from ..cli.ctl import read_token
 from ..config import load as load_config
 from . import _admin, _fanout, _health
 from ._accesslog import FORMATS, AccessLog

@@ -21,7 +21,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
-from ..request_keys import Address, KeyRule, MissingKey, ip_or_none
+from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
 from . import _http1
 from ._exchange import Exchange, Request, Upstream
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, error_response
@@ -291,7 +291,7 @@ class ClientConnection(asyncio.Protocol):
                   status=status, size=size, backend=backend, ttfb=ttfb, total=total, retries=retries,
                   vserver=self.proxy.name, referer=referer, user_agent=user_agent)
 
-    # ---- the request's key (a RequestView for leastload.request_keys) --------------
+    # ---- the request's key (a RequestView for leastload.net.request_keys) --------------
 
     def _ips(self) -> Tuple[Optional[Address], Optional[Address]]:
         """(client address, proxy address) of the connection, parsed once."""

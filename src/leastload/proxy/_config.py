@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..config import Config, ConfigError, VServer
 from ..config.build import check_supported
-from ..upstream import Backend
+from ..net.upstream import Backend
 
 SERVED_TYPES = ("HTTP",)
 

@@ -27,8 +27,8 @@ the file before it (so it does not undo a runtime change the file does not touch
 from dataclasses import asdict
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .. import upstream
-from ..upstream import Backend
+from ..net import upstream
+from ..net.upstream import Backend
 
 Answer = Tuple[int, Dict[str, Any]]
 READ_COMMANDS = (("show", "lb", "vserver"), ("stat", "lb", "vserver"))

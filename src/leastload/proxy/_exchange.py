@@ -25,8 +25,9 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
 
-from .. import NoServiceAvailable, upstream
-from ..upstream import Outcome
+from .. import NoServiceAvailable
+from ..net import upstream
+from ..net.upstream import Outcome
 from . import _backend, _http1
 from ._health import is_local_error
 from ._http1 import error_response

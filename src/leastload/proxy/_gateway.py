@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .. import reference
 from ..config import ConfigError, load
-from ..upstream import Backend, make_vserver
+from ..net.upstream import Backend, make_vserver
 from ._config import Probe, VServerPlan, plan
 from ._proxy import Proxy
 

@@ -18,7 +18,7 @@ import errno
 import logging
 from typing import Any, Dict, Optional, Tuple
 
-from ..upstream import Backend
+from ..net.upstream import Backend
 
 log = logging.getLogger("leastload.proxy")
 

@@ -6,9 +6,10 @@ import logging
 from dataclasses import asdict
 from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union
 
-from .. import _errors, upstream
-from ..request_keys import KeyRule
-from ..upstream import Backend, check_int
+from ..engine import errors as _errors
+from ..net import upstream
+from ..net.request_keys import KeyRule
+from ..net.upstream import Backend, check_int
 from . import _admin, _backend, _client, _health, _http1, _listen
 from ._accesslog import AccessLog
 from ._stats import TTFB_BUCKETS, BackendCounters, Stats, wall_time  # noqa: F401 (TTFB_BUCKETS, BackendCounters: importable here as before)
@@ -40,7 +41,7 @@ class Proxy:
     outlier_ejection_time, outlier_max_ejection_percent, new_service_request, the hash
     methods' netmask, v6netmasklen, hashlength, hash_seed, ...).
 
-    Under a hash method each request's key is read as leastload.request_keys says
+    Under a hash method each request's key is read as leastload.net.request_keys says
     (the client's address, the URL, the Host header, ...); docs/proxy.md has the table.
     """
 

@@ -33,7 +33,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .._methods import TABLE
+from ..engine.methods import TABLE
 
 HASHED = frozenset(m.name for m in TABLE if m.family == "hash")
 DEFAULT_DISTINCT = 1000

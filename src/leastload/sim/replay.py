@@ -37,11 +37,11 @@ from typing import Any, Callable, List, Optional, Protocol, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import NoServiceAvailable
+from ..engine.errors import NoServiceAvailable
 from .keys import KeySequence
 from .workloads import BIND, DOWN, EVENT_KINDS, OUT_OF_SERVICE, UNBIND, UP, Trace, ttfb_of
 
-# Either engine's VirtualServer (leastload._native or leastload.reference): replay drives both.
+# Either engine's VirtualServer (leastload.engine.native or leastload.reference): replay drives both.
 _VServer = Any
 
 

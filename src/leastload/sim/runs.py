@@ -22,8 +22,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .._cli_args import FileError, UserError
-from .._methods import NEEDS_KEY
+from ..cli.args import FileError, UserError
+from ..engine.methods import NEEDS_KEY
 from ..config import Config, VServer, build_vserver
 from . import keys as sim_keys
 from . import workload_file

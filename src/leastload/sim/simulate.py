@@ -39,15 +39,15 @@ up, out_of_service (as many as needed). docs/cli.md has the details."""
 
 
 def _number(flag: str, text: Optional[str], default: float, **check: Any) -> float:
-    from .._cli_args import parse_number
+    from ..cli.args import parse_number
 
     return default if text is None else parse_number(flag, text, **check)
 
 
 def _default_config(args: Any, duration: int, events: list[Any]) -> Any:
     """The vserver of the flags when there is no CONFIG: S1..Sn, --method, --slow-start, --new."""
-    from .._cli_args import UserError
-    from .._methods import METHODS
+    from ..cli.args import UserError
+    from ..engine.methods import METHODS
     from ..config import Binding, Config, Service, VServer
     from ..config.model import MAX_INCREMENT_INTERVAL, UNITS
     from .workload_file import Event
@@ -83,7 +83,7 @@ def _default_config(args: Any, duration: int, events: list[Any]) -> Any:
 
 
 def _parse_event(text: str) -> Any:
-    from .._cli_args import UserError
+    from ..cli.args import UserError
     from .workload_file import ACTIONS, parse_event
 
     when, sep, rest = text.partition(":")
@@ -103,7 +103,7 @@ def _parse_event(text: str) -> Any:
 def _check_output(flag: str, path: Optional[str]) -> None:
     import os
 
-    from .._cli_args import UserError
+    from ..cli.args import UserError
 
     if path is None:
         return
@@ -120,7 +120,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import os
     import sys
 
-    from .._cli_args import OneLineParser, UserError
+    from ..cli.args import OneLineParser, UserError
     from ..config import check_supported, load
     from . import report, runs, workload_file
     from .progress import Progress
@@ -234,7 +234,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import importlib
 
     impl = importlib.import_module("leastload.reference" if args.implementation == "python"
-                                   else "leastload._native")
+                                   else "leastload.engine.native")
     progress = Progress(duration * len(chosen), "simulate")
     results = []
     for k, vs in enumerate(chosen):

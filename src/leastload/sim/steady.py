@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._errors import NoServiceAvailable
+from ..engine.errors import NoServiceAvailable
 from .keys import KeySequence
 
 

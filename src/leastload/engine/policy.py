@@ -22,14 +22,15 @@ import math
 import textwrap
 from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Tuple, Union
 
-from ._errors import (MAX_EJECTION_TIME, STATES, NoServiceAvailable, bad_type, bad_value, check_choice,
-                      check_exclude, check_peakewma_decay)
-from ._hash import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN, HASH_METHODS,
-                    KeySettings, check_netmask)
-from ._explain import Explanation, explain as explain_last_pick
-from ._settings import SETTABLE, SETTING, SETTINGS, check_rate, check_settings
-from ._show import ServiceView, VServerView
-from ._types import Clock, Info, Totals
+from .errors import (MAX_EJECTION_TIME, STATES, NoServiceAvailable, bad_type, bad_value, check_choice,
+                     check_exclude, check_peakewma_decay)
+from .methods import HASH_METHODS
+from ..hashing.rendezvous import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN,
+                                  KeySettings, check_netmask)
+from .explain import Explanation, explain as explain_last_pick
+from .settings import SETTABLE, SETTING, SETTINGS, check_rate, check_settings
+from .show import ServiceView, VServerView
+from .types import Clock, Info, Totals
 
 if TYPE_CHECKING:  # what the facade uses of the engine it is mixed in before (C or reference)
     from ._interface import EngineAPI as _EngineBase
@@ -167,7 +168,7 @@ class VirtualServerFacade(_EngineBase):
     def set(self, **settings: Any) -> None:
         """Changes settings of a running vserver, like `set lb vserver`.
 
-        Accepts every setting of the settings table but name (leastload._settings,
+        Accepts every setting of the settings table but name (leastload.engine.settings,
         the table in docs/api.md). Everything is checked before anything changes.
         """
         for key in settings:

@@ -13,9 +13,10 @@ services are at or before the service picked last (0: before the first), so
 """
 from typing import Callable, Collection, Dict, NamedTuple, Optional, Sequence, Tuple
 
-from ._hash import HASH_METHODS, KEY_FORMS, KeySettings, rendezvous_rank, xxh64
-from ._methods import BY_NAME
-from ._peakewma import load as peakewma_load
+from .methods import HASH_METHODS
+from ..hashing.rendezvous import KEY_FORMS, KeySettings, rendezvous_rank, xxh64
+from .methods import BY_NAME
+from .peakewma import load as peakewma_load
 
 __all__ = ["Seen", "Pick", "N_OF", "n_of", "key_of", "why_not", "uses_startup_rr", "key_hash",
            "rank", "first_after", "round_robin", "splitmix64", "draw_two", "better_of_two", "pick"]

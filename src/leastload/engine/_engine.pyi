@@ -1,4 +1,4 @@
-# Types of the C extension leastload._engine (built from _engine.pyx): the engine's
+# Types of the C extension leastload.engine._engine (built from _engine.pyx): the engine's
 # interface (_interface.pyi, shared with the pure-Python reference) and what the C
 # engine has besides; tests/test_public_api.py compares them with the engines.
 from typing import Any, Collection, Optional

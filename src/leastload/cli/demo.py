@@ -111,7 +111,7 @@ def _slow_start(impl: ModuleType) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from leastload._cli_args import OneLineParser, UserError
+    from leastload.cli.args import OneLineParser, UserError
 
     parser = OneLineParser(prog="leastload demo", description=__doc__.splitlines()[0])
     parser.add_argument("--implementation", choices=("c", "python"), default="c",
@@ -128,7 +128,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if os.path.isdir(args.plot) or not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
             raise UserError(f"--plot: must be a file in an existing directory, got {args.plot}")
     impl = importlib.import_module("leastload.reference" if args.implementation == "python"
-                                   else "leastload._native")
+                                   else "leastload.engine.native")
     print(f"leastload demo, {args.implementation} engine\n")
     for title, method, weights in TABLES:
         print(_table(impl, title, method, weights))

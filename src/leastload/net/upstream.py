@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Type, Union
 
-from . import VirtualServer, _errors
+from .. import VirtualServer
+from ..engine import errors as _errors
 
 # Methods that may be sent again on another backend when the first one
 # refused or reset the connection before any response byte (RFC 9110 9.2.2).
@@ -127,7 +128,7 @@ def after_attempt(outcome: Outcome, method: str, *, replayable: bool, tried: int
     elif outcome is Outcome.FAILED:
         may_go_on = False
     else:
-        raise TypeError(f"outcome must be a leastload.upstream.Outcome, got {outcome!r}")
+        raise TypeError(f"outcome must be a leastload.net.upstream.Outcome, got {outcome!r}")
     if may_go_on and wanted and tried <= retries:
         return _FAILURE_RETRY
     return _FAILURE

@@ -12,7 +12,7 @@ applied again, and `reproduced` says whether it gives the same service (False:
 the vserver changed between the pick and explain()).
 
 No rule is written here: the snapshot is turned back into the plain data the
-pick rules take (leastload._rules.Seen, integers exactly as the engines
+pick rules take (leastload.engine.rules.Seen, integers exactly as the engines
 compare them) and the rules' own functions are applied to it, the same
 functions the reference engine picks with.
 
@@ -24,9 +24,9 @@ from it, `changed` says so and `reproduced` is False.
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._hash import name_hash
-from ._methods import BY_NAME
-from ._rules import Seen, key_hash, key_of, n_of, pick, rank, why_not
+from ..hashing.rendezvous import name_hash
+from .methods import BY_NAME
+from .rules import Seen, key_hash, key_of, n_of, pick, rank, why_not
 
 __all__ = ["Candidate", "Explanation", "explain"]
 

@@ -6,7 +6,7 @@ binding=False keeps CPython's fast method call (Cython's default binding=True
 costs 4-6 ns a call on these machines); embedsignature in the "clinic" format
 writes each signature as a __text_signature__, so help() and
 inspect.signature() see it without binding=True.
-Arguments are checked here, with the messages of leastload._errors, before
+Arguments are checked here, with the messages of leastload.engine.errors, before
 the C core is called; every C return code goes through _raise_for().
 """
 from libc.errno cimport EINVAL, ENOENT, ENOMEM, EOVERFLOW, ERANGE
@@ -22,10 +22,10 @@ import ipaddress
 import threading
 from time import monotonic as _time_monotonic
 
-from . import _errors, _hash
-from ._methods import NEEDS_KEY as _NEEDS_KEY
-from ._errors import METHODS, STATES
-from . import _methods
+from . import errors as _errors, methods as _methods
+from ..hashing import rendezvous as _hash
+from .methods import NEEDS_KEY as _NEEDS_KEY
+from .errors import METHODS, STATES
 
 cdef dict _METHOD_INDEX = {m.name: m.value for m in _methods.TABLE}
 # the C core's method table must be the registry's: checked once, at import

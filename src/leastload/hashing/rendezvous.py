@@ -20,13 +20,11 @@ import ipaddress
 import math
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
-from ._methods import TABLE as _METHODS
 
-__all__ = ["HASH_METHODS", "KEY_FORMS", "KeySettings", "xxh64", "name_hash", "score", "neg_log2",
+__all__ = ["KEY_FORMS", "KeySettings", "xxh64", "name_hash", "score", "neg_log2",
            "rendezvous_rank", "key_bytes", "check_netmask", "check_v6netmasklen",
            "check_hashlength", "check_hash_seed"]
 
-HASH_METHODS = tuple(m.name for m in _METHODS if m.family == "hash")  # the registry's, in its order
 
 DEFAULT_NETMASK = "255.255.255.255"
 DEFAULT_V6NETMASKLEN = 128

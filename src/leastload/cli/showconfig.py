@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from typing import Optional, Sequence
 
-from ._cli_args import OneLineParser
-from .config import load, to_json, to_netscaler, to_toml
+from .args import OneLineParser
+from ..config import load, to_json, to_netscaler, to_toml
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

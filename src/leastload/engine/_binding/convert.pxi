@@ -1,5 +1,5 @@
 # Argument conversion and the one errno mapper: Python values -> the C types the core
-# takes (with leastload._errors' messages), negative C return codes -> the exceptions
+# takes (with leastload.engine.errors' messages), negative C return codes -> the exceptions
 # the reference raises. Included by _engine.pyx.
 
 cdef inline uint64_t _count(str arg, object value) except? 0xFFFFFFFFFFFFFFFF:

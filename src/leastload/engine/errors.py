@@ -7,7 +7,7 @@ import math
 import operator
 from typing import List, Sequence, Tuple
 
-from ._methods import ALL_METHODS as ALL_METHODS, METHODS as METHODS  # re-exported: callers check against them
+from .methods import ALL_METHODS as ALL_METHODS, METHODS as METHODS  # re-exported: callers check against them
 
 
 class NoServiceAvailable(LookupError):

@@ -12,11 +12,12 @@ signature); tests/engine/test_settings_table.py holds them to this table.
 
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
-from ._errors import (METHODS, bad_type, bad_value, check_bool, check_choice, check_ejection_percent,
-                      check_ejection_time, check_method, check_outlier_failures, check_peakewma_decay,
-                      check_startup_rr_factor, check_window_seconds)
-from ._hash import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN, HASH_METHODS,
-                    check_hash_seed, check_hashlength, check_netmask, check_v6netmasklen)
+from .errors import (METHODS, bad_type, bad_value, check_bool, check_choice, check_ejection_percent,
+                     check_ejection_time, check_method, check_outlier_failures, check_peakewma_decay,
+                     check_startup_rr_factor, check_window_seconds)
+from .methods import HASH_METHODS
+from ..hashing.rendezvous import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN,
+                                  check_hash_seed, check_hashlength, check_netmask, check_v6netmasklen)
 
 UNITS = ("PER_SECOND", "PERCENT")
 

@@ -2,9 +2,9 @@
 
 Plain on purpose: docs/semantics.md is the contract and this file follows it
 rule by rule, with O(n) scans where the C engine keeps trees. Clarity first.
-The pick rules themselves are leastload._rules, shared with explain(); no
+The pick rules themselves are leastload.engine.rules, shared with explain(); no
 policy (slow start, ejection, settings) is imported here: leastload.reference
-puts the shared facade over this engine, as leastload._native does over the C one.
+puts the shared facade over this engine, as leastload.engine.native does over the C one.
 
 Which calls read the clock (and so move the window and may run the slow-start
 deadline): select, acquire, record, load, score and info. Arguments are
@@ -21,16 +21,16 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Literal, Collection, ContextManager, Dict, Optional, Tuple, Type, TypeVar, Union, cast
 
-from ._errors import (STATES, active_overflow, advance_clock, bad_type, check_bool, check_cap, check_choice,
-                      check_count, check_custom_metrics, check_exclude, check_method, check_name,
-                      check_outlier_failures, check_seconds, check_startup_rr_factor, check_status,
-                      check_time, check_ttfb, check_weight, duplicate_service, no_service, nothing_active,
-                      transaction_ended, unknown_service, window_overflow)
-from ._hash import DEFAULT_HASH_SEED, KeySettings, name_hash
-from ._peakewma import Estimate
-from ._methods import IN_SECONDS
-from ._rules import Seen, key_hash, n_of, pick, uses_startup_rr
-from ._types import Clock, Info, Snapshot, Totals
+from .errors import (STATES, active_overflow, advance_clock, bad_type, check_bool, check_cap, check_choice,
+                     check_count, check_custom_metrics, check_exclude, check_method, check_name,
+                     check_outlier_failures, check_seconds, check_startup_rr_factor, check_status,
+                     check_time, check_ttfb, check_weight, duplicate_service, no_service, nothing_active,
+                     transaction_ended, unknown_service, window_overflow)
+from ..hashing.rendezvous import DEFAULT_HASH_SEED, KeySettings, name_hash
+from .peakewma import Estimate
+from .methods import IN_SECONDS
+from .rules import Seen, key_hash, n_of, pick, uses_startup_rr
+from .types import Clock, Info, Snapshot, Totals
 
 __all__ = ["ManualClock", "Engine", "Transaction"]
 
@@ -405,7 +405,7 @@ class Engine(_Interface):
     # -- selection ------------------------------------------------------------
 
     def _seen(self, s: _Service) -> Seen:
-        """The service as the pick rules (leastload._rules) see it: plain data."""
+        """The service as the pick rules (leastload.engine.rules) see it: plain data."""
         return Seen(s.name, s.weight, s.state, s.draining, s.ejected, s.cap, s.sel_this_sec, s.custom_over,
                     s.active, s.ttfb_us, s.probe_us, sum(s.bytes.values()), sum(s.packets.values()),
                     s.custom_load, s.peak.at(self._now, self._peak_decay_us), s.name_hash)

@@ -1,6 +1,6 @@
 # The hash methods' key fast path: the common key forms (exact str and bytes, exact
 # ipaddress objects, tuples of them) hashed without a Python call, to the same bytes as
-# leastload._hash.KEY_FORMS, which stays the one statement of the key forms: anything
+# leastload.hashing.rendezvous.KEY_FORMS, which stays the one statement of the key forms: anything
 # else goes there. Included by _engine.pyx; called with the vserver held.
 
 # the key forms _fast_key_hash reads

@@ -8,8 +8,8 @@ from typing import Any, Collection, ContextManager, Dict, Literal, Optional, Pro
 
 from typing_extensions import Self
 
-from . import _hash
-from ._types import Clock, Info, Snapshot, Totals
+from ..hashing import rendezvous as _hash
+from .types import Clock, Info, Snapshot, Totals
 
 class TransactionAPI(Protocol):
     @property

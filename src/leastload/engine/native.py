@@ -1,8 +1,8 @@
 """The C engine behind the shared facade: what `leastload` exports by default."""
 
 from ._engine import Engine, ManualClock, Transaction, monotonic
-from ._errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
-from ._facade import VirtualServerFacade
+from .errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
+from .policy import VirtualServerFacade
 
 IMPLEMENTATION = "c"
 

@@ -49,6 +49,7 @@ TABLE = (
 BY_NAME = {m.name: m for m in TABLE}
 METHODS = tuple(m.name for m in TABLE if m.supported)  # what VirtualServer(method=...) accepts
 ALL_METHODS = tuple(m.name for m in TABLE)              # the vendor's, this engine's or not
+HASH_METHODS = tuple(m.name for m in TABLE if m.family == "hash")
 IN_SECONDS = frozenset(m.name for m in TABLE if m.unit == "seconds")
 # the hash methods whose select() needs the request's key (DOMAINHASH without one is LEASTCONNECTION)
 NEEDS_KEY = frozenset(m.name for m in TABLE if m.family == "hash" and m.name != "DOMAINHASH")
