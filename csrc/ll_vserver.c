@@ -24,10 +24,7 @@
 #include <string.h>
 
 #include "ll_hash.h"
-#include "ll_internal.h"
-#include "ll_least.h"
-#include "ll_roundrobin.h"
-#include "ll_sampled.h"
+#include "ll_path.h"
 
 #define LL_MAX_SLOTS (1u << 30)
 
@@ -61,26 +58,14 @@ static uint64_t load_of(const ll_vserver *vs, uint32_t slot)
     return vs->svc[slot].active;
 }
 
-static ll_key key_of(const ll_vserver *vs, uint32_t slot)
+static inline ll_key key_of(const ll_vserver *vs, uint32_t slot)
 {
-    const ll_svc *s = &vs->svc[slot];
-    /* unbound slots are zeroed, so their state byte is LL_UP: test bound too */
-    if (s->state != LL_UP || !s->bound || s->draining || s->ejected || s->sel_this >= s->cap)
-        return LL_KEY_INF;
-    if (vs->ops->family == LL_FAMILY_ROUNDROBIN)
-        return ll_rr_key(vs, slot);
-    return ll_least_key(vs, slot);
+    return ll_key_as(vs, slot, vs->ops->family, vs->ops->load);
 }
 
-/* Sets a slot's key. P2C reads single leaves only (its draws), never the
- * tree's minimum: its keys change the leaf alone, O(1), and the inner
- * nodes are rebuilt when the method changes. */
 static inline void set_key(ll_vserver *vs, uint32_t slot, ll_key key)
 {
-    if (vs->ops->family == LL_FAMILY_SAMPLED)
-        ll_tree_load(&vs->tree, slot, key);
-    else
-        ll_tree_set(&vs->tree, slot, key);
+    ll_set_key_as(vs, slot, key, vs->ops->family);
 }
 
 void ll_refresh(ll_vserver *vs, uint32_t slot)
@@ -628,34 +613,10 @@ int64_t ll_advance(ll_vserver *vs, int64_t sec) { return advance(vs, sec); }
 
 /* ---- the request path -------------------------------------------------- */
 
-/* The slot select() would take now, and the round it would leave; no
- * side effects. -ENOENT when nothing is eligible. */
+/* The slot select() would take now (ll_pick_as). */
 static int64_t pick(ll_vserver *vs, uint32_t *round_out, uint64_t *rng_out)
 {
-    *rng_out = vs->rng;
-    const ll_tree *t = &vs->tree;
-    ll_key min = ll_tree_min_key(t);
-    uint32_t start = (uint32_t)(vs->cursor + 1);
-    uint32_t round = vs->rr_round;
-    int64_t slot;
-    *round_out = round;
-    if (vs->ops->family == LL_FAMILY_SAMPLED)
-        return ll_p2c_pick(vs, rng_out, vs->drawn);  /* before the root: P2C keeps it stale */
-    if (ll_key_eq(min, LL_KEY_INF))
-        return -ENOENT;
-    if (vs->ops->family == LL_FAMILY_ROUNDROBIN) {
-        slot = ll_rr_pick(vs, start, &round);
-        *round_out = round;
-        return slot;
-    }
-    /* the least-load family; also the hash family's pick without a key
-     * (DOMAINHASH without a domain), which takes no startup round robin */
-    if (vs->startup_left && vs->ops->family == LL_FAMILY_LEAST) {
-        /* startup round robin: any eligible (finite) key qualifies */
-        slot = ll_tree_first(t, start, LL_KEY_MAX_FINITE);
-        return slot >= 0 ? slot : ll_tree_first(t, 0, LL_KEY_MAX_FINITE);
-    }
-    return ll_tree_pick_min(t, start);
+    return ll_pick_as(vs, round_out, rng_out, vs->ops->family);
 }
 
 int64_t ll_peek(ll_vserver *vs, int64_t sec)
@@ -666,39 +627,10 @@ int64_t ll_peek(ll_vserver *vs, int64_t sec)
     return pick(vs, &round, &rng);
 }
 
-/* Charges a pick: the part of ll_select() after pick(). */
+/* Charges a pick: the part of ll_select() after pick() (ll_take_as). */
 static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round, uint64_t rng)
 {
-    ll_svc *s = &vs->svc[slot];
-    if (s->active == UINT32_MAX) {
-        vs->full_slot = (uint32_t)slot;
-        return -EOVERFLOW;
-    }
-    /* the record explain() reads: the state the pick was made from */
-    vs->last.cursor = vs->cursor;
-    vs->last.rr_round = vs->rr_round;
-    vs->last.startup = vs->startup_left && vs->ops->family == LL_FAMILY_LEAST;
-    if (vs->ops->family == LL_FAMILY_SAMPLED) {
-        vs->last.drawn[0] = vs->drawn[0];
-        vs->last.drawn[1] = vs->drawn[1];
-    }
-    vs->cursor = slot;
-    vs->rr_round = round;
-    vs->rng = rng;  /* P2C's draws are spent only by a pick that is charged */
-    if (vs->last.startup)
-        vs->startup_left--;
-    s->active++;
-    s->selected++;
-    if (s->sel_this < UINT32_MAX - 1) {  /* saturates below LL_NO_CAP */
-        s->sel_this++;
-        /* a pick is UP, bound, not draining, not ejected: counted in this_up */
-        vs->this_up++;
-        vs->this_open += s->cap == LL_NO_CAP;
-        ll_live_add(vs, (uint32_t)slot);
-    }
-    if (vs->ops->counts_active || s->cap != LL_NO_CAP)
-        ll_refresh(vs, (uint32_t)slot);
-    return slot;
+    return ll_take_as(vs, slot, round, rng, vs->ops->family, vs->ops->load, vs->ops->counts_active);
 }
 
 int64_t ll_select(ll_vserver *vs, int64_t sec)
@@ -735,7 +667,7 @@ int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64
     if (!slot_ok(vs, slot))
         return -EINVAL;
     advance(vs, sec);
-    return ll_record_core(vs, slot, bytes, packets);
+    return ll_record_as(vs, slot, bytes, packets, vs->ops->family, vs->ops->load);
 }
 
 int ll_begin(ll_vserver *vs, uint32_t slot)
@@ -754,7 +686,8 @@ int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int
 {
     if (!slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
         return -EINVAL;
-    return ll_finish_core(vs, slot, has_ttfb, ttfb_us, failed);
+    return ll_finish_as(vs, slot, has_ttfb, ttfb_us, failed, vs->ops->family, vs->ops->load,
+                        vs->ops->counts_active);
 }
 
 int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
@@ -764,7 +697,7 @@ int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
     if (!vs->probe && !(vs->probe = calloc(vs->capacity, sizeof *vs->probe)))
         return -ENOMEM;
     uint32_t old = vs->probe[slot];
-    /* the same smoothing as the TTFB's (ll_finish_core) */
+    /* the same smoothing as the TTFB's (ll_finish_as, ll_path.h) */
     uint32_t us = old ? (uint32_t)((7 * (uint64_t)(old - 1) + rtt_us + 4) / 8) : rtt_us;
     vs->probe[slot] = us + 1;
     if (vs->ops->load == LL_N_ACTIVE_PROBE)
