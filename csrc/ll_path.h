@@ -43,6 +43,22 @@ LL_INLINE ll_key ll_key_as(const ll_vserver *vs, uint32_t slot, int family, int 
     return ll_least_key_as(vs, slot, load);
 }
 
+/* ll_tree_set() with its usual case, a packed key, inlined here: left to
+ * itself the compiler calls it out of line from the replay's loop, which
+ * costs more than the update. */
+LL_INLINE void ll_tree_set_inline(ll_tree *t, uint32_t slot, ll_key k)
+{
+    if (!t->wide) {
+        int fits;
+        uint64_t v = ll_tree_pack(t, slot, k, &fits);
+        if (fits) {
+            ll_tree_packed_update(t, slot, v);
+            return;
+        }
+    }
+    ll_tree_set(t, slot, k);
+}
+
 /* Sets a slot's key. The sampled family reads single leaves only (its
  * draws), never the tree's minimum: its keys change the leaf alone, O(1),
  * and the inner nodes are rebuilt when the method changes. */
@@ -51,7 +67,7 @@ LL_INLINE void ll_set_key_as(ll_vserver *vs, uint32_t slot, ll_key key, int fami
     if (family == LL_FAMILY_SAMPLED)
         ll_tree_load(&vs->tree, slot, key);
     else
-        ll_tree_set(&vs->tree, slot, key);
+        ll_tree_set_inline(&vs->tree, slot, key);
 }
 
 /* Recomputes key[slot] and fixes the tree (ll_refresh with the traits given). */

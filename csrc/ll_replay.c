@@ -100,7 +100,7 @@ void ll_replay_state(const ll_replay *r, ll_replay_state_t *out)
 
 /* Picks the next operation; LL_REPLAY_DONE / LL_REPLAY_EVENT, or -1 when
  * one is ready in r->op. */
-static int next_op(ll_replay *r, double stop_time)
+LL_INLINE int next_op(ll_replay *r, double stop_time)
 {
     const ll_pending *first = ll_pending_peek(&r->pending);
     int have_c = first != NULL, have_a = r->next < r->trace.n;
