@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "leastload.h"
+#include "ll_columns.h"
 #include "ll_method.h"
 #include "ll_tree.h"
 
@@ -78,12 +79,9 @@ struct ll_vserver {
      * until the next roll drops it. */
     uint32_t n_live;
     uint32_t *live;          /* [capacity] the live slots, in no order      */
-    /* Inputs of one method each, allocated on their first use (NULL until
-     * then), so the others pay no memory for them. */
-    uint32_t *probe;         /* [capacity] LRTM: smoothed probe us + 1; 0: none */
-    uint64_t *name_hash;     /* [capacity] hash methods: XXH64 of each name, as ll_hash_name_entry keeps it */
-    uint64_t *custom;        /* [capacity] CUSTOMLOAD: load | LL_CUSTOM_OVER    */
-    ll_peak *peak;           /* [capacity] PEAKEWMA: allocated when it is first the method */
+    /* Inputs of one method or family each: the columns of ll_columns.h,
+     * NULL until allocated; read them through the typed accessors below. */
+    void *col[LL_COL_COUNT]; /* [capacity] each                             */
     ll_pick_record last;     /* the last charged pick (explain)              */
     int64_t drawn[2];        /* the sampled family's draws of the pick under way */
     /* The hash methods' pick reads no weight while every bound service has
@@ -92,6 +90,20 @@ struct ll_vserver {
     uint32_t n_weights;      /* distinct weights among the bound services */
     uint32_t n_of_weight[LL_MAX_WEIGHT + 1]; /* bound services of each weight */
 };
+
+/* The columns, typed (NULL: not allocated yet). */
+static inline uint32_t *ll_col_probe(const ll_vserver *vs) { return vs->col[LL_COL_PROBE]; }
+static inline uint64_t *ll_col_name_hash(const ll_vserver *vs) { return vs->col[LL_COL_NAME_HASH]; }
+static inline uint64_t *ll_col_custom(const ll_vserver *vs) { return vs->col[LL_COL_CUSTOM]; }
+static inline ll_peak *ll_col_peak(const ll_vserver *vs) { return vs->col[LL_COL_PEAK]; }
+
+/* Column c's array, allocated on its first input: 0, or -ENOMEM. */
+static inline int ll_column_need(ll_vserver *vs, int c)
+{
+    if (!vs->col[c] && !(vs->col[c] = ll_column_alloc(c, vs->capacity)))
+        return -ENOMEM;
+    return 0;
+}
 
 /* PEAKEWMA: a status-200 TTFB of `slot` at vs->now (ll_peakewma.c). */
 void ll_peak_observe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us);

@@ -20,7 +20,8 @@
  * it plus one, so that 0 means "no probe". */
 static inline uint32_t ll_probe_us(const ll_vserver *vs, uint32_t slot)
 {
-    return vs->probe && vs->probe[slot] ? vs->probe[slot] - 1 : 0;
+    const uint32_t *probe = ll_col_probe(vs);
+    return probe && probe[slot] ? probe[slot] - 1 : 0;
 }
 
 /* N of load kind `load` for one slot. The products stay below 2^64:
@@ -35,7 +36,7 @@ static inline uint64_t ll_least_n_as(const ll_vserver *vs, uint32_t slot, int lo
     case LL_N_BYTES: return vs->bytes[slot];
     case LL_N_PACKETS: return vs->packets[slot];
     case LL_N_ACTIVE_PROBE: return (uint64_t)s->active * ll_probe_us(vs, slot);
-    case LL_N_CUSTOM: return vs->custom ? vs->custom[slot] & ~LL_CUSTOM_OVER : 0;
+    case LL_N_CUSTOM: return ll_col_custom(vs) ? ll_col_custom(vs)[slot] & ~LL_CUSTOM_OVER : 0;
     case LL_N_PEAK: return ll_peak_n(vs, slot);
     case LL_N_ACTIVE: break;
     }
@@ -58,7 +59,8 @@ static inline ll_key ll_least_special_key(const ll_vserver *vs, uint32_t slot, i
     const ll_svc *s = &vs->svc[slot];
     if (load == LL_N_PEAK)
         return ll_key_small(0);
-    uint64_t c = vs->custom ? vs->custom[slot] : 0;
+    const uint64_t *custom = ll_col_custom(vs);
+    uint64_t c = custom ? custom[slot] : 0;
     if (c & LL_CUSTOM_OVER)
         return LL_KEY_INF;
     if (s->active == 0)

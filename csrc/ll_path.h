@@ -11,6 +11,9 @@
  * round-robin or sampled branch, pays no call into a generic refresh).
  * One definition, so the answers cannot differ between the two paths.
  *
+ * The cores that refresh a key take `spec` too: 1 where the traits are
+ * constants (inline the refresh), 0 where they are read at run time.
+ *
  * The cores assume what their callers checked: a bound slot, arguments in
  * range, the window already at the call's second.
  */
@@ -76,6 +79,18 @@ LL_INLINE void ll_refresh_as(ll_vserver *vs, uint32_t slot, int family, int load
     ll_set_key_as(vs, slot, ll_key_as(vs, slot, family, load), family);
 }
 
+/* The refresh inside a core: inlined where the traits are the caller's
+ * constants (spec = 1, the replay's loops), a call otherwise (spec = 0:
+ * the per-call functions stay small; ll_refresh reads the same traits from
+ * vs->ops). */
+LL_INLINE void ll_core_refresh(ll_vserver *vs, uint32_t slot, int family, int load, int spec)
+{
+    if (spec)
+        ll_refresh_as(vs, slot, family, load);
+    else
+        ll_refresh(vs, slot);
+}
+
 /* ---- the pick and its charge ------------------------------------------- */
 
 /* The slot a select would take now, and the round it would leave; no side
@@ -109,7 +124,7 @@ LL_INLINE int64_t ll_pick_as(ll_vserver *vs, uint32_t *round_out, uint64_t *rng_
 
 /* Charges a pick: the part of a select after the pick. */
 LL_INLINE int64_t ll_take_as(ll_vserver *vs, int64_t slot, uint32_t round, uint64_t rng, int family, int load,
-                             int counts_active)
+                             int counts_active, int spec)
 {
     ll_svc *s = &vs->svc[slot];
     if (s->active == UINT32_MAX) {
@@ -139,14 +154,15 @@ LL_INLINE int64_t ll_take_as(ll_vserver *vs, int64_t slot, uint32_t round, uint6
         ll_live_add(vs, (uint32_t)slot);
     }
     if (counts_active || s->cap != LL_NO_CAP)
-        ll_refresh_as(vs, (uint32_t)slot, family, load);
+        ll_core_refresh(vs, (uint32_t)slot, family, load, spec);
     return slot;
 }
 
 /* ---- traffic and the end of a transaction ------------------------------ */
 
 /* ll_record() on a bound slot, the window already at the call's second. */
-LL_INLINE int ll_record_as(ll_vserver *vs, uint32_t slot, uint64_t bytes, uint64_t packets, int family, int load)
+LL_INLINE int ll_record_as(ll_vserver *vs, uint32_t slot, uint64_t bytes, uint64_t packets, int family, int load,
+                           int spec)
 {
     if (bytes > UINT64_MAX - vs->bytes[slot] || packets > UINT64_MAX - vs->packets[slot])
         return -EOVERFLOW;
@@ -163,13 +179,13 @@ LL_INLINE int ll_record_as(ll_vserver *vs, uint32_t slot, uint64_t bytes, uint64
     vs->bytes[slot] += bytes;
     vs->packets[slot] += packets;
     if ((load == LL_N_BYTES && bytes) || (load == LL_N_PACKETS && packets))
-        ll_refresh_as(vs, slot, family, load);
+        ll_core_refresh(vs, slot, family, load, spec);
     return 0;
 }
 
 /* ll_finish() on a bound slot with a TTFB in range. */
 LL_INLINE int ll_finish_as(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed, int family,
-                           int load, int counts_active)
+                           int load, int counts_active, int spec)
 {
     ll_svc *s = &vs->svc[slot];
     if (s->active == 0)
@@ -189,7 +205,7 @@ LL_INLINE int ll_finish_as(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t
         s->fails_in_row = 0;
     }
     if (counts_active)
-        ll_refresh_as(vs, slot, family, load);
+        ll_core_refresh(vs, slot, family, load, spec);
     int flags = 0;
     if (s->draining && s->active == 0)
         flags |= LL_END_DRAINED;

@@ -136,9 +136,10 @@ static void record_overflow(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t
 
 /* Both of the replay's records follow a tick to their second, on a bound
  * slot: the core alone. */
-LL_INLINE int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uint64_t p, int family, int load)
+LL_INLINE int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uint64_t p, int family, int load,
+                     int spec)
 {
-    int rc = ll_record_as(vs, (uint32_t)r->slot_of[svc], b, p, family, load);
+    int rc = ll_record_as(vs, (uint32_t)r->slot_of[svc], b, p, family, load, spec);
     if (rc < 0) {
         if (rc == -EOVERFLOW)
             record_overflow(vs, r, svc, b, p);
@@ -150,7 +151,7 @@ LL_INLINE int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uin
 }
 
 /* The completion's finish (phase 1): 0 to go on, or what ll_replay_run returns. */
-LL_INLINE int finish(ll_vserver *vs, ll_replay *r, int family, int load, int counts_active)
+LL_INLINE int finish(ll_vserver *vs, ll_replay *r, int family, int load, int counts_active, int spec)
 {
     uint64_t k = r->cur.req;
     double ttfb = r->cur_ttfb;
@@ -163,7 +164,7 @@ LL_INLINE int finish(ll_vserver *vs, ll_replay *r, int family, int load, int cou
     uint32_t us = (uint32_t)(ttfb * 1e6 + 0.5);
     /* a bound slot (completions of unbound services are forgotten), a TTFB in range */
     int rc = ll_finish_as(vs, (uint32_t)r->slot_of[r->cur.svc], r->trace.status[k] == 200, us,
-                          r->trace.status[k] >= 500, family, load, counts_active);
+                          r->trace.status[k] >= 500, family, load, counts_active, spec);
     if (rc < 0) {
         r->err_call = 3;
         return rc;
@@ -180,17 +181,17 @@ LL_INLINE int finish(ll_vserver *vs, ll_replay *r, int family, int load, int cou
 
 /* The select of an arrival: ll_select() after its tick (the loop moved the
  * window to `sec` already, so its own advance would be a no-op). */
-LL_INLINE int64_t select_at(ll_vserver *vs, int family, int load, int counts_active)
+LL_INLINE int64_t select_at(ll_vserver *vs, int family, int load, int counts_active, int spec)
 {
     uint32_t round;
     uint64_t rng;
     int64_t slot = ll_pick_as(vs, &round, &rng, family);
-    return slot < 0 ? slot : ll_take_as(vs, slot, round, rng, family, load, counts_active);
+    return slot < 0 ? slot : ll_take_as(vs, slot, round, rng, family, load, counts_active, spec);
 }
 
 /* The loop, with the method's traits as arguments (see the top of the file). */
 LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double deadline, int family, int load,
-                     int counts_active)
+                     int counts_active, int spec)
 {
     for (;;) {
         if (r->op == LL_OP_NONE) {
@@ -215,7 +216,7 @@ LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double dead
             size_t k = r->next;
             if (r->pending.len >= r->pending.cap && (rc = ll_pending_reserve(&r->pending, (size_t)r->pending.len + 1)) < 0)
                 return rc;
-            int64_t slot = select_at(vs, family, load, counts_active);
+            int64_t slot = select_at(vs, family, load, counts_active, spec);
             if (slot == -ENOENT) {              /* dropped: nothing eligible */
                 r->chosen[k] = -1;
                 r->next++;
@@ -236,25 +237,25 @@ LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double dead
                 continue;  /* the record's own tick stops for the hook: take the long way */
             /* The record at the same time: its tick cannot move the window
              * (same second) nor stop (t < deadline), so it follows at once. */
-            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], family, load)) < 0)
+            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], family, load, spec)) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->op == LL_OP_ARRIVAL) {
             size_t k = r->next;
             uint32_t s = (uint32_t)r->chosen[k];
-            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], family, load)) < 0)
+            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], family, load, spec)) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->phase == 0) {
             uint64_t k = r->cur.req;
-            if ((rc = record(vs, r, r->cur.svc, r->trace.resp_bytes[k], r->trace.resp_packets[k], family, load)) < 0)
+            if ((rc = record(vs, r, r->cur.svc, r->trace.resp_bytes[k], r->trace.resp_packets[k], family, load, spec)) < 0)
                 return rc;
             r->phase = 1;
-            if ((rc = finish(vs, r, family, load, counts_active)) != 0)  /* finish does not tick: it follows at once */
+            if ((rc = finish(vs, r, family, load, counts_active, spec)) != 0)  /* finish does not tick: it follows at once */
                 return rc;
-        } else if ((rc = finish(vs, r, family, load, counts_active)) != 0) {
+        } else if ((rc = finish(vs, r, family, load, counts_active, spec)) != 0) {
             return rc;
         }
     }
@@ -263,28 +264,28 @@ LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double dead
 /* One instance per row shape worth its own loop; the rest share the generic one. */
 static int run_least_active(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
-    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_ACTIVE, 1);
+    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_ACTIVE, 1, 1);
 }
 
 static int run_least_ttfb(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
-    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_ACTIVE_TTFB, 1);
+    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_ACTIVE_TTFB, 1, 1);
 }
 
 static int run_least_bytes(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
-    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_BYTES, 0);
+    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_BYTES, 0, 1);
 }
 
 static int run_least_packets(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
-    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_PACKETS, 0);
+    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_PACKETS, 0, 1);
 }
 
 static int run_generic(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
     const ll_method_ops *m = vs->ops;
-    return run_as(vs, r, stop, deadline, m->family, m->load, m->counts_active);
+    return run_as(vs, r, stop, deadline, m->family, m->load, m->counts_active, 0);
 }
 
 int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
