@@ -269,7 +269,7 @@ static LL_ALWAYS_INLINE void equal_step(size_t *best, uint64_t *best_x, size_t i
 static LL_ALWAYS_INLINE int64_t packed_pick(const ll_vserver *vs, uint64_t key_head, uint32_t first, const int lanes)
 {
     const uint64_t *leaf = vs->tree.cell + vs->tree.P;
-    const uint64_t *name_hash = vs->name_hash;
+    const uint64_t *name_hash = ll_col_name_hash(vs);
     const ll_svc *svc = vs->svc;
     const size_t n = vs->n_slots;
     uint64_t best_x = ll_xxh64_avalanche_tail(key_head ^ name_hash[first]), x[4], g[4];
@@ -410,7 +410,7 @@ int64_t ll_hash_pick(const ll_vserver *vs, uint64_t key_hash)
     const ll_tree *t = &vs->tree;
     if (ll_key_eq(ll_tree_min_key(t), LL_KEY_INF))
         return -ENOENT;
-    const uint64_t *name_hash = vs->name_hash;
+    const uint64_t *name_hash = ll_col_name_hash(vs);
     int wide = t->wide;
     const uint64_t *leaf = t->cell + t->P;
     uint32_t first = 0;

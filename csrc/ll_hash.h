@@ -17,7 +17,7 @@
 /* -log2((x / 2 + 1) / 2^63) in fixed point, truncated; never grows as x grows. */
 uint32_t ll_neg_log2(uint64_t x);
 
-/* A name hash as the vserver keeps it (vs->name_hash): with the head of
+/* A name hash as the vserver keeps it (column LL_COL_NAME_HASH): with the head of
  * XXH64's avalanche applied, which the pick would otherwise apply to every
  * slot's key ^ name on every pick (ll_xxh64.h). 0 stays 0. */
 static inline uint64_t ll_hash_name_entry(uint64_t name_hash)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "leastload.h"
+#include "ll_columns.h"
 #include "ll_method.h"
 #include "ll_tree.h"
 
@@ -78,12 +79,9 @@ struct ll_vserver {
      * until the next roll drops it. */
     uint32_t n_live;
     uint32_t *live;          /* [capacity] the live slots, in no order      */
-    /* Inputs of one method each, allocated on their first use (NULL until
-     * then), so the others pay no memory for them. */
-    uint32_t *probe;         /* [capacity] LRTM: smoothed probe us + 1; 0: none */
-    uint64_t *name_hash;     /* [capacity] hash methods: XXH64 of each name, as ll_hash_name_entry keeps it */
-    uint64_t *custom;        /* [capacity] CUSTOMLOAD: load | LL_CUSTOM_OVER    */
-    ll_peak *peak;           /* [capacity] PEAKEWMA: allocated when it is first the method */
+    /* Inputs of one method or family each: the columns of ll_columns.h,
+     * NULL until allocated; read them through the typed accessors below. */
+    void *col[LL_COL_COUNT]; /* [capacity] each                             */
     ll_pick_record last;     /* the last charged pick (explain)              */
     int64_t drawn[2];        /* the sampled family's draws of the pick under way */
     /* The hash methods' pick reads no weight while every bound service has
@@ -92,6 +90,20 @@ struct ll_vserver {
     uint32_t n_weights;      /* distinct weights among the bound services */
     uint32_t n_of_weight[LL_MAX_WEIGHT + 1]; /* bound services of each weight */
 };
+
+/* The columns, typed (NULL: not allocated yet). */
+static inline uint32_t *ll_col_probe(const ll_vserver *vs) { return vs->col[LL_COL_PROBE]; }
+static inline uint64_t *ll_col_name_hash(const ll_vserver *vs) { return vs->col[LL_COL_NAME_HASH]; }
+static inline uint64_t *ll_col_custom(const ll_vserver *vs) { return vs->col[LL_COL_CUSTOM]; }
+static inline ll_peak *ll_col_peak(const ll_vserver *vs) { return vs->col[LL_COL_PEAK]; }
+
+/* Column c's array, allocated on its first input: 0, or -ENOMEM. */
+static inline int ll_column_need(ll_vserver *vs, int c)
+{
+    if (!vs->col[c] && !(vs->col[c] = ll_column_alloc(c, vs->capacity)))
+        return -ENOMEM;
+    return 0;
+}
 
 /* PEAKEWMA: a status-200 TTFB of `slot` at vs->now (ll_peakewma.c). */
 void ll_peak_observe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us);
@@ -106,11 +118,10 @@ static inline uint32_t ll_window_bucket(int64_t sec, uint32_t w)
     return (uint32_t)(m < 0 ? m + (int64_t)w : m);
 }
 
-/* ---- the request path's cores ---------------------------------------------
- * Shared by the public calls (ll_vserver.c), which check their arguments and
- * move the window first, and by the batch path (ll_replay.c), whose own
- * invariants make those checks redundant: one definition, no call between. */
-
+/* ---- the request path ----------------------------------------------------
+ * Its cores, written once with the method's traits as arguments, are in
+ * ll_path.h; shared by the public calls (ll_vserver.c) and the batch path
+ * (ll_replay.c). */
 
 /* Gives the slot an entry in the live set unless it has one. */
 static inline void ll_live_add(ll_vserver *vs, uint32_t slot)
@@ -120,58 +131,6 @@ static inline void ll_live_add(ll_vserver *vs, uint32_t slot)
         vs->live[vs->n_live++] = slot;
         s->flags = (uint16_t)(s->flags | LL_LIVE);
     }
-}
-
-/* ll_record() on a bound slot, the window already at the call's second. */
-static inline int ll_record_core(ll_vserver *vs, uint32_t slot, uint64_t bytes, uint64_t packets)
-{
-    if (bytes > UINT64_MAX - vs->bytes[slot] || packets > UINT64_MAX - vs->packets[slot])
-        return -EOVERFLOW;
-    size_t at = (size_t)vs->head * vs->capacity + slot;
-    vs->bytes_bkt[at] += bytes;
-    vs->packets_bkt[at] += packets;
-    if (bytes | packets) {
-        /* a window up to LL_MASK_WINDOW long marks the bucket, so that a roll
-         * reads only buckets that hold traffic; longer ones read them all */
-        if (vs->window <= LL_MASK_WINDOW)
-            vs->svc[slot].flags = (uint16_t)(vs->svc[slot].flags | (1u << vs->head));
-        ll_live_add(vs, slot);
-    }
-    vs->bytes[slot] += bytes;
-    vs->packets[slot] += packets;
-    if ((vs->ops->load == LL_N_BYTES && bytes) || (vs->ops->load == LL_N_PACKETS && packets))
-        ll_refresh(vs, slot);
-    return 0;
-}
-
-/* ll_finish() on a bound slot with a TTFB in range. */
-static inline int ll_finish_core(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
-{
-    ll_svc *s = &vs->svc[slot];
-    if (s->active == 0)
-        return -ERANGE;
-    s->active--;
-    if (has_ttfb) {
-        /* EWMA, alpha 1/8, rounded half up; 7 * 3.6e9 fits in 64 bits */
-        s->ttfb_us = s->ttfb_known ? (uint32_t)((7 * (uint64_t)s->ttfb_us + ttfb_us + 4) / 8) : ttfb_us;
-        s->ttfb_known = 1;
-        if (vs->ops->load == LL_N_PEAK)
-            ll_peak_observe(vs, slot, ttfb_us);
-    }
-    if (failed) {
-        s->failures += s->failures != UINT64_MAX;
-        s->fails_in_row += s->fails_in_row != UINT32_MAX;
-    } else {
-        s->fails_in_row = 0;
-    }
-    if (vs->ops->counts_active)
-        ll_refresh(vs, slot);
-    int flags = 0;
-    if (s->draining && s->active == 0)
-        flags |= LL_END_DRAINED;
-    if (vs->outlier_k && s->fails_in_row >= vs->outlier_k && !s->ejected && !s->draining)
-        flags |= LL_END_OUTLIER;
-    return flags;
 }
 
 #endif /* LL_INTERNAL_H */

@@ -4,9 +4,17 @@
  * A method is one row of ll_methods[] (ll_methods.c): its family, what its
  * N is, and whether N moves with active transactions; the family's file
  * holds how it scores a service and how it picks (ll_least.h,
- * ll_roundrobin.h). The vserver's common code (ll_vserver.c) asks the row,
- * never the method's name. Adding a least-X method: its row, its N in
- * ll_least.h, its Python registry entry and reference twin, its tests.
+ * ll_roundrobin.h). The vserver's common code (ll_vserver.c, ll_path.h)
+ * asks the row, never the method's name; the batch replay (ll_replay.c)
+ * runs a loop specialised for the row's shape when it has one, else the
+ * generic loop.
+ *
+ * Adding a least-X method: its value in leastload.h's ll_method, its row
+ * in ll_methods.c; if its N is new, a load kind here and its case in
+ * ll_least.h (ll_least_n_as); if it reads a new per-service input, a column
+ * (ll_columns.h), which the vserver then allocates, grows, clears and
+ * compacts by itself. Outside csrc: its reference rule (reference.py), its
+ * registry entry (_methods.py), its tests and docs.
  */
 #ifndef LL_METHOD_H
 #define LL_METHOD_H

@@ -27,7 +27,7 @@ uint64_t ll_peak_decay_q32(double elapsed, uint32_t decay_us)
 
 void ll_peak_observe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
 {
-    ll_peak *p = &vs->peak[slot];
+    ll_peak *p = &ll_col_peak(vs)[slot];
     uint64_t w = ll_peak_decay_q32(vs->now - p->stamp, vs->peak_decay_us);
     if (!p->known || rtt_us > ((uint64_t)p->cost_us * w >> 32))
         p->cost_us = rtt_us;  /* the peak: taken at once */
@@ -39,7 +39,7 @@ void ll_peak_observe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
 
 uint64_t ll_peak_estimate(const ll_vserver *vs, uint32_t slot)
 {
-    const ll_peak *p = vs->peak ? &vs->peak[slot] : NULL;
+    const ll_peak *p = ll_col_peak(vs) ? &ll_col_peak(vs)[slot] : NULL;
     if (!p || !p->known)
         return 0;
     /* cost < 2^32 and w <= 2^32: the product fits */

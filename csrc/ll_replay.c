@@ -7,13 +7,23 @@
  * window moves to the call's second, and a call whose time reached the
  * policy deadline stops the run first so the caller can run the hook,
  * exactly where the per-call path would run it.
+ *
+ * Specialised by what the method needs: the loop is one body whose method
+ * traits (family, load kind, counts_active: the row of ll_method.h) are
+ * arguments, instantiated with constants for the common rows and once with
+ * the row read at run time for the rest (ll_replay_run picks by the row,
+ * never by the method's name). With constants the compiler keeps only what
+ * the method needs: LEASTCONNECTION's loop refreshes its key from `active`
+ * inline and skips the byte and packet key tests; LEASTBANDWIDTH's select
+ * refreshes nothing. The window's totals are kept under every method (info()
+ * and snapshots report them): that part costs a few stores, not the keys.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ll_internal.h"
+#include "ll_path.h"
 #include "ll_pending.h"
 #include "ll_replay.h"
 
@@ -90,53 +100,58 @@ void ll_replay_state(const ll_replay *r, ll_replay_state_t *out)
 
 /* Picks the next operation; LL_REPLAY_DONE / LL_REPLAY_EVENT, or -1 when
  * one is ready in r->op. */
-static int next_op(ll_replay *r, double stop_time)
+LL_INLINE int next_op(ll_replay *r, double stop_time)
 {
-    for (;;) {
-        const ll_pending *first = ll_pending_peek(&r->pending);
-        int have_c = first != NULL, have_a = r->next < r->trace.n;
-        if (!have_c && !have_a)
-            return LL_REPLAY_DONE;
-        double tc = have_c ? ll_order_time(first->order) : INFINITY;
-        double ta = have_a ? r->trace.arrival[r->next] : INFINITY;
-        int completion = have_c && (!have_a || tc <= ta);  /* completions first at ties */
-        double t = completion ? tc : ta;
-        if (t >= stop_time)
-            return LL_REPLAY_EVENT;  /* events go first at ties */
-        r->now = t;
-        r->phase = 0;
-        if (!completion) {
-            r->op = LL_OP_ARRIVAL;
-            return -1;
-        }
-        r->cur = ll_pending_pop(&r->pending);  /* ll_replay_forget() dropped those of unbound services */
-        r->cur_ttfb = ll_trace_ttfb(&r->trace, r->cur.svc, r->cur.req);
-        r->op = LL_OP_COMPLETION;
+    const ll_pending *first = ll_pending_peek(&r->pending);
+    int have_c = first != NULL, have_a = r->next < r->trace.n;
+    if (!have_c && !have_a)
+        return LL_REPLAY_DONE;
+    double tc = have_c ? ll_order_time(first->order) : INFINITY;
+    double ta = have_a ? r->trace.arrival[r->next] : INFINITY;
+    int completion = have_c && (!have_a || tc <= ta);  /* completions first at ties */
+    double t = completion ? tc : ta;
+    if (t >= stop_time)
+        return LL_REPLAY_EVENT;  /* events go first at ties */
+    r->now = t;
+    r->phase = 0;
+    if (!completion) {
+        r->op = LL_OP_ARRIVAL;
         return -1;
     }
+    r->cur = ll_pending_pop(&r->pending);  /* ll_replay_forget() dropped those of unbound services */
+    r->cur_ttfb = ll_trace_ttfb(&r->trace, r->cur.svc, r->cur.req);
+    r->op = LL_OP_COMPLETION;
+    return -1;
+}
+
+/* A record that would overflow a window total: which one, for ll_replay_state(). */
+static void record_overflow(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uint64_t p)
+{
+    ll_info info;
+    ll_service_info(vs, (uint32_t)r->slot_of[svc], &info);
+    int bytes_full = b > UINT64_MAX - info.bytes;
+    r->err_call = bytes_full ? 1 : 2;
+    r->err_value = bytes_full ? b : p;
 }
 
 /* Both of the replay's records follow a tick to their second, on a bound
  * slot: the core alone. */
-static inline int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uint64_t p)
+LL_INLINE int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uint64_t p, int family, int load,
+                     int spec)
 {
-    int rc = ll_record_core(vs, (uint32_t)r->slot_of[svc], b, p);
-    if (rc == -EOVERFLOW) {
-        ll_info info;
-        ll_service_info(vs, (uint32_t)r->slot_of[svc], &info);
-        int bytes_full = b > UINT64_MAX - info.bytes;
-        r->err_call = bytes_full ? 1 : 2;
-        r->err_value = bytes_full ? b : p;
-    }
-    if (rc < 0)
+    int rc = ll_record_as(vs, (uint32_t)r->slot_of[svc], b, p, family, load, spec);
+    if (rc < 0) {
+        if (rc == -EOVERFLOW)
+            record_overflow(vs, r, svc, b, p);
         return rc;
+    }
     r->bytes[svc] += b;
     r->packets[svc] += p;
     return 0;
 }
 
 /* The completion's finish (phase 1): 0 to go on, or what ll_replay_run returns. */
-static inline int finish(ll_vserver *vs, ll_replay *r)
+LL_INLINE int finish(ll_vserver *vs, ll_replay *r, int family, int load, int counts_active, int spec)
 {
     uint64_t k = r->cur.req;
     double ttfb = r->cur_ttfb;
@@ -144,9 +159,12 @@ static inline int finish(ll_vserver *vs, ll_replay *r)
         r->err_call = 3;
         return -EINVAL;
     }
-    uint32_t us = (uint32_t)floor(ttfb * 1e6 + 0.5);
+    /* floor(ttfb * 1e6 + 0.5): the value is in [0.5, 3.6e9 + 0.5], where
+     * the conversion's truncation is the floor, without a libm call */
+    uint32_t us = (uint32_t)(ttfb * 1e6 + 0.5);
     /* a bound slot (completions of unbound services are forgotten), a TTFB in range */
-    int rc = ll_finish_core(vs, (uint32_t)r->slot_of[r->cur.svc], r->trace.status[k] == 200, us, r->trace.status[k] >= 500);
+    int rc = ll_finish_as(vs, (uint32_t)r->slot_of[r->cur.svc], r->trace.status[k] == 200, us,
+                          r->trace.status[k] >= 500, family, load, counts_active, spec);
     if (rc < 0) {
         r->err_call = 3;
         return rc;
@@ -161,7 +179,19 @@ static inline int finish(ll_vserver *vs, ll_replay *r)
     return 0;
 }
 
-int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
+/* The select of an arrival: ll_select() after its tick (the loop moved the
+ * window to `sec` already, so its own advance would be a no-op). */
+LL_INLINE int64_t select_at(ll_vserver *vs, int family, int load, int counts_active, int spec)
+{
+    uint32_t round;
+    uint64_t rng;
+    int64_t slot = ll_pick_as(vs, &round, &rng, family);
+    return slot < 0 ? slot : ll_take_as(vs, slot, round, rng, family, load, counts_active, spec);
+}
+
+/* The loop, with the method's traits as arguments (see the top of the file). */
+LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double deadline, int family, int load,
+                     int counts_active, int spec)
 {
     for (;;) {
         if (r->op == LL_OP_NONE) {
@@ -184,9 +214,9 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
         int rc;
         if (r->op == LL_OP_ARRIVAL && r->phase == 0) {
             size_t k = r->next;
-            if ((rc = ll_pending_reserve(&r->pending, (size_t)r->pending.len + 1)) < 0)
+            if (r->pending.len >= r->pending.cap && (rc = ll_pending_reserve(&r->pending, (size_t)r->pending.len + 1)) < 0)
                 return rc;
-            int64_t slot = ll_select(vs, sec);
+            int64_t slot = select_at(vs, family, load, counts_active, spec);
             if (slot == -ENOENT) {              /* dropped: nothing eligible */
                 r->chosen[k] = -1;
                 r->next++;
@@ -207,28 +237,72 @@ int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadlin
                 continue;  /* the record's own tick stops for the hook: take the long way */
             /* The record at the same time: its tick cannot move the window
              * (same second) nor stop (t < deadline), so it follows at once. */
-            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k])) < 0)
+            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], family, load, spec)) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->op == LL_OP_ARRIVAL) {
             size_t k = r->next;
             uint32_t s = (uint32_t)r->chosen[k];
-            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k])) < 0)
+            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], family, load, spec)) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->phase == 0) {
             uint64_t k = r->cur.req;
-            if ((rc = record(vs, r, r->cur.svc, r->trace.resp_bytes[k], r->trace.resp_packets[k])) < 0)
+            if ((rc = record(vs, r, r->cur.svc, r->trace.resp_bytes[k], r->trace.resp_packets[k], family, load, spec)) < 0)
                 return rc;
             r->phase = 1;
-            if ((rc = finish(vs, r)) != 0)  /* finish does not tick: it follows at once */
+            if ((rc = finish(vs, r, family, load, counts_active, spec)) != 0)  /* finish does not tick: it follows at once */
                 return rc;
-        } else if ((rc = finish(vs, r)) != 0) {
+        } else if ((rc = finish(vs, r, family, load, counts_active, spec)) != 0) {
             return rc;
         }
     }
+}
+
+/* One instance per row shape worth its own loop; the rest share the generic one. */
+static int run_least_active(ll_vserver *vs, ll_replay *r, double stop, double deadline)
+{
+    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_ACTIVE, 1, 1);
+}
+
+static int run_least_ttfb(ll_vserver *vs, ll_replay *r, double stop, double deadline)
+{
+    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_ACTIVE_TTFB, 1, 1);
+}
+
+static int run_least_bytes(ll_vserver *vs, ll_replay *r, double stop, double deadline)
+{
+    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_BYTES, 0, 1);
+}
+
+static int run_least_packets(ll_vserver *vs, ll_replay *r, double stop, double deadline)
+{
+    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_PACKETS, 0, 1);
+}
+
+static int run_generic(ll_vserver *vs, ll_replay *r, double stop, double deadline)
+{
+    const ll_method_ops *m = vs->ops;
+    return run_as(vs, r, stop, deadline, m->family, m->load, m->counts_active, 0);
+}
+
+int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
+{
+    /* the method cannot change during a run (only between runs, by the caller) */
+    const ll_method_ops *m = vs->ops;
+    if (m->family == LL_FAMILY_LEAST) {
+        if (m->load == LL_N_ACTIVE && m->counts_active)
+            return run_least_active(vs, r, stop_time, deadline);
+        if (m->load == LL_N_ACTIVE_TTFB && m->counts_active)
+            return run_least_ttfb(vs, r, stop_time, deadline);
+        if (m->load == LL_N_BYTES && !m->counts_active)
+            return run_least_bytes(vs, r, stop_time, deadline);
+        if (m->load == LL_N_PACKETS && !m->counts_active)
+            return run_least_packets(vs, r, stop_time, deadline);
+    }
+    return run_generic(vs, r, stop_time, deadline);
 }
 
 void ll_replay_forget(ll_replay *r, uint32_t svc)

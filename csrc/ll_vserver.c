@@ -24,10 +24,7 @@
 #include <string.h>
 
 #include "ll_hash.h"
-#include "ll_internal.h"
-#include "ll_least.h"
-#include "ll_roundrobin.h"
-#include "ll_sampled.h"
+#include "ll_path.h"
 
 #define LL_MAX_SLOTS (1u << 30)
 
@@ -61,26 +58,14 @@ static uint64_t load_of(const ll_vserver *vs, uint32_t slot)
     return vs->svc[slot].active;
 }
 
-static ll_key key_of(const ll_vserver *vs, uint32_t slot)
+static inline ll_key key_of(const ll_vserver *vs, uint32_t slot)
 {
-    const ll_svc *s = &vs->svc[slot];
-    /* unbound slots are zeroed, so their state byte is LL_UP: test bound too */
-    if (s->state != LL_UP || !s->bound || s->draining || s->ejected || s->sel_this >= s->cap)
-        return LL_KEY_INF;
-    if (vs->ops->family == LL_FAMILY_ROUNDROBIN)
-        return ll_rr_key(vs, slot);
-    return ll_least_key(vs, slot);
+    return ll_key_as(vs, slot, vs->ops->family, vs->ops->load);
 }
 
-/* Sets a slot's key. P2C reads single leaves only (its draws), never the
- * tree's minimum: its keys change the leaf alone, O(1), and the inner
- * nodes are rebuilt when the method changes. */
 static inline void set_key(ll_vserver *vs, uint32_t slot, ll_key key)
 {
-    if (vs->ops->family == LL_FAMILY_SAMPLED)
-        ll_tree_load(&vs->tree, slot, key);
-    else
-        ll_tree_set(&vs->tree, slot, key);
+    ll_set_key_as(vs, slot, key, vs->ops->family);
 }
 
 void ll_refresh(ll_vserver *vs, uint32_t slot)
@@ -142,10 +127,8 @@ static void free_arrays(ll_vserver *vs)
     free(vs->bytes_bkt);
     free(vs->packets_bkt);
     free(vs->live);
-    free(vs->probe);
-    free(vs->name_hash);
-    free(vs->custom);
-    free(vs->peak);
+    for (int c = 0; c < LL_COL_COUNT; c++)
+        free(vs->col[c]);
 }
 
 /* Moves everything into arrays for `capacity` slots. On -ENOMEM nothing
@@ -165,11 +148,12 @@ static int resize(ll_vserver *vs, uint32_t capacity)
     n.bytes_bkt = calloc((size_t)capacity * vs->window, sizeof *n.bytes_bkt);
     n.packets_bkt = calloc((size_t)capacity * vs->window, sizeof *n.packets_bkt);
     n.live = malloc((size_t)capacity * sizeof *n.live);
-    n.probe = vs->probe ? calloc(capacity, sizeof *n.probe) : NULL;
-    n.name_hash = vs->name_hash ? calloc(capacity, sizeof *n.name_hash) : NULL;
-    n.custom = vs->custom ? calloc(capacity, sizeof *n.custom) : NULL;
-    n.peak = vs->peak ? calloc(capacity, sizeof *n.peak) : NULL;
-    if ((vs->probe && !n.probe) || (vs->custom && !n.custom) || (vs->peak && !n.peak) || (vs->name_hash && !n.name_hash) || !n.tree.cell || !n.tree.arg || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
+    int cols_ok = 1;  /* every column the vserver has, grown */
+    for (int c = 0; c < LL_COL_COUNT; c++) {
+        n.col[c] = vs->col[c] ? ll_column_alloc(c, capacity) : NULL;
+        cols_ok &= !vs->col[c] || n.col[c];
+    }
+    if (!cols_ok || !n.tree.cell || !n.tree.arg || !n.svc || !n.bytes || !n.packets || !n.bytes_bkt
         || !n.packets_bkt || !n.live) {
         free_arrays(&n);
         return -ENOMEM;
@@ -184,14 +168,9 @@ static int resize(ll_vserver *vs, uint32_t capacity)
         memcpy(n.bytes, vs->bytes, used * sizeof *n.bytes);
         memcpy(n.packets, vs->packets, used * sizeof *n.packets);
         memcpy(n.live, vs->live, vs->n_live * sizeof *n.live);
-        if (vs->probe)
-            memcpy(n.probe, vs->probe, used * sizeof *n.probe);
-        if (vs->name_hash)
-            memcpy(n.name_hash, vs->name_hash, used * sizeof *n.name_hash);
-        if (vs->custom)
-            memcpy(n.custom, vs->custom, used * sizeof *n.custom);
-        if (vs->peak)
-            memcpy(n.peak, vs->peak, used * sizeof *n.peak);
+        for (int c = 0; c < LL_COL_COUNT; c++)
+            if (vs->col[c])
+                memcpy(n.col[c], vs->col[c], used * ll_columns[c].elem);
         for (uint32_t b = 0; b < vs->window; b++) {
             memcpy(n.bytes_bkt + (size_t)b * capacity, vs->bytes_bkt + (size_t)b * vs->capacity,
                    used * sizeof *n.bytes_bkt);
@@ -218,6 +197,16 @@ void ll_last_pick(const ll_vserver *vs, ll_pick_record *out)
     out->slot = vs->last.cursor == LL_NO_PICK ? -1 : vs->cursor;
 }
 
+/* The columns method m needs from the moment it is set: 0, or -ENOMEM
+ * (those allocated stay: memory only, no change of behaviour). */
+static int need_method_columns(ll_vserver *vs, ll_method m)
+{
+    for (int c = 0; c < LL_COL_COUNT; c++)
+        if ((ll_columns[c].methods >> m & 1u) && ll_column_need(vs, c) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
 ll_vserver *ll_create(ll_method method, int64_t sec)
 {
     if ((unsigned)method >= LL_METHOD_COUNT || !ll_methods[method].supported)
@@ -239,7 +228,7 @@ ll_vserver *ll_create(ll_method method, int64_t sec)
         free(vs);
         return NULL;
     }
-    if (ll_methods[method].load == LL_N_PEAK && !(vs->peak = calloc(vs->capacity, sizeof *vs->peak))) {
+    if (need_method_columns(vs, method) < 0) {
         ll_destroy(vs);
         return NULL;
     }
@@ -265,8 +254,8 @@ size_t ll_memory_bytes(const ll_vserver *vs)
 {
     size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + (size_t)vs->window) + sizeof(uint32_t);
     size_t per_leaf = 2 * sizeof(uint64_t) + 2 * sizeof(uint32_t);  /* ll_tree's cell and arg */
-    per_slot += (vs->probe ? sizeof *vs->probe : 0) + (vs->custom ? sizeof *vs->custom : 0)
-              + (vs->name_hash ? sizeof *vs->name_hash : 0) + (vs->peak ? sizeof *vs->peak : 0);
+    for (int c = 0; c < LL_COL_COUNT; c++)
+        per_slot += vs->col[c] ? ll_columns[c].elem : 0;
     return sizeof *vs + (size_t)vs->capacity * per_slot + (size_t)vs->tree.P * per_leaf;
 }
 
@@ -276,14 +265,9 @@ size_t ll_memory_bytes(const ll_vserver *vs)
  * hashes) start from nothing for a new or emptied slot. */
 static void clear_method_inputs(ll_vserver *vs, uint32_t slot)
 {
-    if (vs->probe)
-        vs->probe[slot] = 0;
-    if (vs->name_hash)
-        vs->name_hash[slot] = 0;
-    if (vs->custom)
-        vs->custom[slot] = 0;
-    if (vs->peak)
-        memset(&vs->peak[slot], 0, sizeof vs->peak[slot]);
+    for (int c = 0; c < LL_COL_COUNT; c++)
+        if (vs->col[c])
+            ll_column_reset(vs->col[c], c, slot);
 }
 
 int64_t ll_bind(ll_vserver *vs, uint32_t weight)
@@ -371,14 +355,11 @@ void ll_compact(ll_vserver *vs)
             vs->svc[j] = vs->svc[i];
             vs->bytes[j] = vs->bytes[i];
             vs->packets[j] = vs->packets[i];
-            if (vs->probe)
-                vs->probe[j] = vs->probe[i];
-            if (vs->name_hash)
-                vs->name_hash[j] = vs->name_hash[i];
-            if (vs->custom)
-                vs->custom[j] = vs->custom[i];
-            if (vs->peak)
-                vs->peak[j] = vs->peak[i];
+            for (int c = 0; c < LL_COL_COUNT; c++) {
+                size_t e = ll_columns[c].elem;
+                if (vs->col[c])
+                    memcpy((unsigned char *)vs->col[c] + j * e, (unsigned char *)vs->col[c] + i * e, e);
+            }
             for (size_t b = 0; b < vs->window; b++) {
                 vs->bytes_bkt[b * C + j] = vs->bytes_bkt[b * C + i];
                 vs->packets_bkt[b * C + j] = vs->packets_bkt[b * C + i];
@@ -472,7 +453,7 @@ int ll_set_method(ll_vserver *vs, ll_method method)
         return -EINVAL;
     if (!ll_methods[method].supported)
         return -ENOTSUP;
-    if (ll_methods[method].load == LL_N_PEAK && !vs->peak && !(vs->peak = calloc(vs->capacity, sizeof *vs->peak)))
+    if (need_method_columns(vs, method) < 0)
         return -ENOMEM;
     vs->method = method;
     vs->ops = &ll_methods[method];
@@ -628,34 +609,10 @@ int64_t ll_advance(ll_vserver *vs, int64_t sec) { return advance(vs, sec); }
 
 /* ---- the request path -------------------------------------------------- */
 
-/* The slot select() would take now, and the round it would leave; no
- * side effects. -ENOENT when nothing is eligible. */
+/* The slot select() would take now (ll_pick_as). */
 static int64_t pick(ll_vserver *vs, uint32_t *round_out, uint64_t *rng_out)
 {
-    *rng_out = vs->rng;
-    const ll_tree *t = &vs->tree;
-    ll_key min = ll_tree_min_key(t);
-    uint32_t start = (uint32_t)(vs->cursor + 1);
-    uint32_t round = vs->rr_round;
-    int64_t slot;
-    *round_out = round;
-    if (vs->ops->family == LL_FAMILY_SAMPLED)
-        return ll_p2c_pick(vs, rng_out, vs->drawn);  /* before the root: P2C keeps it stale */
-    if (ll_key_eq(min, LL_KEY_INF))
-        return -ENOENT;
-    if (vs->ops->family == LL_FAMILY_ROUNDROBIN) {
-        slot = ll_rr_pick(vs, start, &round);
-        *round_out = round;
-        return slot;
-    }
-    /* the least-load family; also the hash family's pick without a key
-     * (DOMAINHASH without a domain), which takes no startup round robin */
-    if (vs->startup_left && vs->ops->family == LL_FAMILY_LEAST) {
-        /* startup round robin: any eligible (finite) key qualifies */
-        slot = ll_tree_first(t, start, LL_KEY_MAX_FINITE);
-        return slot >= 0 ? slot : ll_tree_first(t, 0, LL_KEY_MAX_FINITE);
-    }
-    return ll_tree_pick_min(t, start);
+    return ll_pick_as(vs, round_out, rng_out, vs->ops->family);
 }
 
 int64_t ll_peek(ll_vserver *vs, int64_t sec)
@@ -666,39 +623,10 @@ int64_t ll_peek(ll_vserver *vs, int64_t sec)
     return pick(vs, &round, &rng);
 }
 
-/* Charges a pick: the part of ll_select() after pick(). */
+/* Charges a pick: the part of ll_select() after pick() (ll_take_as). */
 static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round, uint64_t rng)
 {
-    ll_svc *s = &vs->svc[slot];
-    if (s->active == UINT32_MAX) {
-        vs->full_slot = (uint32_t)slot;
-        return -EOVERFLOW;
-    }
-    /* the record explain() reads: the state the pick was made from */
-    vs->last.cursor = vs->cursor;
-    vs->last.rr_round = vs->rr_round;
-    vs->last.startup = vs->startup_left && vs->ops->family == LL_FAMILY_LEAST;
-    if (vs->ops->family == LL_FAMILY_SAMPLED) {
-        vs->last.drawn[0] = vs->drawn[0];
-        vs->last.drawn[1] = vs->drawn[1];
-    }
-    vs->cursor = slot;
-    vs->rr_round = round;
-    vs->rng = rng;  /* P2C's draws are spent only by a pick that is charged */
-    if (vs->last.startup)
-        vs->startup_left--;
-    s->active++;
-    s->selected++;
-    if (s->sel_this < UINT32_MAX - 1) {  /* saturates below LL_NO_CAP */
-        s->sel_this++;
-        /* a pick is UP, bound, not draining, not ejected: counted in this_up */
-        vs->this_up++;
-        vs->this_open += s->cap == LL_NO_CAP;
-        ll_live_add(vs, (uint32_t)slot);
-    }
-    if (vs->ops->counts_active || s->cap != LL_NO_CAP)
-        ll_refresh(vs, (uint32_t)slot);
-    return slot;
+    return ll_take_as(vs, slot, round, rng, vs->ops->family, vs->ops->load, vs->ops->counts_active, 0);
 }
 
 int64_t ll_select(ll_vserver *vs, int64_t sec)
@@ -735,7 +663,7 @@ int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64
     if (!slot_ok(vs, slot))
         return -EINVAL;
     advance(vs, sec);
-    return ll_record_core(vs, slot, bytes, packets);
+    return ll_record_as(vs, slot, bytes, packets, vs->ops->family, vs->ops->load, 0);
 }
 
 int ll_begin(ll_vserver *vs, uint32_t slot)
@@ -754,19 +682,21 @@ int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int
 {
     if (!slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
         return -EINVAL;
-    return ll_finish_core(vs, slot, has_ttfb, ttfb_us, failed);
+    return ll_finish_as(vs, slot, has_ttfb, ttfb_us, failed, vs->ops->family, vs->ops->load,
+                        vs->ops->counts_active, 0);
 }
 
 int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
 {
     if (!slot_ok(vs, slot) || rtt_us > LL_MAX_TTFB_US)
         return -EINVAL;
-    if (!vs->probe && !(vs->probe = calloc(vs->capacity, sizeof *vs->probe)))
+    if (ll_column_need(vs, LL_COL_PROBE) < 0)
         return -ENOMEM;
-    uint32_t old = vs->probe[slot];
-    /* the same smoothing as the TTFB's (ll_finish_core) */
+    uint32_t *probe = ll_col_probe(vs);
+    uint32_t old = probe[slot];
+    /* the same smoothing as the TTFB's (ll_finish_as, ll_path.h) */
     uint32_t us = old ? (uint32_t)((7 * (uint64_t)(old - 1) + rtt_us + 4) / 8) : rtt_us;
-    vs->probe[slot] = us + 1;
+    probe[slot] = us + 1;
     if (vs->ops->load == LL_N_ACTIVE_PROBE)
         ll_refresh(vs, slot);
     return 0;
@@ -776,9 +706,9 @@ int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_th
 {
     if (!slot_ok(vs, slot) || (load & LL_CUSTOM_OVER))
         return -EINVAL;
-    if (!vs->custom && !(vs->custom = calloc(vs->capacity, sizeof *vs->custom)))
+    if (ll_column_need(vs, LL_COL_CUSTOM) < 0)
         return -ENOMEM;
-    vs->custom[slot] = load | (over_threshold ? LL_CUSTOM_OVER : 0);
+    ll_col_custom(vs)[slot] = load | (over_threshold ? LL_CUSTOM_OVER : 0);
     if (vs->ops->load == LL_N_CUSTOM)
         ll_refresh(vs, slot);
     return 0;
@@ -807,10 +737,13 @@ int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     out->fails_in_row = s->fails_in_row;
     out->failures = s->failures;
     out->probe_us = ll_probe_us(vs, slot);
-    out->probe_known = vs->probe && vs->probe[slot] != 0;
-    out->custom_load = vs->custom ? vs->custom[slot] & ~LL_CUSTOM_OVER : 0;
-    out->custom_over = vs->custom && (vs->custom[slot] & LL_CUSTOM_OVER) != 0;
-    out->peak_known = vs->peak && vs->peak[slot].known;
+    const uint32_t *probe = ll_col_probe(vs);
+    const uint64_t *custom = ll_col_custom(vs);
+    const ll_peak *peak = ll_col_peak(vs);
+    out->probe_known = probe && probe[slot] != 0;
+    out->custom_load = custom ? custom[slot] & ~LL_CUSTOM_OVER : 0;
+    out->custom_over = custom && (custom[slot] & LL_CUSTOM_OVER) != 0;
+    out->peak_known = peak && peak[slot].known;
     out->peak_us = ll_peak_estimate(vs, slot);
     return 0;
 }
@@ -821,9 +754,9 @@ int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
 {
     if (!slot_ok(vs, slot))
         return -EINVAL;
-    if (!vs->name_hash && !(vs->name_hash = calloc(vs->capacity, sizeof *vs->name_hash)))
+    if (ll_column_need(vs, LL_COL_NAME_HASH) < 0)
         return -ENOMEM;
-    vs->name_hash[slot] = ll_hash_name_entry(name_hash);
+    ll_col_name_hash(vs)[slot] = ll_hash_name_entry(name_hash);
     return 0;
 }
 

@@ -1,0 +1,40 @@
+/* ll_columns.c - the table of optional per-slot columns (ll_columns.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ll_internal.h"
+
+#define METHOD(m) ((uint64_t)1 << (m))
+
+const ll_column ll_columns[LL_COL_COUNT] = {
+    [LL_COL_PROBE]     = { sizeof(uint32_t), 0, NULL },  /* on the first ll_probe      */
+    [LL_COL_NAME_HASH] = { sizeof(uint64_t), 0, NULL },  /* on the first ll_set_name_hash */
+    [LL_COL_CUSTOM]    = { sizeof(uint64_t), 0, NULL },  /* on the first ll_set_custom_load */
+    /* its pick and its samples read it at once: there from the start */
+    [LL_COL_PEAK]      = { sizeof(ll_peak), METHOD(LL_PEAKEWMA), NULL },
+};
+
+void *ll_column_alloc(int c, uint32_t capacity)
+{
+    const ll_column *col = &ll_columns[c];
+    size_t n = capacity ? capacity : 1;  /* a valid pointer even for no slot */
+    if (!col->init)
+        return calloc(n, col->elem);
+    if (n > SIZE_MAX / col->elem)
+        return NULL;
+    unsigned char *a = malloc(n * col->elem);
+    if (a)
+        for (size_t i = 0; i < n; i++)
+            memcpy(a + i * col->elem, col->init, col->elem);
+    return a;
+}
+
+void ll_column_reset(void *array, int c, uint32_t slot)
+{
+    const ll_column *col = &ll_columns[c];
+    unsigned char *at = (unsigned char *)array + (size_t)slot * col->elem;
+    if (col->init)
+        memcpy(at, col->init, col->elem);
+    else
+        memset(at, 0, col->elem);
+}
