@@ -13,8 +13,9 @@
  * in ll_methods.c; if its N is new, a load kind here and its case in
  * ll_least.h (ll_least_n_as); if it reads a new per-service input, a column
  * (ll_columns.h), which the vserver then allocates, grows, clears and
- * compacts by itself. Outside csrc: its reference rule (reference.py), its
- * registry entry (_methods.py), its tests and docs.
+ * compacts by itself. Outside csrc: its reference rule (its N in
+ * src/leastload/engine/rules.py), its registry row (engine/methods.py), its
+ * tests and docs.
  */
 #ifndef LL_METHOD_H
 #define LL_METHOD_H
