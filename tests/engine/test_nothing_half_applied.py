@@ -1,14 +1,18 @@
 """Nothing half-applied, and the batch path with the proxy-facing features.
 
 - replay() checks everything before it binds anything, and reads its own copy
-  of the trace (arrays changed during the run cannot reach C);
+  of the trace (arrays changed during the run cannot reach C), or a sealed
+  trace as it is (its arrays cannot change);
 - bind() with slow start binds nothing if the clock raises;
 - a replay with passive ejection, or with services drained mid-run, decides
   exactly as the same calls made one at a time, on both engines.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
+from leastload.sim import replay as replay_module
 from leastload.sim import workloads
 from leastload.sim.replay import replay, replay_per_call
 
@@ -103,6 +107,32 @@ def test_replay_reads_its_own_copy_of_the_trace(c_impl):
     got, _ = run(c_impl, scribbled, replay, scribbling_class(c_impl, scribbled), **settings)
     assert (scribbled.status == 0).all()  # the hook ran and overwrote the caller's arrays
     assert got.equals(expected)
+
+
+@pytest.mark.parametrize("driver", [replay, replay_per_call])
+def test_a_sealed_trace_is_replayed_as_it_is(c_impl, driver):
+    events = tuple(workloads.bind_at(5, 0.2))
+    clean = trace(6, events=events)
+    sealed = clean.sealed()
+    assert sealed.is_sealed() and not clean.is_sealed()
+    assert sealed == clean and sealed.sealed() is sealed
+    with pytest.raises(ValueError, match="read-only"):
+        sealed.status[0] = 0  # the promise that lets the replay skip its copy
+    assert replay_module._own_copy(sealed) is sealed
+    assert replay_module._own_copy(clean) is not clean
+    settings = dict(new_service_request=10, new_service_request_increment_interval=1)
+    expected, expected_vs = run(c_impl, clean, driver, **settings)
+    got, got_vs = run(c_impl, sealed, driver, **settings)
+    assert got.equals(expected) and got_vs.snapshot() == expected_vs.snapshot()
+
+
+def test_a_read_only_view_of_writeable_memory_is_not_sealed():
+    clean = trace(7)
+    view = clean.arrival.view()
+    view.flags.writeable = False  # read-only here, but clean.arrival can still change it
+    half = dataclasses.replace(clean.sealed(), arrival=view)
+    assert not half.is_sealed()
+    assert replay_module._own_copy(half) is not half  # copied, as any trace that may change
 
 
 class FailingClock:

@@ -112,7 +112,10 @@ class _Events:
 
 def _own_copy(trace: Trace) -> Trace:
     """The replay's own copy of the trace, validated anew: arrays the caller
-    changes after this (from another thread, say) cannot reach the replay."""
+    changes after this (from another thread, say) cannot reach the replay.
+    A sealed trace (Trace.sealed()) cannot be changed: it is its own copy."""
+    if trace.is_sealed():
+        return trace
     arrays = {f.name: np.array(getattr(trace, f.name), copy=True)
               for f in dataclasses.fields(trace) if isinstance(getattr(trace, f.name), np.ndarray)}
     return dataclasses.replace(trace, services=tuple(trace.services), **arrays)

@@ -155,6 +155,37 @@ class Trace:
         """The TTFB (seconds) each request would have on `service` (index)."""
         return ttfb_of(self.ttfb_base[service], self.ttfb_slope[service], self.arrival, self.ttfb_factor)
 
+    def sealed(self) -> "Trace":
+        """This trace with read-only arrays (itself if it is sealed already).
+
+        A replay reads its own copy of a trace, so that arrays changed meanwhile
+        cannot reach it; a sealed trace cannot be changed, so a replay takes it as
+        it is, without the copy and the checks again (replaying one trace many
+        times: seal it once). Making its arrays writeable again (numpy allows it
+        on an array that owns its memory) breaks that promise.
+        """
+        if self.is_sealed():
+            return self
+        arrays = {}
+        for f in _ARRAY_FIELDS:
+            a = np.array(getattr(self, f), copy=True)
+            a.flags.writeable = False
+            arrays[f] = a
+        return replace(self, **arrays)
+
+    def is_sealed(self) -> bool:
+        """True when no array of the trace can be written through: each is read-only,
+        and so is every array (or bytes) it is a view of."""
+        for f in _ARRAY_FIELDS:
+            a: object = getattr(self, f)
+            while isinstance(a, np.ndarray):
+                if a.flags.writeable:
+                    return False
+                a = a.base
+            if a is not None and not isinstance(a, bytes):
+                return False  # a view of memory that someone else may write
+        return True
+
     def head(self, n_requests: int) -> "Trace":
         """The first `n_requests` requests, with the events up to the last of them."""
         if not 0 <= n_requests <= len(self):
