@@ -14,17 +14,24 @@
  * constants the compiler inlines), else the generic loop, which goes
  * through the table.
  *
- * Adding a least-X method: its value in leastload.h's ll_method; its N and
- * its key in methods/least.c (LL_LEAST_METHOD: one line after the N
- * function, declared by LL_LEAST_DECLARE in methods/least.h); its row in
- * ll_methods.c (its ops pointer ll_family_least, its N and key functions,
- * the LL_IN_* inputs its key reads, counts_active). If it reads a new
- * per-service input: a column (ll_columns.h/.c), which the vserver then
- * allocates, grows, clears and compacts by itself, an LL_IN_* bit here, and
- * the input's setter (leastload.h, ll_vserver.c: it refreshes the key when
- * the row reads the bit). Outside csrc: its reference rule (its N in
- * src/leastload/engine/rules.py), its registry row (engine/methods.py), its
- * tests and docs.
+ * Adding a least-X method touches, in csrc: leastload.h (its value in
+ * ll_method: the public API names methods by it), methods/least.c (its N,
+ * LL_LEAST_METHOD(x, N's expression) giving its N and its key floor(Nw) in one
+ * line, or both written out for a key that is not floor(Nw), as
+ * CUSTOMLOAD's), methods/least.h (one LL_LEAST_DECLARE(x) line) and
+ * ll_methods.c (its row: ll_family_least, its N and key functions, the
+ * LL_IN_* inputs its key reads, counts_active). Nothing else in the core
+ * changes: no enum of load kinds, no switch. Outside csrc: its reference
+ * rule (its N in src/leastload/engine/rules.py), its registry row
+ * (engine/methods.py), its tests and docs.
+ *
+ * A new per-service input, in csrc: its column (ll_columns.h: its index;
+ * ll_columns.c: its entry; ll_internal.h: its typed accessor), which the vserver then
+ * allocates, grows, clears and compacts by itself; its LL_IN_* bit here;
+ * its setter (declared in leastload.h, defined in ll_vserver.c: it stores
+ * the value and refreshes the key when the row's inputs have the bit); the
+ * N function that reads it (methods/least.c). Outside csrc: the setter's
+ * binding (a .pxi under _binding/), the reference's input and rule, tests and docs.
  */
 #ifndef LL_METHOD_H
 #define LL_METHOD_H
