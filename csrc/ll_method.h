@@ -1,21 +1,37 @@
 /*
  * ll_method.h - a load-balancing method as one unit (internal).
  *
- * A method is one row of ll_methods[] (ll_methods.c): its family, what its
- * N is, and whether N moves with active transactions; the family's file
- * holds how it scores a service and how it picks (ll_least.h,
- * ll_roundrobin.h). The vserver's common code (ll_vserver.c, ll_path.h)
- * asks the row, never the method's name; the batch replay (ll_replay.c)
- * runs a loop specialised for the row's shape when it has one, else the
- * generic loop.
+ * A method is one row of ll_methods[] (ll_methods.c): its family's ops
+ * table, its N, its key, the per-service inputs its key reads and whether
+ * it moves with active transactions. A family is one ll_family_ops, in the
+ * manner of HAProxy's lbprm, exported by its file under methods/ (least.c,
+ * roundrobin.c, hash.c, sampled.c): how it picks, how a key reaches the
+ * tree, what a request key does. The vserver's common code (ll_vserver.c,
+ * ll_path.h) calls through the row and its table, never by the method's
+ * name or a switch on the family; the batch replay (ll_replay.c) runs a
+ * loop specialised for the row's shape when it has one (calling the
+ * family's static inline functions of methods/least.h directly, as
+ * constants the compiler inlines), else the generic loop, which goes
+ * through the table.
  *
- * Adding a least-X method: its value in leastload.h's ll_method, its row
- * in ll_methods.c; if its N is new, a load kind here and its case in
- * ll_least.h (ll_least_n_as); if it reads a new per-service input, a column
- * (ll_columns.h), which the vserver then allocates, grows, clears and
- * compacts by itself. Outside csrc: its reference rule (its N in
- * src/leastload/engine/rules.py), its registry row (engine/methods.py), its
- * tests and docs.
+ * Adding a least-X method touches, in csrc: leastload.h (its value in
+ * ll_method: the public API names methods by it), methods/least.c (its N,
+ * LL_LEAST_METHOD(x, N's expression) giving its N and its key floor(Nw) in one
+ * line, or both written out for a key that is not floor(Nw), as
+ * CUSTOMLOAD's), methods/least.h (one LL_LEAST_DECLARE(x) line) and
+ * ll_methods.c (its row: ll_family_least, its N and key functions, the
+ * LL_IN_* inputs its key reads, counts_active). Nothing else in the core
+ * changes: no enum of load kinds, no switch. Outside csrc: its reference
+ * rule (its N in src/leastload/engine/rules.py), its registry row
+ * (engine/methods.py), its tests and docs.
+ *
+ * A new per-service input, in csrc: its column (ll_columns.h: its index;
+ * ll_columns.c: its entry; ll_internal.h: its typed accessor), which the vserver then
+ * allocates, grows, clears and compacts by itself; its LL_IN_* bit here;
+ * its setter (declared in leastload.h, defined in ll_vserver.c: it stores
+ * the value and refreshes the key when the row's inputs have the bit); the
+ * N function that reads it (methods/least.c). Outside csrc: the setter's
+ * binding (a .pxi under _binding/), the reference's input and rule, tests and docs.
  */
 #ifndef LL_METHOD_H
 #define LL_METHOD_H
@@ -23,6 +39,7 @@
 #include <stdint.h>
 
 #include "leastload.h"
+#include "ll_key.h"
 
 typedef enum {
     LL_FAMILY_LEAST = 0,       /* lowest Nw = N * 10000 / weight, ties cyclic from the cursor */
@@ -31,23 +48,48 @@ typedef enum {
     LL_FAMILY_SAMPLED = 3,     /* two random eligible services, the lower Nw (P2C, PEAKEWMA)  */
 } ll_family;
 
-/* The kinds from LL_N_CUSTOM on have keys that are not floor(Nw) (ll_least.h). */
-typedef enum {
-    LL_N_ACTIVE = 0,        /* open transactions                                */
-    LL_N_ACTIVE_TTFB = 1,   /* open transactions x smoothed TTFB (us)           */
-    LL_N_BYTES = 2,         /* bytes in the window                              */
-    LL_N_PACKETS = 3,       /* packets in the window                            */
-    LL_N_ACTIVE_PROBE = 4,  /* open transactions x smoothed monitor probe (us)  */
-    LL_N_CUSTOM = 5,        /* the load the caller reported (ll_set_custom_load) */
-    LL_N_PEAK = 6,          /* latency estimate x (active + 1), at the call's time (ll_peakewma.h) */
-} ll_load_kind;
+/* The per-service inputs a method's key reads besides the slot's scalars
+ * (weight, active): a change of one refreshes the key of the methods that
+ * read it, and of no other. */
+enum {
+    LL_IN_BYTES = 1u << 0,    /* the window's bytes (ll_record)          */
+    LL_IN_PACKETS = 1u << 1,  /* the window's packets (ll_record)        */
+    LL_IN_PROBE = 1u << 2,    /* the monitor's probe (ll_probe)          */
+    LL_IN_CUSTOM = 1u << 3,   /* the reported load (ll_set_custom_load)  */
+};
+
+typedef uint64_t (*ll_n_fn)(const ll_vserver *vs, uint32_t slot);
+typedef ll_key (*ll_key_fn)(const ll_vserver *vs, uint32_t slot);
+
+/* A family: the part of the request path a method's family decides. */
+typedef struct {
+    const char *name;
+    uint8_t id;          /* ll_family                                        */
+    uint8_t startup_rr;  /* ll_set_startup_rr() applies: picks in bind order first */
+    uint8_t draws;       /* the pick draws (vs->drawn): the pick's record keeps them */
+    /* The slot a select would take now, -ENOENT when nothing is eligible; no
+     * side effects on the vserver's choice state. *round and *rng come in
+     * as the vserver's (rr_round, rng) and go out as the pick leaves them. */
+    int64_t (*pick)(ll_vserver *vs, uint32_t *round, uint64_t *rng);
+    /* Puts an eligible or LL_KEY_INF key into the tree. */
+    void (*set_key)(ll_vserver *vs, uint32_t slot, ll_key key);
+    /* The pick for a request key (ll_select_hash); NULL: the family ignores
+     * the key and picks as select does. */
+    int64_t (*pick_key)(const ll_vserver *vs, uint64_t key_hash);
+} ll_family_ops;
 
 typedef struct {
-    const char *name;       /* as the vendor spells it                        */
-    uint8_t supported;      /* 0: a reserved value, refused with -ENOTSUP      */
-    uint8_t family;         /* ll_family                                      */
-    uint8_t load;           /* ll_load_kind: what N is (ROUNDROBIN: reported only) */
-    uint8_t counts_active;  /* the key moves when a transaction starts or ends */
+    const char *name;       /* as the vendor spells it                          */
+    uint8_t supported;      /* 0: a reserved value, refused with -ENOTSUP        */
+    uint8_t inputs;         /* LL_IN_*: the inputs its key reads                 */
+    uint8_t counts_active;  /* the key moves when a transaction starts or ends   */
+    uint8_t timed;          /* N moves with time: the tree keeps eligibility only,
+                             * the pick computes the key (PEAKEWMA)              */
+    const ll_family_ops *fam;
+    ll_n_fn n;              /* N as ll_service_info() reports it                 */
+    ll_key_fn key;          /* the key of an eligible slot                       */
+    /* A finished transaction's TTFB, after the vserver's own smoothing; NULL: none. */
+    void (*on_end)(ll_vserver *vs, uint32_t slot, uint32_t ttfb_us);
 } ll_method_ops;
 
 extern const ll_method_ops ll_methods[LL_METHOD_COUNT];

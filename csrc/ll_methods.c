@@ -1,33 +1,45 @@
 /* ll_methods.c - the method table (ll_method.h): one row a method. */
 #include "ll_method.h"
+#include "ll_peakewma.h"
+#include "methods/hash.h"
+#include "methods/least.h"
+#include "methods/roundrobin.h"
+#include "methods/sampled.h"
 
-#define ROW(name_, supported_, family_, load_, counts_active_) \
-    { name_, supported_, family_, load_, counts_active_ }
+/* A least-load method: its N and key (methods/least.c), the inputs its key reads. */
+#define LEAST(name_, x_, inputs_, counts_active_)                                              \
+    { .name = name_, .supported = 1, .inputs = inputs_, .counts_active = counts_active_,       \
+      .fam = &ll_family_least, .n = ll_least_n_##x_, .key = ll_least_key_##x_ }
+/* The other families report activity as N; their keys: */
+#define ROW(name_, fam_, key_, counts_active_)                                                 \
+    { .name = name_, .supported = 1, .counts_active = counts_active_, .fam = &fam_,             \
+      .n = ll_least_n_active, .key = key_ }
 
 const ll_method_ops ll_methods[LL_METHOD_COUNT] = {
-    [LL_ROUNDROBIN]        = ROW("ROUNDROBIN", 1, LL_FAMILY_ROUNDROBIN, LL_N_ACTIVE, 0),
-    [LL_LEASTCONNECTION]   = ROW("LEASTCONNECTION", 1, LL_FAMILY_LEAST, LL_N_ACTIVE, 1),
-    [LL_LEASTRESPONSETIME] = ROW("LEASTRESPONSETIME", 1, LL_FAMILY_LEAST, LL_N_ACTIVE_TTFB, 1),
-    [LL_LEASTBANDWIDTH]    = ROW("LEASTBANDWIDTH", 1, LL_FAMILY_LEAST, LL_N_BYTES, 0),
-    [LL_LEASTPACKETS]      = ROW("LEASTPACKETS", 1, LL_FAMILY_LEAST, LL_N_PACKETS, 0),
-    [LL_LEASTREQUEST]      = ROW("LEASTREQUEST", 1, LL_FAMILY_LEAST, LL_N_ACTIVE, 1),
-    [LL_LRTM]              = ROW("LRTM", 1, LL_FAMILY_LEAST, LL_N_ACTIVE_PROBE, 1),
+    [LL_ROUNDROBIN]        = ROW("ROUNDROBIN", ll_family_roundrobin, ll_roundrobin_key, 0),
+    [LL_LEASTCONNECTION]   = LEAST("LEASTCONNECTION", active, 0, 1),
+    [LL_LEASTRESPONSETIME] = LEAST("LEASTRESPONSETIME", active_ttfb, 0, 1),
+    [LL_LEASTBANDWIDTH]    = LEAST("LEASTBANDWIDTH", bytes, LL_IN_BYTES, 0),
+    [LL_LEASTPACKETS]      = LEAST("LEASTPACKETS", packets, LL_IN_PACKETS, 0),
+    [LL_LEASTREQUEST]      = LEAST("LEASTREQUEST", active, 0, 1),
+    [LL_LRTM]              = LEAST("LRTM", active_probe, LL_IN_PROBE, 1),
     /* CUSTOMLOAD's key puts idle services first: it moves with activity */
-    [LL_CUSTOMLOAD]        = ROW("CUSTOMLOAD", 1, LL_FAMILY_LEAST, LL_N_CUSTOM, 1),
-    /* the hash family picks by rendezvous (ll_hash.c); DOMAINHASH keeps live
-     * LEASTCONNECTION keys for its pick without a domain */
-    [LL_SOURCEIPHASH]      = ROW("SOURCEIPHASH", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
-    [LL_DESTINATIONIPHASH] = ROW("DESTINATIONIPHASH", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
-    [LL_SRCIPDESTIPHASH]   = ROW("SRCIPDESTIPHASH", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
-    [LL_SRCIPSRCPORTHASH]  = ROW("SRCIPSRCPORTHASH", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
-    [LL_URLHASH]           = ROW("URLHASH", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
-    [LL_DOMAINHASH]        = ROW("DOMAINHASH", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 1),
-    [LL_CALLIDHASH]        = ROW("CALLIDHASH", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
-    [LL_TOKEN]             = ROW("TOKEN", 1, LL_FAMILY_HASH, LL_N_ACTIVE, 0),
+    [LL_CUSTOMLOAD]        = LEAST("CUSTOMLOAD", custom, LL_IN_CUSTOM, 1),
+    /* the hash family picks by rendezvous (ll_hash.c); it keeps LEASTCONNECTION
+     * keys, live for DOMAINHASH only, for its pick without a key */
+    [LL_SOURCEIPHASH]      = ROW("SOURCEIPHASH", ll_family_hash, ll_least_key_active, 0),
+    [LL_DESTINATIONIPHASH] = ROW("DESTINATIONIPHASH", ll_family_hash, ll_least_key_active, 0),
+    [LL_SRCIPDESTIPHASH]   = ROW("SRCIPDESTIPHASH", ll_family_hash, ll_least_key_active, 0),
+    [LL_SRCIPSRCPORTHASH]  = ROW("SRCIPSRCPORTHASH", ll_family_hash, ll_least_key_active, 0),
+    [LL_URLHASH]           = ROW("URLHASH", ll_family_hash, ll_least_key_active, 0),
+    [LL_DOMAINHASH]        = ROW("DOMAINHASH", ll_family_hash, ll_least_key_active, 1),
+    [LL_CALLIDHASH]        = ROW("CALLIDHASH", ll_family_hash, ll_least_key_active, 0),
+    [LL_TOKEN]             = ROW("TOKEN", ll_family_hash, ll_least_key_active, 0),
     /* not the vendor's */
-    [LL_P2C]               = ROW("P2C", 1, LL_FAMILY_SAMPLED, LL_N_ACTIVE, 1),
+    [LL_P2C]               = ROW("P2C", ll_family_sampled, ll_least_key_active, 1),
     /* its N moves with time: the pick computes it, the tree keeps eligibility only */
-    [LL_PEAKEWMA]          = ROW("PEAKEWMA", 1, LL_FAMILY_SAMPLED, LL_N_PEAK, 0),
+    [LL_PEAKEWMA]          = { .name = "PEAKEWMA", .supported = 1, .timed = 1, .fam = &ll_family_sampled,
+                               .n = ll_peak_n, .key = ll_sampled_key_eligible, .on_end = ll_sampled_peak_end },
 };
 
 const char *ll_method_name(int method)

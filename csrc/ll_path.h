@@ -1,18 +1,18 @@
 /*
  * ll_path.h - the request path's cores (internal), each written once with
- * the method's traits as arguments: its family, its load kind and whether
- * its key moves with active transactions (the row of ll_method.h).
+ * the method's traits (ll_traits: the row of ll_method.h and its family's
+ * flags) as an argument.
  *
- * Why arguments and not vs->ops: the per-call API (ll_vserver.c) passes the
- * vserver's row, read at run time, and behaves as one generic path; the
- * batch replay (ll_replay.c) instantiates the same functions with constant
- * traits for the common rows, so the compiler drops every branch a method
- * does not need (LEASTCONNECTION tests no byte counts for its key, takes no
- * round-robin or sampled branch, pays no call into a generic refresh).
+ * Two ways in. The per-call API (ll_vserver.c) and the replay's generic
+ * loop pass the vserver's row, read at run time (ll_traits_of(vs->ops),
+ * spec = 0): the family's pick, its key and how a key reaches the tree go
+ * through the row and its ops table (ll_method.h), one indirect call each.
+ * The batch replay's specialised loops (ll_replay.c) pass constant traits
+ * (spec = 1) naming the least-load family's static inline functions
+ * (methods/least.h): the compiler inlines them and drops every branch the
+ * method does not need (LEASTCONNECTION tests no byte counts for its key,
+ * calls nothing through a pointer, pays no call into a generic refresh).
  * One definition, so the answers cannot differ between the two paths.
- *
- * The cores that refresh a key take `spec` too: 1 where the traits are
- * constants (inline the refresh), 0 where they are read at run time.
  *
  * The cores assume what their callers checked: a bound slot, arguments in
  * range, the window already at the call's second.
@@ -21,9 +21,9 @@
 #define LL_PATH_H
 
 #include "ll_internal.h"
-#include "ll_least.h"
-#include "ll_roundrobin.h"
-#include "ll_sampled.h"
+#include "methods/least.h"
+#include "methods/roundrobin.h"
+#include "methods/sampled.h"
 
 /* Forced where the traits must reach the body as constants. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -32,18 +32,33 @@
 #define LL_INLINE static inline
 #endif
 
+/* What a core needs of the method. With spec = 1 the traits are constants
+ * of the least-load family (its pick and set_key, called directly). */
+typedef struct {
+    ll_key_fn key;          /* the row's key (spec: a static inline one)      */
+    void (*on_end)(ll_vserver *vs, uint32_t slot, uint32_t ttfb_us);
+    uint8_t startup_rr;     /* the family's                                   */
+    uint8_t draws;          /* the family's                                   */
+    uint8_t inputs;         /* LL_IN_*                                        */
+    uint8_t counts_active;
+} ll_traits;
+
+LL_INLINE ll_traits ll_traits_of(const ll_method_ops *m)
+{
+    ll_traits t = { m->key, m->on_end, m->fam->startup_rr, m->fam->draws, m->inputs, m->counts_active };
+    return t;
+}
+
 /* ---- keys -------------------------------------------------------------- */
 
-/* A slot's key: LL_KEY_INF when it is not eligible, else its family's. */
-LL_INLINE ll_key ll_key_as(const ll_vserver *vs, uint32_t slot, int family, int load)
+/* A slot's key: LL_KEY_INF when it is not eligible, else the method's. */
+LL_INLINE ll_key ll_key_with(const ll_vserver *vs, uint32_t slot, ll_key_fn key)
 {
     const ll_svc *s = &vs->svc[slot];
     /* unbound slots are zeroed, so their state byte is LL_UP: test bound too */
     if (s->state != LL_UP || !s->bound || s->draining || s->ejected || s->sel_this >= s->cap)
         return LL_KEY_INF;
-    if (family == LL_FAMILY_ROUNDROBIN)
-        return ll_rr_key(vs, slot);
-    return ll_least_key_as(vs, slot, load);
+    return key(vs, slot);
 }
 
 /* ll_tree_set() with its usual case, a packed key, inlined here: left to
@@ -62,69 +77,34 @@ LL_INLINE void ll_tree_set_inline(ll_tree *t, uint32_t slot, ll_key k)
     ll_tree_set(t, slot, k);
 }
 
-/* Sets a slot's key. The sampled family reads single leaves only (its
- * draws), never the tree's minimum: its keys change the leaf alone, O(1),
- * and the inner nodes are rebuilt when the method changes. */
-LL_INLINE void ll_set_key_as(ll_vserver *vs, uint32_t slot, ll_key key, int family)
-{
-    if (family == LL_FAMILY_SAMPLED)
-        ll_tree_load(&vs->tree, slot, key);
-    else
-        ll_tree_set_inline(&vs->tree, slot, key);
-}
-
-/* Recomputes key[slot] and fixes the tree (ll_refresh with the traits given). */
-LL_INLINE void ll_refresh_as(ll_vserver *vs, uint32_t slot, int family, int load)
-{
-    ll_set_key_as(vs, slot, ll_key_as(vs, slot, family, load), family);
-}
-
 /* The refresh inside a core: inlined where the traits are the caller's
- * constants (spec = 1, the replay's loops), a call otherwise (spec = 0:
- * the per-call functions stay small; ll_refresh reads the same traits from
- * vs->ops). */
-LL_INLINE void ll_core_refresh(ll_vserver *vs, uint32_t slot, int family, int load, int spec)
+ * constants (spec = 1, the replay's loops: the least-load family, whose
+ * keys go into the tree by ll_tree_set), a call otherwise (spec = 0: the
+ * per-call functions stay small; ll_refresh goes through the row). */
+LL_INLINE void ll_core_refresh(ll_vserver *vs, uint32_t slot, ll_traits t, int spec)
 {
     if (spec)
-        ll_refresh_as(vs, slot, family, load);
+        ll_tree_set_inline(&vs->tree, slot, ll_key_with(vs, slot, t.key));
     else
         ll_refresh(vs, slot);
 }
 
 /* ---- the pick and its charge ------------------------------------------- */
 
-/* The slot a select would take now, and the round it would leave; no side
- * effects. -ENOENT when nothing is eligible. */
-LL_INLINE int64_t ll_pick_as(ll_vserver *vs, uint32_t *round_out, uint64_t *rng_out, int family)
+/* The slot a select would take now, and the round and generator state it
+ * would leave; no side effects on the choice. -ENOENT when nothing is
+ * eligible. The family's pick: direct with spec, through the table else. */
+LL_INLINE int64_t ll_pick_as(ll_vserver *vs, uint32_t *round_out, uint64_t *rng_out, int spec)
 {
     *rng_out = vs->rng;
-    const ll_tree *t = &vs->tree;
-    uint32_t start = (uint32_t)(vs->cursor + 1);
-    uint32_t round = vs->rr_round;
-    int64_t slot;
-    *round_out = round;
-    if (family == LL_FAMILY_SAMPLED)
-        return ll_p2c_pick(vs, rng_out, vs->drawn);  /* before the root: P2C keeps it stale */
-    if (ll_key_eq(ll_tree_min_key(t), LL_KEY_INF))
-        return -ENOENT;
-    if (family == LL_FAMILY_ROUNDROBIN) {
-        slot = ll_rr_pick(vs, start, &round);
-        *round_out = round;
-        return slot;
-    }
-    /* the least-load family; also the hash family's pick without a key
-     * (DOMAINHASH without a domain), which takes no startup round robin */
-    if (vs->startup_left && family == LL_FAMILY_LEAST) {
-        /* startup round robin: any eligible (finite) key qualifies */
-        slot = ll_tree_first(t, start, LL_KEY_MAX_FINITE);
-        return slot >= 0 ? slot : ll_tree_first(t, 0, LL_KEY_MAX_FINITE);
-    }
-    return ll_tree_pick_min(t, start);
+    *round_out = vs->rr_round;
+    if (spec)
+        return ll_least_pick_i(vs, round_out, rng_out, 1);
+    return vs->ops->fam->pick(vs, round_out, rng_out);
 }
 
 /* Charges a pick: the part of a select after the pick. */
-LL_INLINE int64_t ll_take_as(ll_vserver *vs, int64_t slot, uint32_t round, uint64_t rng, int family, int load,
-                             int counts_active, int spec)
+LL_INLINE int64_t ll_take_as(ll_vserver *vs, int64_t slot, uint32_t round, uint64_t rng, ll_traits t, int spec)
 {
     ll_svc *s = &vs->svc[slot];
     if (s->active == UINT32_MAX) {
@@ -134,8 +114,8 @@ LL_INLINE int64_t ll_take_as(ll_vserver *vs, int64_t slot, uint32_t round, uint6
     /* the record explain() reads: the state the pick was made from */
     vs->last.cursor = vs->cursor;
     vs->last.rr_round = vs->rr_round;
-    vs->last.startup = vs->startup_left && family == LL_FAMILY_LEAST;
-    if (family == LL_FAMILY_SAMPLED) {
+    vs->last.startup = vs->startup_left && t.startup_rr;
+    if (t.draws) {
         vs->last.drawn[0] = vs->drawn[0];
         vs->last.drawn[1] = vs->drawn[1];
     }
@@ -153,16 +133,15 @@ LL_INLINE int64_t ll_take_as(ll_vserver *vs, int64_t slot, uint32_t round, uint6
         vs->this_open += s->cap == LL_NO_CAP;
         ll_live_add(vs, (uint32_t)slot);
     }
-    if (counts_active || s->cap != LL_NO_CAP)
-        ll_core_refresh(vs, (uint32_t)slot, family, load, spec);
+    if (t.counts_active || s->cap != LL_NO_CAP)
+        ll_core_refresh(vs, (uint32_t)slot, t, spec);
     return slot;
 }
 
 /* ---- traffic and the end of a transaction ------------------------------ */
 
 /* ll_record() on a bound slot, the window already at the call's second. */
-LL_INLINE int ll_record_as(ll_vserver *vs, uint32_t slot, uint64_t bytes, uint64_t packets, int family, int load,
-                           int spec)
+LL_INLINE int ll_record_as(ll_vserver *vs, uint32_t slot, uint64_t bytes, uint64_t packets, ll_traits t, int spec)
 {
     if (bytes > UINT64_MAX - vs->bytes[slot] || packets > UINT64_MAX - vs->packets[slot])
         return -EOVERFLOW;
@@ -178,14 +157,14 @@ LL_INLINE int ll_record_as(ll_vserver *vs, uint32_t slot, uint64_t bytes, uint64
     }
     vs->bytes[slot] += bytes;
     vs->packets[slot] += packets;
-    if ((load == LL_N_BYTES && bytes) || (load == LL_N_PACKETS && packets))
-        ll_core_refresh(vs, slot, family, load, spec);
+    if (((t.inputs & LL_IN_BYTES) && bytes) || ((t.inputs & LL_IN_PACKETS) && packets))
+        ll_core_refresh(vs, slot, t, spec);
     return 0;
 }
 
 /* ll_finish() on a bound slot with a TTFB in range. */
-LL_INLINE int ll_finish_as(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed, int family,
-                           int load, int counts_active, int spec)
+LL_INLINE int ll_finish_as(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed, ll_traits t,
+                           int spec)
 {
     ll_svc *s = &vs->svc[slot];
     if (s->active == 0)
@@ -195,8 +174,8 @@ LL_INLINE int ll_finish_as(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t
         /* EWMA, alpha 1/8, rounded half up; 7 * 3.6e9 fits in 64 bits */
         s->ttfb_us = s->ttfb_known ? (uint32_t)((7 * (uint64_t)s->ttfb_us + ttfb_us + 4) / 8) : ttfb_us;
         s->ttfb_known = 1;
-        if (load == LL_N_PEAK)
-            ll_peak_observe(vs, slot, ttfb_us);
+        if (t.on_end)
+            t.on_end(vs, slot, ttfb_us);
     }
     if (failed) {
         s->failures += s->failures != UINT64_MAX;
@@ -204,8 +183,8 @@ LL_INLINE int ll_finish_as(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t
     } else {
         s->fails_in_row = 0;
     }
-    if (counts_active)
-        ll_core_refresh(vs, slot, family, load, spec);
+    if (t.counts_active)
+        ll_core_refresh(vs, slot, t, spec);
     int flags = 0;
     if (s->draining && s->active == 0)
         flags |= LL_END_DRAINED;

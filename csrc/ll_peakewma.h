@@ -1,7 +1,9 @@
 /*
  * ll_peakewma.h - PEAKEWMA's latency estimate (internal), not the vendor's:
  * after Finagle's and Linkerd's peak-sensitive moving average. The pick is
- * the sampled family's (ll_sampled.h): two services drawn, the lower Nw.
+ * the sampled family's (methods/sampled.h): two services drawn, the lower Nw;
+ * its row (ll_methods.c) holds ll_peak_n as its N and ll_peak_observe
+ * (through methods/sampled.c) as its end of a transaction.
  *
  * A service's estimate is a cost in microseconds and the clock reading of
  * its last sample. Between samples it decays towards zero,
@@ -37,8 +39,8 @@ uint64_t ll_peak_decay_q32(double elapsed, uint32_t decay_us);
 /* E(now) of a slot in microseconds (0: none yet). */
 uint64_t ll_peak_estimate(const ll_vserver *vs, uint32_t slot);
 
-/* N = E * (active + 1), or the no-estimate rule above. Out of line, so the
- * other methods' inlined paths (ll_least.h) stay as small as they were. */
+/* N = E * (active + 1), or the no-estimate rule above: PEAKEWMA's row's N.
+ * Out of line (a row's N is called through its pointer). */
 uint64_t ll_peak_n(const ll_vserver *vs, uint32_t slot);
 
 #endif /* LL_PEAKEWMA_H */

@@ -9,10 +9,11 @@
  * exactly where the per-call path would run it.
  *
  * Specialised by what the method needs: the loop is one body whose method
- * traits (family, load kind, counts_active: the row of ll_method.h) are
- * arguments, instantiated with constants for the common rows and once with
- * the row read at run time for the rest (ll_replay_run picks by the row,
- * never by the method's name). With constants the compiler keeps only what
+ * traits (ll_traits, ll_path.h: the row of ll_method.h) are an argument,
+ * instantiated with constants for the common rows of the least-load family
+ * (its static inline key and pick, called directly) and once with the row
+ * read at run time for the rest, which calls through the row's ops
+ * (ll_replay_run picks by the row, never by the method's name). With constants the compiler keeps only what
  * the method needs: LEASTCONNECTION's loop refreshes its key from `active`
  * inline and skips the byte and packet key tests; LEASTBANDWIDTH's select
  * refreshes nothing. The window's totals are kept under every method (info()
@@ -136,10 +137,9 @@ static void record_overflow(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t
 
 /* Both of the replay's records follow a tick to their second, on a bound
  * slot: the core alone. */
-LL_INLINE int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uint64_t p, int family, int load,
-                     int spec)
+LL_INLINE int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uint64_t p, ll_traits tr, int spec)
 {
-    int rc = ll_record_as(vs, (uint32_t)r->slot_of[svc], b, p, family, load, spec);
+    int rc = ll_record_as(vs, (uint32_t)r->slot_of[svc], b, p, tr, spec);
     if (rc < 0) {
         if (rc == -EOVERFLOW)
             record_overflow(vs, r, svc, b, p);
@@ -151,7 +151,7 @@ LL_INLINE int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uin
 }
 
 /* The completion's finish (phase 1): 0 to go on, or what ll_replay_run returns. */
-LL_INLINE int finish(ll_vserver *vs, ll_replay *r, int family, int load, int counts_active, int spec)
+LL_INLINE int finish(ll_vserver *vs, ll_replay *r, ll_traits tr, int spec)
 {
     uint64_t k = r->cur.req;
     double ttfb = r->cur_ttfb;
@@ -164,7 +164,7 @@ LL_INLINE int finish(ll_vserver *vs, ll_replay *r, int family, int load, int cou
     uint32_t us = (uint32_t)(ttfb * 1e6 + 0.5);
     /* a bound slot (completions of unbound services are forgotten), a TTFB in range */
     int rc = ll_finish_as(vs, (uint32_t)r->slot_of[r->cur.svc], r->trace.status[k] == 200, us,
-                          r->trace.status[k] >= 500, family, load, counts_active, spec);
+                          r->trace.status[k] >= 500, tr, spec);
     if (rc < 0) {
         r->err_call = 3;
         return rc;
@@ -181,17 +181,16 @@ LL_INLINE int finish(ll_vserver *vs, ll_replay *r, int family, int load, int cou
 
 /* The select of an arrival: ll_select() after its tick (the loop moved the
  * window to `sec` already, so its own advance would be a no-op). */
-LL_INLINE int64_t select_at(ll_vserver *vs, int family, int load, int counts_active, int spec)
+LL_INLINE int64_t select_at(ll_vserver *vs, ll_traits tr, int spec)
 {
     uint32_t round;
     uint64_t rng;
-    int64_t slot = ll_pick_as(vs, &round, &rng, family);
-    return slot < 0 ? slot : ll_take_as(vs, slot, round, rng, family, load, counts_active, spec);
+    int64_t slot = ll_pick_as(vs, &round, &rng, spec);
+    return slot < 0 ? slot : ll_take_as(vs, slot, round, rng, tr, spec);
 }
 
 /* The loop, with the method's traits as arguments (see the top of the file). */
-LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double deadline, int family, int load,
-                     int counts_active, int spec)
+LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double deadline, ll_traits tr, int spec)
 {
     for (;;) {
         if (r->op == LL_OP_NONE) {
@@ -216,7 +215,7 @@ LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double dead
             size_t k = r->next;
             if (r->pending.len >= r->pending.cap && (rc = ll_pending_reserve(&r->pending, (size_t)r->pending.len + 1)) < 0)
                 return rc;
-            int64_t slot = select_at(vs, family, load, counts_active, spec);
+            int64_t slot = select_at(vs, tr, spec);
             if (slot == -ENOENT) {              /* dropped: nothing eligible */
                 r->chosen[k] = -1;
                 r->next++;
@@ -237,69 +236,75 @@ LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double dead
                 continue;  /* the record's own tick stops for the hook: take the long way */
             /* The record at the same time: its tick cannot move the window
              * (same second) nor stop (t < deadline), so it follows at once. */
-            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], family, load, spec)) < 0)
+            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], tr, spec)) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->op == LL_OP_ARRIVAL) {
             size_t k = r->next;
             uint32_t s = (uint32_t)r->chosen[k];
-            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], family, load, spec)) < 0)
+            if ((rc = record(vs, r, s, r->trace.req_bytes[k], r->trace.req_packets[k], tr, spec)) < 0)
                 return rc;
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->phase == 0) {
             uint64_t k = r->cur.req;
-            if ((rc = record(vs, r, r->cur.svc, r->trace.resp_bytes[k], r->trace.resp_packets[k], family, load, spec)) < 0)
+            if ((rc = record(vs, r, r->cur.svc, r->trace.resp_bytes[k], r->trace.resp_packets[k], tr, spec)) < 0)
                 return rc;
             r->phase = 1;
-            if ((rc = finish(vs, r, family, load, counts_active, spec)) != 0)  /* finish does not tick: it follows at once */
+            if ((rc = finish(vs, r, tr, spec)) != 0)  /* finish does not tick: it follows at once */
                 return rc;
-        } else if ((rc = finish(vs, r, family, load, counts_active, spec)) != 0) {
+        } else if ((rc = finish(vs, r, tr, spec)) != 0) {
             return rc;
         }
     }
 }
 
-/* One instance per row shape worth its own loop; the rest share the generic one. */
+/* One instance per row shape worth its own loop, with the least-load
+ * family's static inline key as a constant (methods/least.h); the rest
+ * share the generic one, which calls through the row. */
+#define SPEC_LEAST(key_, inputs_, counts_active_) \
+    ((ll_traits){ .key = key_, .on_end = NULL, .startup_rr = 1, .draws = 0, .inputs = inputs_, .counts_active = counts_active_ })
+
 static int run_least_active(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
-    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_ACTIVE, 1, 1);
+    return run_as(vs, r, stop, deadline, SPEC_LEAST(ll_least_key_active_i, 0, 1), 1);
 }
 
 static int run_least_ttfb(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
-    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_ACTIVE_TTFB, 1, 1);
+    return run_as(vs, r, stop, deadline, SPEC_LEAST(ll_least_key_active_ttfb_i, 0, 1), 1);
 }
 
 static int run_least_bytes(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
-    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_BYTES, 0, 1);
+    return run_as(vs, r, stop, deadline, SPEC_LEAST(ll_least_key_bytes_i, LL_IN_BYTES, 0), 1);
 }
 
 static int run_least_packets(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
-    return run_as(vs, r, stop, deadline, LL_FAMILY_LEAST, LL_N_PACKETS, 0, 1);
+    return run_as(vs, r, stop, deadline, SPEC_LEAST(ll_least_key_packets_i, LL_IN_PACKETS, 0), 1);
 }
 
 static int run_generic(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
-    const ll_method_ops *m = vs->ops;
-    return run_as(vs, r, stop, deadline, m->family, m->load, m->counts_active, 0);
+    return run_as(vs, r, stop, deadline, ll_traits_of(vs->ops), 0);
 }
 
 int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
 {
-    /* the method cannot change during a run (only between runs, by the caller) */
+    /* the method cannot change during a run (only between runs, by the
+     * caller); a row's shape is its family, its key function, its inputs and
+     * counts_active (the key functions are methods/least.c's, one address each) */
     const ll_method_ops *m = vs->ops;
-    if (m->family == LL_FAMILY_LEAST) {
-        if (m->load == LL_N_ACTIVE && m->counts_active)
+    if (m->fam == &ll_family_least && m->on_end == NULL) {
+        if (m->key == ll_least_key_active && m->inputs == 0 && m->counts_active)
             return run_least_active(vs, r, stop_time, deadline);
-        if (m->load == LL_N_ACTIVE_TTFB && m->counts_active)
+        if (m->key == ll_least_key_active_ttfb && m->inputs == 0 && m->counts_active)
             return run_least_ttfb(vs, r, stop_time, deadline);
-        if (m->load == LL_N_BYTES && !m->counts_active)
+        if (m->key == ll_least_key_bytes && m->inputs == LL_IN_BYTES && !m->counts_active)
             return run_least_bytes(vs, r, stop_time, deadline);
-        if (m->load == LL_N_PACKETS && !m->counts_active)
+        if (m->key == ll_least_key_packets && m->inputs == LL_IN_PACKETS && !m->counts_active)
             return run_least_packets(vs, r, stop_time, deadline);
     }
     return run_generic(vs, r, stop_time, deadline);

@@ -49,23 +49,21 @@ static int slot_is_live(const ll_vserver *vs, uint32_t slot)
     return (vs->bytes[slot] | vs->packets[slot]) != 0 || s->sel_this != 0 || s->sel_last != 0;
 }
 
-/* N as ll_service_info() reports it: the method's (least-load, PEAKEWMA),
- * or activity where it has no N of its own (ROUNDROBIN, hash, P2C). */
+/* N as ll_service_info() reports it: the row's (activity where the method
+ * has no N of its own: ROUNDROBIN, hash, P2C). */
 static uint64_t load_of(const ll_vserver *vs, uint32_t slot)
 {
-    if (vs->ops->family == LL_FAMILY_LEAST || vs->ops->load == LL_N_PEAK)
-        return ll_least_n(vs, slot);
-    return vs->svc[slot].active;
+    return vs->ops->n(vs, slot);
 }
 
 static inline ll_key key_of(const ll_vserver *vs, uint32_t slot)
 {
-    return ll_key_as(vs, slot, vs->ops->family, vs->ops->load);
+    return ll_key_with(vs, slot, vs->ops->key);
 }
 
 static inline void set_key(ll_vserver *vs, uint32_t slot, ll_key key)
 {
-    ll_set_key_as(vs, slot, key, vs->ops->family);
+    vs->ops->fam->set_key(vs, slot, key);
 }
 
 void ll_refresh(ll_vserver *vs, uint32_t slot)
@@ -553,7 +551,7 @@ static int roll_slot(ll_vserver *vs, uint32_t slot, const uint8_t *exp, uint32_t
         vs->bytes[slot] -= bytes;
         vs->packets[slot] -= packets;
         s->flags = (uint16_t)(s->flags & ~gone);
-        changed = (vs->ops->load == LL_N_BYTES && bytes) || (vs->ops->load == LL_N_PACKETS && packets);
+        changed = ((vs->ops->inputs & LL_IN_BYTES) && bytes) || ((vs->ops->inputs & LL_IN_PACKETS) && packets);
     }
     changed |= s->sel_this != 0 && s->cap != LL_NO_CAP;  /* a capped slot may be eligible again */
     s->sel_last = one_second ? s->sel_this : 0;
@@ -609,10 +607,10 @@ int64_t ll_advance(ll_vserver *vs, int64_t sec) { return advance(vs, sec); }
 
 /* ---- the request path -------------------------------------------------- */
 
-/* The slot select() would take now (ll_pick_as). */
+/* The slot select() would take now (ll_pick_as: the family's pick, through the table). */
 static int64_t pick(ll_vserver *vs, uint32_t *round_out, uint64_t *rng_out)
 {
-    return ll_pick_as(vs, round_out, rng_out, vs->ops->family);
+    return ll_pick_as(vs, round_out, rng_out, 0);
 }
 
 int64_t ll_peek(ll_vserver *vs, int64_t sec)
@@ -626,7 +624,7 @@ int64_t ll_peek(ll_vserver *vs, int64_t sec)
 /* Charges a pick: the part of ll_select() after pick() (ll_take_as). */
 static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round, uint64_t rng)
 {
-    return ll_take_as(vs, slot, round, rng, vs->ops->family, vs->ops->load, vs->ops->counts_active, 0);
+    return ll_take_as(vs, slot, round, rng, ll_traits_of(vs->ops), 0);
 }
 
 int64_t ll_select(ll_vserver *vs, int64_t sec)
@@ -663,7 +661,7 @@ int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64
     if (!slot_ok(vs, slot))
         return -EINVAL;
     advance(vs, sec);
-    return ll_record_as(vs, slot, bytes, packets, vs->ops->family, vs->ops->load, 0);
+    return ll_record_as(vs, slot, bytes, packets, ll_traits_of(vs->ops), 0);
 }
 
 int ll_begin(ll_vserver *vs, uint32_t slot)
@@ -682,8 +680,7 @@ int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int
 {
     if (!slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
         return -EINVAL;
-    return ll_finish_as(vs, slot, has_ttfb, ttfb_us, failed, vs->ops->family, vs->ops->load,
-                        vs->ops->counts_active, 0);
+    return ll_finish_as(vs, slot, has_ttfb, ttfb_us, failed, ll_traits_of(vs->ops), 0);
 }
 
 int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
@@ -697,7 +694,7 @@ int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
     /* the same smoothing as the TTFB's (ll_finish_as, ll_path.h) */
     uint32_t us = old ? (uint32_t)((7 * (uint64_t)(old - 1) + rtt_us + 4) / 8) : rtt_us;
     probe[slot] = us + 1;
-    if (vs->ops->load == LL_N_ACTIVE_PROBE)
+    if (vs->ops->inputs & LL_IN_PROBE)
         ll_refresh(vs, slot);
     return 0;
 }
@@ -709,7 +706,7 @@ int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_th
     if (ll_column_need(vs, LL_COL_CUSTOM) < 0)
         return -ENOMEM;
     ll_col_custom(vs)[slot] = load | (over_threshold ? LL_CUSTOM_OVER : 0);
-    if (vs->ops->load == LL_N_CUSTOM)
+    if (vs->ops->inputs & LL_IN_CUSTOM)
         ll_refresh(vs, slot);
     return 0;
 }
@@ -748,7 +745,7 @@ int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     return 0;
 }
 
-/* ---- the hash family (ll_hash.c picks) ---------------------------------- */
+/* ---- request keys (the hash family: methods/hash.c, ll_hash.c) ---------- */
 
 int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
 {
@@ -780,7 +777,9 @@ int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uin
     for (size_t i = 0; i < n_excluded; i++)
         if (slot_ok(vs, excluded[i]))
             set_key(vs, excluded[i], LL_KEY_INF);
-    int64_t slot = vs->ops->family == LL_FAMILY_HASH ? ll_hash_pick(vs, key_hash) : pick(vs, &round, &rng);
+    /* the family's pick for a key (the hash family's rendezvous), else select's */
+    const ll_family_ops *fam = vs->ops->fam;
+    int64_t slot = fam->pick_key ? fam->pick_key(vs, key_hash) : pick(vs, &round, &rng);
     for (size_t i = 0; i < n_excluded; i++)
         if (slot_ok(vs, excluded[i]))
             ll_refresh(vs, excluded[i]);

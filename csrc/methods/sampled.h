@@ -1,5 +1,6 @@
 /*
- * ll_sampled.h - the sampled family (internal): P2C, not the vendor's.
+ * methods/sampled.h - the sampled family (internal): P2C and PEAKEWMA, not
+ * the vendor's. Its ops table is ll_family_sampled (methods/sampled.c).
  *
  * Power of two choices: draw two distinct eligible services at random and
  * take the one with the lower Nw (active transactions x 10000 / weight;
@@ -24,6 +25,13 @@
 #include "ll_internal.h"
 #include "ll_peakewma.h"
 
+extern const ll_family_ops ll_family_sampled;
+
+/* PEAKEWMA's row: its key in the tree (0: eligible) and its end of a
+ * transaction (the latency sample). */
+ll_key ll_sampled_key_eligible(const ll_vserver *vs, uint32_t slot);
+void ll_sampled_peak_end(ll_vserver *vs, uint32_t slot, uint32_t ttfb_us);
+
 #define LL_P2C_TRIES 64
 
 static inline uint64_t ll_splitmix64(uint64_t *state)
@@ -44,12 +52,13 @@ static inline uint32_t ll_slot_of_rank(const ll_vserver *vs, uint32_t r)
             return slot;
 }
 
-/* A drawn slot's key: P2C's is its leaf; PEAKEWMA's moves with time, so it
- * is computed at the call's time (its leaf says only that it is eligible). */
+/* A drawn slot's key: P2C's is its leaf; a timed method's (PEAKEWMA) moves
+ * with time, so it is computed from its N at the call's time (its leaf says
+ * only that it is eligible). */
 static inline ll_key ll_sampled_key(const ll_vserver *vs, uint32_t slot)
 {
-    if (vs->ops->load == LL_N_PEAK)
-        return ll_key_make(ll_peak_n(vs, slot), vs->svc[slot].weight);
+    if (vs->ops->timed)
+        return ll_key_make(vs->ops->n(vs, slot), vs->svc[slot].weight);
     return ll_tree_key(&vs->tree, slot);
 }
 

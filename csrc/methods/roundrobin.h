@@ -1,5 +1,6 @@
 /*
- * ll_roundrobin.h - the round-robin family (internal): ROUNDROBIN.
+ * methods/roundrobin.h - the round-robin family (internal): ROUNDROBIN.
+ * Its ops table is ll_family_roundrobin (methods/roundrobin.c).
  *
  * Weighted rounds in bind order: in round r every eligible service whose
  * weight is >= r gets one turn, rounds 1 .. the highest weight, then again.
@@ -10,6 +11,11 @@
 #define LL_ROUNDROBIN_H
 
 #include "ll_internal.h"
+
+extern const ll_family_ops ll_family_roundrobin;
+
+/* The row's key (out of line, methods/roundrobin.c). */
+ll_key ll_roundrobin_key(const ll_vserver *vs, uint32_t slot);
 
 static inline ll_key ll_rr_key(const ll_vserver *vs, uint32_t slot)
 {
