@@ -7,9 +7,10 @@ and the per-call pair the benchmarks time. The C engine checks its own table
 against this one when it is imported (`check_against_c`), so the two cannot
 drift apart silently.
 
-Adding a least-X method: its row here, its row and N in the C core
-(csrc/ll_methods.c, csrc/ll_least.h), its N in the reference
-(`_rules.N_OF`, which the reference and explain() share), and its tests.
+Adding a least-X method: its row here, its enum value, row and N in the C
+core (csrc/leastload.h, csrc/ll_methods.c, csrc/methods/least.c and .h; see
+csrc/ll_method.h), its N in the reference (`rules.N_OF`, which the reference
+and explain() share), and its tests.
 """
 from typing import Iterable, NamedTuple
 
