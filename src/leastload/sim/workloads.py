@@ -166,7 +166,7 @@ class Trace:
         """
         if self.is_sealed():
             return self
-        arrays = {}
+        arrays: Dict[str, Any] = {}
         for f in _ARRAY_FIELDS:
             a = np.array(getattr(self, f), copy=True)
             a.flags.writeable = False
