@@ -1,27 +1,7 @@
 """`leastload simulate` (main below): a config's vservers under a workload on a
 virtual clock. The simulation itself (`simulate`, `Simulation`) is in steady.py,
 below the runs (runs.py) and the report (report.py) this command puts together;
-both names are importable from here as before.
-
-Simulation on a virtual clock: a steady request rate, events at given times,
-requests per service per second out.
-
-    from leastload import VirtualServer, ManualClock
-    from leastload.sim.simulate import simulate
-    clock = ManualClock(0.0)
-    vs = VirtualServer("ROUNDROBIN", clock=clock)
-    for name in ("S1", "S2"):
-        vs.bind(name)
-    sim = simulate(vs, clock, rate=240, duration=4, events=[
-        (0, "set", {"new_service_request": 10}), (0, "bind", "S3"),
-        (1, "set", {"new_service_request": 20}),
-    ])
-    sim.at(1)  # {"S1": 110, "S2": 110, "S3": 20}
-
-Requests arrive evenly: request i of second s at s + i / rate. Each one is
-`select()`ed, charged `bytes_per_request` / `packets_per_request` with
-`record()`, and finished after `request_duration` seconds (0: at once,
-before the next request) with the service's TTFB and status 200.
+both names are importable from here as before (steady.py shows their use).
 """
 import math
 from collections.abc import Sequence
