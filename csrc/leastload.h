@@ -36,31 +36,28 @@ extern "C" {
 #define LL_MAX_TTFB_US 3600000000u /* one hour: keeps active*TTFB in 64 bits */
 #define LL_NO_CAP UINT32_MAX     /* ll_set_cap: the service is not capped   */
 
-/* The methods. Each is one row of the method table (ll_method.h) and its
- * family's file; a value whose row is not supported yet is refused with
- * -ENOTSUP (ll_method_supported()). The Python registry checks its names
- * and values against ll_method_name() at import. */
+/* The methods, one line each in methods/list.h: their values are this
+ * enum's (LL_LEASTCONNECTION = 1, ...; never renumbered), their names
+ * ll_method_name()'s. A value whose row is not supported yet is refused
+ * with -ENOTSUP (ll_method_supported()). The Python registry checks its
+ * names and values against ll_method_name() at import. */
+#define LL_LEAST(ID, value, ...) LL_##ID = value,
+#define LL_ROW(ID, value, ...) LL_##ID = value,
 typedef enum {
-    LL_ROUNDROBIN = 0,
-    LL_LEASTCONNECTION = 1,
-    LL_LEASTRESPONSETIME = 2,
-    LL_LEASTBANDWIDTH = 3,
-    LL_LEASTPACKETS = 4,
-    LL_LEASTREQUEST = 5,
-    LL_LRTM = 6,
-    LL_CUSTOMLOAD = 7,
-    LL_SOURCEIPHASH = 8,
-    LL_DESTINATIONIPHASH = 9,
-    LL_SRCIPDESTIPHASH = 10,
-    LL_SRCIPSRCPORTHASH = 11,
-    LL_URLHASH = 12,
-    LL_DOMAINHASH = 13,
-    LL_CALLIDHASH = 14,
-    LL_TOKEN = 15,
-    LL_P2C = 16,
-    LL_PEAKEWMA = 17,
-    LL_METHOD_COUNT = 18
+#include "methods/list.h"
 } ll_method;
+#undef LL_LEAST
+#undef LL_ROW
+
+/* How many methods there are: one more than the highest value. */
+#define LL_LEAST(ID, ...) LL_COUNT_##ID,
+#define LL_ROW(ID, ...) LL_COUNT_##ID,
+enum {
+#include "methods/list.h"
+    LL_METHOD_COUNT
+};
+#undef LL_LEAST
+#undef LL_ROW
 
 /* The method's name as the vendor spells it, or NULL out of range. */
 const char *ll_method_name(int method);

@@ -1,29 +1,26 @@
 /*
  * ll_method.h - a load-balancing method as one unit (internal).
  *
- * A method is one row of ll_methods[] (ll_methods.c): its family's ops
- * table, its N, its key, the per-service inputs its key reads and whether
- * it moves with active transactions. A family is one ll_family_ops, in the
- * manner of HAProxy's lbprm, exported by its file under methods/ (least.c,
- * roundrobin.c, hash.c, sampled.c): how it picks, how a key reaches the
- * tree, what a request key does. The vserver's common code (ll_vserver.c,
- * ll_path.h) calls through the row and its table, never by the method's
- * name or a switch on the family; the batch replay (ll_replay.c) runs a
- * loop specialised for the row's shape when it has one (calling the
- * family's static inline functions of methods/least.h directly, as
- * constants the compiler inlines), else the generic loop, which goes
- * through the table.
+ * A method is one line of methods/list.h, which makes its row of
+ * ll_methods[] (ll_methods.c): its family's ops table, its N, its key, the
+ * per-service inputs its key reads and whether it moves with active
+ * transactions. A family is one ll_family_ops, in the manner of HAProxy's
+ * lbprm, exported by its file under methods/ (least.c, roundrobin.c,
+ * hash.c, sampled.c): how it picks, how a key reaches the tree, what a
+ * request key does. The vserver's common code (ll_vserver.c, ll_path.h)
+ * calls through the row and its table, never by the method's name or a
+ * switch on the family; the batch replay (ll_replay.c) runs a loop
+ * specialised for each least-load method (calling its static inline key
+ * and the family's pick of methods/least.h directly, as constants the
+ * compiler inlines), else the generic loop, which goes through the table.
  *
- * Adding a least-X method touches, in csrc: leastload.h (its value in
- * ll_method: the public API names methods by it), methods/least.c (its N,
- * LL_LEAST_METHOD(x, N's expression) giving its N and its key floor(Nw) in one
- * line, or both written out for a key that is not floor(Nw), as
- * CUSTOMLOAD's), methods/least.h (one LL_LEAST_DECLARE(x) line) and
- * ll_methods.c (its row: ll_family_least, its N and key functions, the
- * LL_IN_* inputs its key reads, counts_active). Nothing else in the core
- * changes: no enum of load kinds, no switch. Outside csrc: its reference
- * rule (its N in src/leastload/engine/rules.py), its registry row
- * (engine/methods.py), its tests and docs.
+ * Adding a least-X method touches one file in csrc: its LL_LEAST line in
+ * methods/list.h (its value, its N as an expression, the inputs it reads,
+ * counts_active), which gives its enum value, its N and key functions, its
+ * row and its replay loop. A key that is not floor(Nw) (CUSTOMLOAD's) is
+ * an LL_ROW line and its functions in methods/least.c. Outside csrc: its
+ * reference rule (its N in src/leastload/engine/rules.py), its registry
+ * row (engine/methods.py), its tests and docs.
  *
  * A new per-service input, in csrc: its column (ll_columns.h: its index;
  * ll_columns.c: its entry; ll_internal.h: its typed accessor), which the vserver then

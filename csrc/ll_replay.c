@@ -10,10 +10,10 @@
  *
  * Specialised by what the method needs: the loop is one body whose method
  * traits (ll_traits, ll_path.h: the row of ll_method.h) are an argument,
- * instantiated with constants for the common rows of the least-load family
+ * instantiated with constants for each least-load method of methods/list.h
  * (its static inline key and pick, called directly) and once with the row
- * read at run time for the rest, which calls through the row's ops
- * (ll_replay_run picks by the row, never by the method's name). With constants the compiler keeps only what
+ * read at run time for the rest, which calls through the row's ops. With
+ * constants the compiler keeps only what
  * the method needs: LEASTCONNECTION's loop refreshes its key from `active`
  * inline and skips the byte and packet key tests; LEASTBANDWIDTH's select
  * refreshes nothing. The window's totals are kept under every method (info()
@@ -260,31 +260,30 @@ LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double dead
     }
 }
 
-/* One instance per row shape worth its own loop, with the least-load
- * family's static inline key as a constant (methods/least.h); the rest
- * share the generic one, which calls through the row. */
-#define SPEC_LEAST(key_, inputs_, counts_active_) \
-    ((ll_traits){ .key = key_, .on_end = NULL, .startup_rr = 1, .draws = 0, .inputs = inputs_, .counts_active = counts_active_ })
+/* One loop for each least-load method (its LL_LEAST line of methods/list.h),
+ * with its static inline key as a constant (methods/least.h); the rest share
+ * the generic one, which calls through the row. */
+#define LL_LEAST(ID, value, N, inputs_, counts_active_)                                              \
+    static int run_##ID(ll_vserver *vs, ll_replay *r, double stop, double deadline)                  \
+    {                                                                                                \
+        ll_traits tr = { .key = ll_least_key_##ID##_i, .on_end = NULL, .startup_rr = 1, .draws = 0,  \
+                         .inputs = (inputs_), .counts_active = (counts_active_) };                   \
+        return run_as(vs, r, stop, deadline, tr, 1);                                                 \
+    }
+#define LL_ROW(ID, value, ...)
+#include "methods/list.h"
+#undef LL_LEAST
+#undef LL_ROW
 
-static int run_least_active(ll_vserver *vs, ll_replay *r, double stop, double deadline)
-{
-    return run_as(vs, r, stop, deadline, SPEC_LEAST(ll_least_key_active_i, 0, 1), 1);
-}
+typedef int (*run_fn)(ll_vserver *vs, ll_replay *r, double stop, double deadline);
 
-static int run_least_ttfb(ll_vserver *vs, ll_replay *r, double stop, double deadline)
-{
-    return run_as(vs, r, stop, deadline, SPEC_LEAST(ll_least_key_active_ttfb_i, 0, 1), 1);
-}
-
-static int run_least_bytes(ll_vserver *vs, ll_replay *r, double stop, double deadline)
-{
-    return run_as(vs, r, stop, deadline, SPEC_LEAST(ll_least_key_bytes_i, LL_IN_BYTES, 0), 1);
-}
-
-static int run_least_packets(ll_vserver *vs, ll_replay *r, double stop, double deadline)
-{
-    return run_as(vs, r, stop, deadline, SPEC_LEAST(ll_least_key_packets_i, LL_IN_PACKETS, 0), 1);
-}
+#define LL_LEAST(ID, value, ...) [LL_##ID] = run_##ID,
+#define LL_ROW(ID, value, ...)
+static const run_fn specialised[LL_METHOD_COUNT] = {
+#include "methods/list.h"
+};
+#undef LL_LEAST
+#undef LL_ROW
 
 static int run_generic(ll_vserver *vs, ll_replay *r, double stop, double deadline)
 {
@@ -293,21 +292,9 @@ static int run_generic(ll_vserver *vs, ll_replay *r, double stop, double deadlin
 
 int ll_replay_run(ll_vserver *vs, ll_replay *r, double stop_time, double deadline)
 {
-    /* the method cannot change during a run (only between runs, by the
-     * caller); a row's shape is its family, its key function, its inputs and
-     * counts_active (the key functions are methods/least.c's, one address each) */
-    const ll_method_ops *m = vs->ops;
-    if (m->fam == &ll_family_least && m->on_end == NULL) {
-        if (m->key == ll_least_key_active && m->inputs == 0 && m->counts_active)
-            return run_least_active(vs, r, stop_time, deadline);
-        if (m->key == ll_least_key_active_ttfb && m->inputs == 0 && m->counts_active)
-            return run_least_ttfb(vs, r, stop_time, deadline);
-        if (m->key == ll_least_key_bytes && m->inputs == LL_IN_BYTES && !m->counts_active)
-            return run_least_bytes(vs, r, stop_time, deadline);
-        if (m->key == ll_least_key_packets && m->inputs == LL_IN_PACKETS && !m->counts_active)
-            return run_least_packets(vs, r, stop_time, deadline);
-    }
-    return run_generic(vs, r, stop_time, deadline);
+    /* the method cannot change during a run (only between runs, by the caller) */
+    run_fn run = specialised[vs->method];
+    return (run ? run : run_generic)(vs, r, stop_time, deadline);
 }
 
 void ll_replay_forget(ll_replay *r, uint32_t svc)

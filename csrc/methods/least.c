@@ -2,23 +2,21 @@
  * and keys, out of line for the rows of ll_methods.c (methods/least.h). */
 #include "ll_path.h"
 
-/* Defines ll_least_n_<x> from an expression of vs and slot, and its key
- * floor(N * 10000 / weight), ll_least_key_<x>. */
-#define LL_LEAST_METHOD(x, expr)                                   \
-    uint64_t ll_least_n_##x(const ll_vserver *vs, uint32_t slot)   \
-    {                                                              \
-        return (expr);                                             \
-    }                                                              \
-    ll_key ll_least_key_##x(const ll_vserver *vs, uint32_t slot)   \
-    {                                                              \
-        return LL_LEAST_KEY_OF(ll_least_n_##x, vs, slot);          \
+/* The out-of-line N and key of each LL_LEAST line of methods/list.h, for
+ * its row: the inline ones of methods/least.h. */
+#define LL_LEAST(ID, value, N, inputs, counts_active)               \
+    uint64_t ll_least_n_##ID(const ll_vserver *vs, uint32_t slot)   \
+    {                                                               \
+        return ll_least_n_##ID##_i(vs, slot);                       \
+    }                                                               \
+    ll_key ll_least_key_##ID(const ll_vserver *vs, uint32_t slot)   \
+    {                                                               \
+        return ll_least_key_##ID##_i(vs, slot);                     \
     }
-
-LL_LEAST_METHOD(active, ll_least_n_active_i(vs, slot))            /* LEASTCONNECTION, LEASTREQUEST */
-LL_LEAST_METHOD(active_ttfb, ll_least_n_active_ttfb_i(vs, slot))  /* LEASTRESPONSETIME */
-LL_LEAST_METHOD(bytes, ll_least_n_bytes_i(vs, slot))              /* LEASTBANDWIDTH */
-LL_LEAST_METHOD(packets, ll_least_n_packets_i(vs, slot))          /* LEASTPACKETS */
-LL_LEAST_METHOD(active_probe, (uint64_t)vs->svc[slot].active * ll_probe_us(vs, slot))  /* LRTM */
+#define LL_ROW(ID, value, ...)
+#include "list.h"
+#undef LL_LEAST
+#undef LL_ROW
 
 /* CUSTOMLOAD: N is the reported load. Its key is not floor(Nw): a service
  * with a metric over its threshold is not eligible, an idle one comes

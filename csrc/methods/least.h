@@ -11,7 +11,8 @@
  *
  * The functions here are static inline so that the batch replay's loops
  * (ll_replay.c) call them directly; the rows (ll_methods.c) hold the
- * out-of-line copies of methods/least.c.
+ * out-of-line copies of methods/least.c. Its methods are the LL_LEAST
+ * lines of methods/list.h, and CUSTOMLOAD.
  */
 #ifndef LL_LEAST_H
 #define LL_LEAST_H
@@ -30,57 +31,31 @@ static inline uint32_t ll_probe_us(const ll_vserver *vs, uint32_t slot)
     return probe && probe[slot] ? probe[slot] - 1 : 0;
 }
 
-/* ---- the methods' N: the products stay below 2^64 (active < 2^32, a
- * smoothed time <= LL_MAX_TTFB_US < 2^32) ---- */
+/* ---- each least-load method's N and key (its LL_LEAST line of
+ * methods/list.h): inline for the replay's loops, ll_least_n_<ID>_i and
+ * ll_least_key_<ID>_i, and out of line for its row (methods/least.c),
+ * ll_least_n_<ID> and ll_least_key_<ID>. Keys are floor(N * 10000 /
+ * weight), exact (ll_key.h). ---- */
 
-static inline uint64_t ll_least_n_active_i(const ll_vserver *vs, uint32_t slot)
-{
-    return vs->svc[slot].active;
-}
+#define LL_LEAST(ID, value, N, inputs, counts_active)                                   \
+    static inline uint64_t ll_least_n_##ID##_i(const ll_vserver *vs, uint32_t slot)     \
+    {                                                                                    \
+        return (N);                                                                      \
+    }                                                                                    \
+    static inline ll_key ll_least_key_##ID##_i(const ll_vserver *vs, uint32_t slot)     \
+    {                                                                                    \
+        return ll_key_make(ll_least_n_##ID##_i(vs, slot), vs->svc[slot].weight);          \
+    }                                                                                    \
+    uint64_t ll_least_n_##ID(const ll_vserver *vs, uint32_t slot);                      \
+    ll_key ll_least_key_##ID(const ll_vserver *vs, uint32_t slot);
+#define LL_ROW(ID, value, ...)
+#include "list.h"
+#undef LL_LEAST
+#undef LL_ROW
 
-static inline uint64_t ll_least_n_active_ttfb_i(const ll_vserver *vs, uint32_t slot)
-{
-    return (uint64_t)vs->svc[slot].active * vs->svc[slot].ttfb_us;
-}
-
-static inline uint64_t ll_least_n_bytes_i(const ll_vserver *vs, uint32_t slot) { return vs->bytes[slot]; }
-static inline uint64_t ll_least_n_packets_i(const ll_vserver *vs, uint32_t slot) { return vs->packets[slot]; }
-
-/* The key floor(N * 10000 / weight) of an N function, inline. */
-#define LL_LEAST_KEY_OF(n_fn, vs, slot) ll_key_make(n_fn((vs), (slot)), (vs)->svc[(slot)].weight)
-
-static inline ll_key ll_least_key_active_i(const ll_vserver *vs, uint32_t slot)
-{
-    return LL_LEAST_KEY_OF(ll_least_n_active_i, vs, slot);
-}
-
-static inline ll_key ll_least_key_active_ttfb_i(const ll_vserver *vs, uint32_t slot)
-{
-    return LL_LEAST_KEY_OF(ll_least_n_active_ttfb_i, vs, slot);
-}
-
-static inline ll_key ll_least_key_bytes_i(const ll_vserver *vs, uint32_t slot)
-{
-    return LL_LEAST_KEY_OF(ll_least_n_bytes_i, vs, slot);
-}
-
-static inline ll_key ll_least_key_packets_i(const ll_vserver *vs, uint32_t slot)
-{
-    return LL_LEAST_KEY_OF(ll_least_n_packets_i, vs, slot);
-}
-
-/* The out-of-line N and key of each method (methods/least.c), for its row:
- * ll_least_n_<x> and ll_least_key_<x>. */
-#define LL_LEAST_DECLARE(x)                                      \
-    uint64_t ll_least_n_##x(const ll_vserver *vs, uint32_t slot); \
-    ll_key ll_least_key_##x(const ll_vserver *vs, uint32_t slot)
-
-LL_LEAST_DECLARE(active);
-LL_LEAST_DECLARE(active_ttfb);
-LL_LEAST_DECLARE(bytes);
-LL_LEAST_DECLARE(packets);
-LL_LEAST_DECLARE(active_probe);
-LL_LEAST_DECLARE(custom);
+/* CUSTOMLOAD's N and key (its key is not floor(Nw): methods/least.c) */
+uint64_t ll_least_n_custom(const ll_vserver *vs, uint32_t slot);
+ll_key ll_least_key_custom(const ll_vserver *vs, uint32_t slot);
 
 /* ---- the pick ---- */
 

@@ -1,23 +1,24 @@
 """The method registry: every load-balancing method once, for every part that needs it.
 
-A row says what the C core's method table says (its name and enum value in
-csrc/leastload.h, its family, whether this engine implements it) and what the
-Python side needs around it: the unit of N as `load()` and `show()` report it,
-and the per-call pair the benchmarks time. The C engine checks its own table
-against this one when it is imported (`check_against_c`), so the two cannot
-drift apart silently.
+A row says what the C core's method list says (its name and enum value, one
+line each in csrc/methods/list.h; its family; whether this engine implements
+it) and what the Python side needs around it: the unit of N as `load()` and
+`show()` report it, and the per-call pair the benchmarks time. The C engine
+checks its own table against this one when it is imported (`check_against_c`),
+so the two cannot drift apart silently.
 
-Adding a least-X method: its row here, its enum value, row and N in the C
-core (csrc/leastload.h, csrc/ll_methods.c, csrc/methods/least.c and .h; see
-csrc/ll_method.h), its N in the reference (`rules.N_OF`, which the reference
-and explain() share), and its tests.
+Adding a least-X method touches three source files: its LL_LEAST line in
+csrc/methods/list.h (its value and its N as a C expression: that line makes
+its enum value, key, row and replay loop; see csrc/ll_method.h), its N in the
+reference (`rules.N_OF`, which the reference and explain() share), and its row
+here; then its tests and docs.
 """
 from typing import Iterable, NamedTuple
 
 
 class Method(NamedTuple):
     name: str        # as the vendor spells it
-    value: int       # the C enum's value (csrc/leastload.h)
+    value: int       # the C enum's value (csrc/methods/list.h)
     family: str      # "least", "roundrobin", "hash" or "sampled"
     unit: str        # what N counts; "seconds": kept in microseconds, shown as seconds
     pair: str        # the per-call pair the benchmarks time
