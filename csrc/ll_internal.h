@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "leastload.h"
 #include "ll_columns.h"
@@ -28,13 +29,30 @@ typedef struct {
     uint32_t sel_this;   /* selections in the current second (saturating)  */
     uint32_t sel_last;   /* selections in the previous second              */
     uint8_t weight;      /* 1..100                                         */
+    uint8_t ttfb_known;  /* the first status-200 sample sets the average   */
+    /* The four bytes a pick tests, adjacent (ll_svc_open): each 0 or 1 but state */
     uint8_t state;       /* ll_state                                       */
     uint8_t bound;       /* 0: a hole left by ll_unbind                    */
-    uint8_t ttfb_known;  /* the first status-200 sample sets the average   */
     uint8_t draining;    /* no new picks; the caller unbinds it when idle   */
     uint8_t ejected;     /* passive outlier ejection: no picks until return */
     uint16_t flags;      /* LL_LIVE: in live[]; LL_BUCKET_BITS: buckets with traffic */
 } ll_svc;
+
+_Static_assert(offsetof(ll_svc, bound) == offsetof(ll_svc, state) + 1
+               && offsetof(ll_svc, draining) == offsetof(ll_svc, state) + 2
+               && offsetof(ll_svc, ejected) == offsetof(ll_svc, state) + 3,
+               "ll_svc_open reads state, bound, draining and ejected as one word");
+
+/* UP, bound, not draining, not ejected: the four bytes compared at once
+ * (both sides read the same way, so byte order does not matter). */
+static inline int ll_svc_open(const ll_svc *s)
+{
+    static const uint8_t open[4] = { LL_UP, 1, 0, 0 };
+    uint32_t have, want;
+    memcpy(&have, (const unsigned char *)s + offsetof(ll_svc, state), sizeof have);
+    memcpy(&want, open, sizeof want);
+    return have == want;
+}
 
 /* PEAKEWMA: one service's latency estimate (ll_peakewma.h). */
 typedef struct {
@@ -69,6 +87,8 @@ struct ll_vserver {
     uint64_t *bytes_bkt;     /* [window * capacity] */
     uint64_t *packets_bkt;   /* [window * capacity] */
     uint32_t window;         /* seconds (buckets) in the window, 1..LL_MAX_WINDOW_SECONDS */
+    uint16_t head_mark;      /* LL_LIVE | the head bucket's bit while the window keeps
+                              * bucket masks: what a record marks (ll_head_moved) */
     uint64_t rng;            /* P2C: the state of its draws (splitmix64)      */
     double now;              /* the caller's clock at its last call (ll_set_time) */
     uint32_t peak_decay_us;  /* PEAKEWMA: the estimate's decay time           */
@@ -124,6 +144,12 @@ static inline uint32_t ll_window_bucket(int64_t sec, uint32_t w)
  * (ll_replay.c). */
 
 /* Gives the slot an entry in the live set unless it has one. */
+/* After head or window changed: the mark a record of this second sets. */
+static inline void ll_head_moved(ll_vserver *vs)
+{
+    vs->head_mark = (uint16_t)(LL_LIVE | (vs->window <= LL_MASK_WINDOW ? 1u << vs->head : 0u));
+}
+
 static inline void ll_live_add(ll_vserver *vs, uint32_t slot)
 {
     ll_svc *s = &vs->svc[slot];

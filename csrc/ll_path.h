@@ -56,7 +56,7 @@ LL_INLINE ll_key ll_key_with(const ll_vserver *vs, uint32_t slot, ll_key_fn key)
 {
     const ll_svc *s = &vs->svc[slot];
     /* unbound slots are zeroed, so their state byte is LL_UP: test bound too */
-    if (s->state != LL_UP || !s->bound || s->draining || s->ejected || s->sel_this >= s->cap)
+    if (!ll_svc_open(s) || s->sel_this >= s->cap)
         return LL_KEY_INF;
     return key(vs, slot);
 }
@@ -150,10 +150,13 @@ LL_INLINE int ll_record_as(ll_vserver *vs, uint32_t slot, uint64_t bytes, uint64
     vs->packets_bkt[at] += packets;
     if (bytes | packets) {
         /* a window up to LL_MASK_WINDOW long marks the bucket, so that a roll
-         * reads only buckets that hold traffic; longer ones read them all */
-        if (vs->window <= LL_MASK_WINDOW)
-            vs->svc[slot].flags = (uint16_t)(vs->svc[slot].flags | (1u << vs->head));
-        ll_live_add(vs, slot);
+         * reads only buckets that hold traffic; longer ones read them all.
+         * Once a second a slot: after that its mark is there already. */
+        ll_svc *s = &vs->svc[slot];
+        if ((s->flags & vs->head_mark) != vs->head_mark) {
+            s->flags = (uint16_t)(s->flags | (vs->head_mark & ~LL_LIVE));
+            ll_live_add(vs, slot);
+        }
     }
     vs->bytes[slot] += bytes;
     vs->packets[slot] += packets;

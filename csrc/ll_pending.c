@@ -170,7 +170,7 @@ static inline int64_t wheel_slot(const ll_pending_queue *q, double t)
     return s >= q->base && s <= q->base + (int64_t)q->wheel_mask ? s : -1;
 }
 
-void ll_pending_push(ll_pending_queue *q, double time, uint64_t order, uint32_t req, uint32_t svc)
+uint32_t ll_pending_push(ll_pending_queue *q, double time, uint64_t order, uint32_t req, uint32_t svc)
 {
     uint32_t j = q->free_head;
     ll_pending *e = &q->pool[j];
@@ -178,11 +178,12 @@ void ll_pending_push(ll_pending_queue *q, double time, uint64_t order, uint32_t 
     e->order = order;
     e->req = req;
     e->svc = svc;
+    e->id = j;
     q->len++;
     int64_t s = wheel_slot(q, time);
     if (s < 0) {
         heap_push(q, j);
-        return;
+        return j;
     }
     uint32_t w = (uint32_t)s & q->wheel_mask;
     uint32_t *link = &q->slot_head[w];  /* sorted insert: a slot holds a few */
@@ -193,6 +194,7 @@ void ll_pending_push(ll_pending_queue *q, double time, uint64_t order, uint32_t 
     q->slot_used[w >> 6] |= (uint64_t)1 << (w & 63);
     if (q->min_slot >= 0 && s < q->min_slot)
         q->min_slot = s;
+    return j;
 }
 
 /* The lowest occupied slot of the wheel, or -1 if it is empty. */

@@ -61,6 +61,8 @@ typedef struct {
     uint32_t req;    /* request index: breaks ties in time             */
     uint32_t svc;    /* trace service                                  */
     uint32_t next;   /* next entry of the same slot (or the free list) */
+    uint32_t id;     /* its index in the pool while queued (< cap): where
+                      * the caller may keep data of its own beside it    */
 } ll_pending;
 
 typedef struct {
@@ -88,8 +90,9 @@ int ll_pending_init_for(ll_pending_queue *q, const double *arrival, size_t n);
 void ll_pending_free(ll_pending_queue *q);
 /* Room for `need` entries in all: 0, or -ENOMEM (nothing changed). */
 int ll_pending_reserve(ll_pending_queue *q, size_t need);
-/* Room must have been reserved. `time` is the order's time, finite. */
-void ll_pending_push(ll_pending_queue *q, double time, uint64_t order, uint32_t req, uint32_t svc);
+/* Room must have been reserved. `time` is the order's time, finite.
+ * Returns the entry's id. */
+uint32_t ll_pending_push(ll_pending_queue *q, double time, uint64_t order, uint32_t req, uint32_t svc);
 /* The entry with the lowest key, or NULL when empty. Valid until the next
  * push, pop or forget. */
 const ll_pending *ll_pending_peek(ll_pending_queue *q);

@@ -30,6 +30,16 @@
 
 enum { LL_OP_NONE = 0, LL_OP_ARRIVAL = 1, LL_OP_COMPLETION = 2 };
 
+/* What a completion needs of its request, kept beside its pending entry
+ * (by its id) from the select on: the request's arrays are read in order
+ * then, while a completion comes thousands of requests later, where five
+ * arrays would cost five cache misses and this one line costs one. */
+typedef struct {
+    double ttfb;            /* seconds: ll_trace_ttfb(), the same double  */
+    uint64_t resp_bytes, resp_packets;
+    uint16_t status;
+} ll_due;
+
 struct ll_replay {
     /* the trace and the results, borrowed */
     ll_trace trace;
@@ -41,11 +51,13 @@ struct ll_replay {
     /* progress: the next request, the pending completions, the operation under way */
     size_t next;
     ll_pending_queue pending;
+    ll_due *due;         /* [due_cap]: by pending entry id            */
+    uint32_t due_cap;    /* == pending.cap before any push            */
     int op;              /* LL_OP_*: an operation stopped half way     */
     int phase;           /* its next call: 0 or 1                      */
     int hook_done;       /* the caller ran the hook for this call       */
     ll_pending cur;      /* the completion under way                   */
-    double cur_ttfb;     /* its TTFB, seconds                          */
+    ll_due cur_due;      /* ... and what it needs of its request       */
     double now;          /* time of the last call (or of the stop)     */
     uint64_t err_value;
     int err_call;
@@ -76,7 +88,26 @@ void ll_replay_destroy(ll_replay *r)
     if (!r)
         return;
     ll_pending_free(&r->pending);
+    free(r->due);
     free(r);
+}
+
+/* Room for one more pending completion and its ll_due (an entry's id can
+ * be any index below the queue's cap): 0 or -ENOMEM. */
+static int reserve_one(ll_replay *r)
+{
+    int rc = ll_pending_reserve(&r->pending, (size_t)r->pending.len + 1);
+    if (rc < 0)
+        return rc;
+    size_t cap = r->pending.cap;  /* below 2^32 */
+    if (cap > SIZE_MAX / sizeof(ll_due))
+        return -ENOMEM;
+    ll_due *due = realloc(r->due, cap * sizeof *due);
+    if (!due)
+        return -ENOMEM;  /* the queue's bigger room is harmless: due_cap says */
+    r->due = due;
+    r->due_cap = r->pending.cap;
+    return 0;
 }
 
 void ll_replay_set_mapping(ll_replay *r, const int64_t *slot_of, const int32_t *service_of)
@@ -92,7 +123,7 @@ void ll_replay_state(const ll_replay *r, ll_replay_state_t *out)
 {
     out->err_call = r->err_call;
     out->err_value = r->err_value;
-    out->ttfb = r->cur_ttfb;
+    out->ttfb = r->cur_due.ttfb;
     out->svc = r->cur.svc;
     out->end_flags = r->end_flags;
     out->end_svc = r->end_svc;
@@ -120,7 +151,7 @@ LL_INLINE int next_op(ll_replay *r, double stop_time)
         return -1;
     }
     r->cur = ll_pending_pop(&r->pending);  /* ll_replay_forget() dropped those of unbound services */
-    r->cur_ttfb = ll_trace_ttfb(&r->trace, r->cur.svc, r->cur.req);
+    r->cur_due = r->due[r->cur.id];
     r->op = LL_OP_COMPLETION;
     return -1;
 }
@@ -153,8 +184,7 @@ LL_INLINE int record(ll_vserver *vs, ll_replay *r, uint32_t svc, uint64_t b, uin
 /* The completion's finish (phase 1): 0 to go on, or what ll_replay_run returns. */
 LL_INLINE int finish(ll_vserver *vs, ll_replay *r, ll_traits tr, int spec)
 {
-    uint64_t k = r->cur.req;
-    double ttfb = r->cur_ttfb;
+    double ttfb = r->cur_due.ttfb;
     if (!(ttfb >= 0.0 && ttfb <= LL_MAX_TTFB_US / 1e6)) {
         r->err_call = 3;
         return -EINVAL;
@@ -163,8 +193,8 @@ LL_INLINE int finish(ll_vserver *vs, ll_replay *r, ll_traits tr, int spec)
      * the conversion's truncation is the floor, without a libm call */
     uint32_t us = (uint32_t)(ttfb * 1e6 + 0.5);
     /* a bound slot (completions of unbound services are forgotten), a TTFB in range */
-    int rc = ll_finish_as(vs, (uint32_t)r->slot_of[r->cur.svc], r->trace.status[k] == 200, us,
-                          r->trace.status[k] >= 500, tr, spec);
+    int rc = ll_finish_as(vs, (uint32_t)r->slot_of[r->cur.svc], r->cur_due.status == 200, us,
+                          r->cur_due.status >= 500, tr, spec);
     if (rc < 0) {
         r->err_call = 3;
         return rc;
@@ -213,7 +243,7 @@ LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double dead
         int rc;
         if (r->op == LL_OP_ARRIVAL && r->phase == 0) {
             size_t k = r->next;
-            if (r->pending.len >= r->pending.cap && (rc = ll_pending_reserve(&r->pending, (size_t)r->pending.len + 1)) < 0)
+            if ((r->pending.len >= r->pending.cap || r->due_cap != r->pending.cap) && (rc = reserve_one(r)) < 0)
                 return rc;
             int64_t slot = select_at(vs, tr, spec);
             if (slot == -ENOENT) {              /* dropped: nothing eligible */
@@ -229,8 +259,10 @@ LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double dead
             uint32_t s = (uint32_t)r->service_of[slot];
             r->chosen[k] = (int32_t)s;
             r->selected[s]++;
-            double done = t + ll_trace_ttfb(&r->trace, s, k) + r->trace.transfer[k];
-            ll_pending_push(&r->pending, done, ll_time_order(done), (uint32_t)k, s);
+            double ttfb = ll_trace_ttfb(&r->trace, s, k);
+            double done = t + ttfb + r->trace.transfer[k];
+            uint32_t id = ll_pending_push(&r->pending, done, ll_time_order(done), (uint32_t)k, s);
+            r->due[id] = (ll_due){ ttfb, r->trace.resp_bytes[k], r->trace.resp_packets[k], r->trace.status[k] };
             r->phase = 1;
             if (t >= deadline)
                 continue;  /* the record's own tick stops for the hook: take the long way */
@@ -248,8 +280,7 @@ LL_INLINE int run_as(ll_vserver *vs, ll_replay *r, double stop_time, double dead
             r->next++;
             r->op = LL_OP_NONE;
         } else if (r->phase == 0) {
-            uint64_t k = r->cur.req;
-            if ((rc = record(vs, r, r->cur.svc, r->trace.resp_bytes[k], r->trace.resp_packets[k], tr, spec)) < 0)
+            if ((rc = record(vs, r, r->cur.svc, r->cur_due.resp_bytes, r->cur_due.resp_packets, tr, spec)) < 0)
                 return rc;
             r->phase = 1;
             if ((rc = finish(vs, r, tr, spec)) != 0)  /* finish does not tick: it follows at once */

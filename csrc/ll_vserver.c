@@ -220,6 +220,7 @@ ll_vserver *ll_create(ll_method method, int64_t sec)
     vs->cur_sec = sec;
     vs->window = LL_WINDOW_SECONDS;
     vs->head = ll_window_bucket(sec, vs->window);
+    ll_head_moved(vs);
     vs->now = (double)sec;
     vs->peak_decay_us = 10000000u;
     if (resize(vs, 4) < 0) {
@@ -495,6 +496,7 @@ int ll_set_window(ll_vserver *vs, uint32_t seconds)
     vs->packets_bkt = packets_bkt;
     vs->window = seconds;
     vs->head = new_head;
+    ll_head_moved(vs);
     /* totals and the live set from the buckets kept */
     for (uint32_t i = 0; i < vs->n_slots; i++) {
         uint64_t b = 0, p = 0;
@@ -590,6 +592,7 @@ static int64_t roll(ll_vserver *vs, int64_t sec)
     }
     vs->cur_sec = sec;
     vs->head = ll_window_bucket(sec, vs->window);
+    ll_head_moved(vs);
     if (rebuild && n_changed)
         refresh_all(vs);
     return moved > INT64_MAX ? INT64_MAX : (int64_t)moved;
