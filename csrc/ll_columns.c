@@ -4,15 +4,9 @@
 
 #include "ll_internal.h"
 
-#define METHOD(m) ((uint64_t)1 << (m))
-
-const ll_column ll_columns[LL_COL_COUNT] = {
-    [LL_COL_PROBE]     = { sizeof(uint32_t), 0, NULL },  /* on the first ll_probe      */
-    [LL_COL_NAME_HASH] = { sizeof(uint64_t), 0, NULL },  /* on the first ll_set_name_hash */
-    [LL_COL_CUSTOM]    = { sizeof(uint64_t), 0, NULL },  /* on the first ll_set_custom_load */
-    /* its pick and its samples read it at once: there from the start */
-    [LL_COL_PEAK]      = { sizeof(ll_peak), METHOD(LL_PEAKEWMA), NULL },
-};
+#define LL_COLUMN_ENTRY(NAME, name, type, methods) [LL_COL_##NAME] = { sizeof(type), (methods), NULL },
+const ll_column ll_columns[LL_COL_COUNT] = { LL_COLUMNS(LL_COLUMN_ENTRY) };
+#undef LL_COLUMN_ENTRY
 
 void *ll_column_alloc(int c, uint32_t capacity)
 {

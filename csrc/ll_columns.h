@@ -10,8 +10,8 @@
  * ll_column_need()), and its initial value. The vserver allocates, grows,
  * clears, compacts and counts every column by one loop over the table
  * (ll_vserver.c), and a vserver that never uses an input pays no memory
- * for it. A new per-service input: its entry here and in ll_columns.c, a
- * typed accessor below, and its method's code.
+ * for it. A new per-service input: its line in LL_COLUMNS below, and its
+ * method's code.
  */
 #ifndef LL_COLUMNS_H
 #define LL_COLUMNS_H
@@ -19,13 +19,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum {
-    LL_COL_PROBE = 0,      /* uint32_t: LRTM's smoothed probe in us, plus one; 0: none */
-    LL_COL_NAME_HASH = 1,  /* uint64_t: the hash family's name hashes (ll_hash_name_entry) */
-    LL_COL_CUSTOM = 2,     /* uint64_t: CUSTOMLOAD's load | LL_CUSTOM_OVER */
-    LL_COL_PEAK = 3,       /* ll_peak: PEAKEWMA's latency estimate */
-    LL_COL_COUNT = 4
-};
+/* The columns, one line each: X(NAME, name, element type, methods), where
+ * methods has bit m set for a method m that needs the column from the moment
+ * it is set (the others get it on its first input). Each line makes
+ * LL_COL_<NAME>, the typed accessor ll_col_<name>() (ll_internal.h) and its
+ * entry of ll_columns[] (ll_columns.c). */
+#define LL_COLUMNS(X)                                                                    \
+    X(PROBE, probe, uint32_t, 0)          /* LRTM's smoothed probe in us, plus one; 0: none */ \
+    X(NAME_HASH, name_hash, uint64_t, 0)  /* the hash family's name hashes (ll_hash_name_entry) */ \
+    X(CUSTOM, custom, uint64_t, 0)        /* CUSTOMLOAD's load | LL_CUSTOM_OVER */        \
+    /* PEAKEWMA's latency estimate: its pick and its samples read it at once */          \
+    X(PEAK, peak, ll_peak, (uint64_t)1 << LL_PEAKEWMA)
+
+#define LL_COLUMN_INDEX(NAME, name, type, methods) LL_COL_##NAME,
+enum { LL_COLUMNS(LL_COLUMN_INDEX) LL_COL_COUNT };
+#undef LL_COLUMN_INDEX
 
 typedef struct {
     size_t elem;           /* bytes a slot                                       */

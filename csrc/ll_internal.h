@@ -112,10 +112,10 @@ struct ll_vserver {
 };
 
 /* The columns, typed (NULL: not allocated yet). */
-static inline uint32_t *ll_col_probe(const ll_vserver *vs) { return vs->col[LL_COL_PROBE]; }
-static inline uint64_t *ll_col_name_hash(const ll_vserver *vs) { return vs->col[LL_COL_NAME_HASH]; }
-static inline uint64_t *ll_col_custom(const ll_vserver *vs) { return vs->col[LL_COL_CUSTOM]; }
-static inline ll_peak *ll_col_peak(const ll_vserver *vs) { return vs->col[LL_COL_PEAK]; }
+#define LL_COLUMN_ACCESSOR(NAME, name, type, methods) \
+    static inline type *ll_col_##name(const ll_vserver *vs) { return vs->col[LL_COL_##NAME]; }
+LL_COLUMNS(LL_COLUMN_ACCESSOR)
+#undef LL_COLUMN_ACCESSOR
 
 /* Column c's array, allocated on its first input: 0, or -ENOMEM. */
 static inline int ll_column_need(ll_vserver *vs, int c)

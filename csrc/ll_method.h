@@ -22,13 +22,15 @@
  * reference rule (its N in src/leastload/engine/rules.py), its registry
  * row (engine/methods.py), its tests and docs.
  *
- * A new per-service input, in csrc: its column (ll_columns.h: its index;
- * ll_columns.c: its entry; ll_internal.h: its typed accessor), which the vserver then
- * allocates, grows, clears and compacts by itself; its LL_IN_* bit here;
- * its setter (declared in leastload.h, defined in ll_vserver.c: it stores
- * the value and refreshes the key when the row's inputs have the bit); the
- * N function that reads it (methods/least.c). Outside csrc: the setter's
- * binding (a .pxi under _binding/), the reference's input and rule, tests and docs.
+ * A new per-service input, in csrc: its column (one line of LL_COLUMNS in
+ * ll_columns.h: the vserver then allocates, grows, clears, compacts and
+ * counts it by itself, and ll_col_<name>() reads it), its LL_IN_* bit
+ * here, its setter (declared in leastload.h, defined in ll_vserver.c: it
+ * stores the value and refreshes the key of rows whose inputs have the
+ * bit), and the N of its method (its line in methods/list.h). Outside
+ * csrc: the setter's binding (a .pxi under _binding/, its declaration in
+ * _cengine.pxd, which CI checks against the header), the reference's input
+ * and rule, tests and docs.
  */
 #ifndef LL_METHOD_H
 #define LL_METHOD_H
