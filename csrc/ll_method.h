@@ -27,10 +27,14 @@
  * counts it by itself, and ll_col_<name>() reads it), its LL_IN_* bit
  * here, its setter (declared in leastload.h, defined in ll_vserver.c: it
  * stores the value and refreshes the key of rows whose inputs have the
- * bit), and the N of its method (its line in methods/list.h). Outside
- * csrc: the setter's binding (a .pxi under _binding/, its declaration in
- * _cengine.pxd, which CI checks against the header), the reference's input
- * and rule, tests and docs.
+ * bit), and the N of its method (its line in methods/list.h); a field of
+ * ll_info if info() is to show it. Outside csrc (docs/internals.md has a
+ * worked example): its declaration in _cengine.pxd (CI checks it against
+ * the header), the setter's binding (_engine.pyx) and its info() key
+ * (_binding/reading.pxi), its stub (_interface.pyi), its argument check
+ * (errors.py, shared by both engines), the reference's input and setter
+ * (oracle.py), its field of rules.Seen and its rule, explain.py's Seen,
+ * the registry row; tests and docs.
  */
 #ifndef LL_METHOD_H
 #define LL_METHOD_H
