@@ -80,6 +80,39 @@ def _parse_event(text: str) -> Any:
                         f"got {text}") from None
 
 
+def _sweep(args: Any) -> int:
+    """`--sweep FILE`: the cells of FILE, the summary printed, every row to --csv."""
+    from ..cli.args import UserError
+    from . import report, sweep_file
+
+    if args.sweep is None:
+        raise UserError(f"--scheduler: only with --sweep FILE, got {args.scheduler}")
+    if args.config is not None:
+        raise UserError(f"CONFIG: not with --sweep (the sweep file names its configs), got {args.config}")
+    for flag in ("workload", "duration", "rate", "event", "vserver", "plot", "json", "every", "seed", "keys",
+                 "key_skew", "method", "services", "slow_start", "new"):
+        value = getattr(args, flag)
+        if value not in (None, [], runs_default(flag)):
+            shown = " ".join(value) if isinstance(value, list) else value
+            raise UserError(f"--{flag.replace('_', '-')}: not with --sweep (the sweep file sets the runs), "
+                            f"got {shown}")
+    if args.implementation != "c":
+        raise UserError(f"--implementation: a sweep runs the C engine, got {args.implementation}")
+    _check_output("--csv", args.csv)
+    table = sweep_file.run(args.sweep, args.scheduler)
+    print(sweep_file.summary(table))
+    if args.csv is not None:
+        report.write_atomically(args.csv, sweep_file.csv_text(table))
+    return 0
+
+
+def runs_default(flag: str) -> Any:
+    """A flag's value when not given (the workload's is a name, not None)."""
+    from . import runs
+
+    return runs.STEADY if flag == "workload" else None
+
+
 def _check_output(flag: str, path: Optional[str]) -> None:
     import os
 
@@ -127,6 +160,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--strict", action="store_true", help="config lines leastload does not model are errors")
     p.add_argument("--implementation", choices=("c", "python"), default="c",
                    help="the C engine (default) or the pure-Python reference")
+    sweeps = p.add_argument_group("a sweep: configs x workloads x seeds (leastload.sim.sweep)")
+    sweeps.add_argument("--sweep", metavar="FILE.toml",
+                        help="run the sweep FILE describes instead of one CONFIG (docs/cli.md); with --csv")
+    sweeps.add_argument("--scheduler", metavar="ADDRESS",
+                        help="a Dask scheduler (tcp://HOST:PORT) whose workers run the cells (extra: sweep)")
     flags = p.add_argument_group("without a CONFIG")
     flags.add_argument("--method", help="the vserver's method (default ROUNDROBIN)")
     flags.add_argument("--services", metavar="N", help="services S1..SN bound at t = 0 (default 4)")
@@ -135,6 +173,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     flags.add_argument("--new", metavar="T", help="bind one more service, 'new', at time T")
     args = p.parse_args(argv)
 
+    if args.sweep is not None or args.scheduler is not None:
+        return _sweep(args)
     if args.config is not None:
         for flag in ("method", "services", "slow_start", "new"):
             if getattr(args, flag) is not None:
