@@ -1047,6 +1047,101 @@ def test_return_without_slow_start_gets_the_full_share(impl):
     assert got.count("S3") == 20
 
 
+def test_end_ejection_returns_a_service_at_once(impl):
+    """What a passed active health check does in the proxy: the ejection ends now."""
+    vs, clock = outlier_vs(impl, n=3, method="ROUNDROBIN", failures=1, ejection_time=30)
+    fail(vs, "S3")
+    clock.set(1004.5)
+    assert vs.end_ejection("S3") is True
+    assert vs.ejection("S3") is None and vs.info("S3")["ejected"] is False
+    assert vs.outlier_events == [(1000.0, "S3", EJECTED), (1004.5, "S3", "returned early")]
+    assert picks(vs, 6).count("S3") == 2  # its full share: no slow start configured
+    assert vs.end_ejection("S3") is False  # not ejected: nothing changes
+    assert vs.outlier_events[-1] == (1004.5, "S3", "returned early")
+    clock.set(1030.0)  # its old end time passes: nothing more happens
+    picks(vs, 3)
+    assert len(vs.outlier_events) == 2
+
+
+def test_end_ejection_of_unknown_and_bad_names(impl):
+    vs, _ = outlier_vs(impl, failures=1)
+    with pytest.raises(UnknownService):
+        vs.end_ejection("nope")
+    with pytest.raises(TypeError):
+        vs.end_ejection(3)
+
+
+def test_a_ramp_waits_for_the_ejection_and_runs_once(impl):
+    """The issue's case: a service killed under load is ejected and marked DOWN; it
+    comes back UP while still ejected. Its ramp does not run while it cannot be
+    picked (no "no traffic" exit, no ramp run out); it begins when the ejection
+    ends, once."""
+    vs, clock = outlier_vs(impl, n=3, method="ROUNDROBIN", failures=1, ejection_time=60)
+    vs.set(new_service_request=4, new_service_request_increment_interval=2)
+    fail(vs, "S3")  # ejected until 1060
+    vs.set_state("S3", "DOWN")
+    clock.set(1005.0)
+    vs.set_state("S3", "UP")  # its probe passes: UP, but still ejected
+    assert vs.slow_start("S3") is None
+    for t in range(1006, 1050):  # many intervals pass: no ramp to run out
+        clock.set(float(t))
+        picks(vs, 5)
+    assert vs.slow_start_exits == [] and vs.slow_start("S3") is None
+    assert vs.end_ejection("S3")  # at 1049: the ramp begins now, at cap 0
+    assert vs.slow_start("S3") == {"cap": 0, "increments": 0, "since": 1049.0, "mode": "automated"}
+    clock.set(1051.0)
+    assert picks(vs, 12).count("S3") == 4  # its first increment: cap 4
+    assert vs.slow_start("S3")["since"] == 1049.0  # the same ramp: it began once
+
+
+def test_kept_ejection_then_the_ramp_begins_at_its_end(impl):
+    """Without end_ejection (a proxy that keeps ejections): the ramp begins when
+    the ejection's time is up, not when the service came UP."""
+    vs, clock = outlier_vs(impl, n=3, method="ROUNDROBIN", failures=1, ejection_time=20)
+    vs.set(new_service_request=4, new_service_request_increment_interval=2)
+    fail(vs, "S3")
+    vs.set_state("S3", "DOWN")
+    clock.set(1003.0)
+    vs.set_state("S3", "UP")
+    clock.set(1020.0)
+    picks(vs, 3)
+    assert vs.slow_start("S3") == {"cap": 0, "increments": 0, "since": 1020.0, "mode": "automated"}
+    assert vs.slow_start_exits == []
+
+
+def test_an_ejected_service_in_slow_start_does_not_run_out_its_ramp(impl):
+    """Ejected in the middle of its ramp for longer than three intervals: no "no
+    traffic" exit while ejected; at its return a new ramp begins."""
+    vs, clock = outlier_vs(impl, n=3, method="ROUNDROBIN", failures=1, ejection_time=30,
+                           max_ejection_percent=100)
+    vs.set(new_service_request=4, new_service_request_increment_interval=2)
+    vs.set_state("S3", "DOWN")
+    vs.set_state("S3", "UP")  # a ramp from 1000
+    clock.set(1002.0)
+    picks(vs, 6)
+    assert vs.slow_start("S3")["cap"] == 4
+    fail(vs, "S3")  # ejected at 1002 until 1032, ramp paused
+    for t in range(1003, 1032):
+        clock.set(float(t))
+        picks(vs, 4)
+    assert vs.slow_start_exits == []
+    clock.set(1032.0)
+    picks(vs, 2)
+    assert vs.slow_start("S3") == {"cap": 0, "increments": 0, "since": 1032.0, "mode": "automated"}
+
+
+def test_a_draining_service_does_not_begin_a_ramp(impl):
+    vs, clock = outlier_vs(impl, n=3, method="ROUNDROBIN")
+    vs.set(new_service_request=4, new_service_request_increment_interval=2)
+    vs.begin("S3")
+    vs.set_state("S3", "DOWN")
+    vs.drain("S3")  # still bound: one transaction open
+    vs.set_state("S3", "UP")
+    assert vs.slow_start("S3") is None
+    vs.finish("S3")
+    assert "S3" not in vs
+
+
 def test_outlier_failures_zero_returns_everyone(impl):
     vs, clock = outlier_vs(impl, failures=1)
     fail(vs, "S1")

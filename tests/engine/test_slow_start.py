@@ -396,14 +396,16 @@ def test_out_of_service_to_up_does_not_start_slow_start(impl):
     assert [vs.select() for _ in range(6)] == ["S1", "S2", "S3"] * 2
 
 
-def test_out_of_service_to_up_keeps_a_running_ramp(impl):
-    """A service in slow start taken OUT_OF_SERVICE and back keeps its ramp as it was."""
+def test_out_of_service_to_up_keeps_a_running_ramp_whose_clock_stood(impl):
+    """A service in slow start taken OUT_OF_SERVICE and back keeps its ramp as it was,
+    and the ramp's clock stood while it could not be picked: OUT_OF_SERVICE from 25 to
+    27 moves its next boundary from 30 to 32."""
     seen = {}
-    vs, sim = automated_run(impl, duration=32, events=[
+    vs, sim = automated_run(impl, duration=34, events=[
         (25, "set_state", "S5", "OUT_OF_SERVICE"), (27, "set_state", "S5", "UP"),
         (27, lambda vs: seen.setdefault("up", vs.slow_start("S5")))])
     assert seen["up"] == {"cap": 8, "increments": 2, "since": 0.0, "mode": "automated"}
-    assert sim.of("S5")[25:32].tolist() == [0, 0, 8, 8, 8, 12, 12]
+    assert sim.of("S5")[25:34].tolist() == [0, 0, 8, 8, 8, 8, 8, 12, 12]
 
 
 def test_unbind_drops_the_ramp_and_rebind_starts_a_new_one(impl):

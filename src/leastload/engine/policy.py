@@ -20,7 +20,7 @@ import heapq
 import inspect
 import math
 import textwrap
-from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Set, Tuple, Union
 
 from .errors import (MAX_EJECTION_TIME, STATES, NoServiceAvailable, bad_type, bad_value, check_choice,
                      check_exclude, check_peakewma_decay)
@@ -59,7 +59,7 @@ class _Outlier:
 class _Ramp:
     """Slow start of one service."""
 
-    __slots__ = ("start", "increments", "cap", "next_boundary", "selected_mark", "quiet")
+    __slots__ = ("start", "increments", "cap", "next_boundary", "selected_mark", "quiet", "paused_left")
 
     def __init__(self, start: Optional[float], interval: int, selected: int) -> None:
         self.start = start              # when it became new (bind, or DOWN -> UP)
@@ -71,6 +71,9 @@ class _Ramp:
             self.next_boundary = start + interval
         self.selected_mark = selected   # its selection count at the last boundary
         self.quiet = 0                  # successive intervals without traffic
+        # while its service cannot be picked (DOWN, OUT_OF_SERVICE, ejected, draining) the
+        # ramp's clock stands: the time left to its next boundary, and next_boundary is inf
+        self.paused_left: Optional[float] = None
 
 
 _Timer = Tuple[float, int, str, Union[_Ramp, _Outlier]]
@@ -106,6 +109,7 @@ class VirtualServerFacade(_EngineBase):
         self._interval: int = v["new_service_request_increment_interval"]
         self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
         self._outliers: Dict[str, _Outlier] = {}  # for the services ever ejected since bind
+        self._draining: Set[str] = set()  # drained services still bound (they end unbound)
         self._timers: List[_Timer] = []  # heap of (time, seq, name, _Ramp or _Outlier); stale entries skipped
         self._timer_seq = 0
         # (time, service, why), in order: what ended each slow start
@@ -243,6 +247,7 @@ class VirtualServerFacade(_EngineBase):
             # the clock is read before anything changes: if it raises, nothing is bound
             now = self.now() if self._rate else None
             super().bind(name, weight)
+            self._draining.discard(name)
             self._maybe_begin_ramp(name, now)
 
     def unbind(self, name: str) -> None:
@@ -250,6 +255,7 @@ class VirtualServerFacade(_EngineBase):
             now = self.now() if self._ramps else None
             super().unbind(name)
             self._outliers.pop(name, None)  # its heap entry goes stale
+            self._draining.discard(name)
             if self._ramps.pop(name, None) is not None:
                 self._plan()
             elif self._ramps and not self._has_others_up():
@@ -265,13 +271,21 @@ class VirtualServerFacade(_EngineBase):
                 self._maybe_begin_ramp(name, now)
             elif not self._has_others_up() and self._ramps:
                 self._end_all(now)  # nobody left to take the surplus
+            elif state != "UP":
+                self._pause_ramp(name, now)
+            else:
+                self._resume_ramp(name, now)  # OUT_OF_SERVICE -> UP: the ramp goes on where it stood
 
     def drain(self, name: str) -> None:
         with self.atomic():
             now = self.now() if self._ramps else None
             super().drain(name)  # unbinds at once if nothing is active
+            if name in self:
+                self._draining.add(name)
             if name in self and self._ramps and not self._has_others_up():
                 self._end_all(now)  # it was the last normal service: nobody takes the surplus
+            elif name in self:
+                self._pause_ramp(name, now)
 
     def select_many(self, k: int, exclude: Optional[Collection[str]] = None, key: object = None) -> List[str]:
         """k distinct services in the method's order, each charged one transaction
@@ -314,6 +328,12 @@ class VirtualServerFacade(_EngineBase):
                     "mode": "manual" if self._interval == 0 else "automated"}
 
     def _maybe_begin_ramp(self, name: str, now: Optional[float]) -> None:
+        if self._rate and (self._is_ejected(name) or name in self._draining) and self.state(name) == "UP":
+            # it cannot be picked: its ramp begins when it can (its ejection's end), once
+            if self._ramps.pop(name, None) is not None:
+                self._set_cap(name, None)
+                self._plan()
+            return
         if self._rate == 0 or self.state(name) != "UP" or not self._has_others_up(besides=name):
             # slow start off, or nobody else to take the surplus: its full share at once
             if self._ramps.pop(name, None) is not None:  # a ramp kept from before it went DOWN
@@ -325,6 +345,31 @@ class VirtualServerFacade(_EngineBase):
         if self._interval == 0:
             ramp.cap = self._cap_for(ramp)
         self._set_cap(name, ramp.cap)
+        self._schedule(ramp.next_boundary, name, ramp)
+        self._plan(now)
+
+    def _is_ejected(self, name: str) -> bool:
+        record = self._outliers.get(name)
+        return record is not None and record.until is not None
+
+    def _pause_ramp(self, name: str, now: Optional[float]) -> None:
+        """`name` can no longer be picked: its ramp's clock stops (its timer goes stale)."""
+        ramp = self._ramps.get(name)
+        if ramp is None or ramp.paused_left is not None:
+            return
+        assert now is not None  # read by every caller while there are ramps
+        ramp.paused_left = ramp.next_boundary - now  # inf for a manual ramp
+        ramp.next_boundary = math.inf
+        self._plan(now)
+
+    def _resume_ramp(self, name: str, now: Optional[float]) -> None:
+        """`name` can be picked again: its ramp's clock runs on from where it stood."""
+        ramp = self._ramps.get(name)
+        if ramp is None or ramp.paused_left is None:
+            return
+        assert now is not None
+        ramp.next_boundary = now + ramp.paused_left
+        ramp.paused_left = None
         self._schedule(ramp.next_boundary, name, ramp)
         self._plan(now)
 
@@ -469,15 +514,31 @@ class VirtualServerFacade(_EngineBase):
         self._schedule(record.until, name, record)
         if self._ramps and not self._has_others_up():
             self._end_all(now)  # it was the last normal service: nobody takes the surplus
+        else:
+            self._pause_ramp(name, now)
         self._plan(now)
         return None
 
-    def _return(self, name: str, record: _Outlier, now: float) -> None:
+    def end_ejection(self, name: str) -> bool:
+        """Ends the passive ejection of `name` now, as its end time would (slow start
+        applies as after DOWN -> UP): what a passed active health check does in the
+        proxy. True when it was ejected; False, and nothing changes, when it was not."""
+        with self.atomic():
+            self.weight(name)  # raises UnknownService / TypeError for a bad name
+            record = self._outliers.get(name)
+            if record is None or record.until is None:
+                return False
+            now = self.now()
+            self._return(name, record, now, "returned early")
+            self._plan(now)
+            return True
+
+    def _return(self, name: str, record: _Outlier, now: float, what: str = "returned") -> None:
         """An ejection ends: the service comes back as from DOWN to UP (slow start applies)."""
-        record.until = None
+        record.until = None  # its heap entry goes stale
         record.returned = now
         self._set_ejected(name, False)
-        self._log_outlier(now, name, "returned")
+        self._log_outlier(now, name, what)
         self._maybe_begin_ramp(name, now)
 
     def _log_outlier(self, now: float, name: str, what: str) -> None:

@@ -159,6 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     _setting_flag(g, "outlier_failures", type=int, default=5, metavar="K")  # the proxy ejects by default
     _setting_flag(g, "outlier_ejection_time", type=float, metavar="SECONDS")
     _setting_flag(g, "outlier_max_ejection_percent", type=int, metavar="P")
+    g.add_argument("--outlier-keep-on-health", action="store_true",
+                   help="an ejection lasts its whole time even when the backend's health probe passes "
+                        "(default: a passed probe of an UP backend ends its ejection)")
     g = p.add_argument_group("slow start (a backend that comes back UP after DOWN)")
     _setting_flag(g, "new_service_request", type=int, metavar="N")
     _setting_flag(g, "new_service_request_unit", choices=UNITS)
@@ -225,6 +228,7 @@ def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
         pool_size=args.pool_size, health_check=args.health_check,
         health_path=args.health_path, health_interval=args.health_interval,
         health_timeout=args.health_timeout, health_fall=args.health_fall, health_rise=args.health_rise,
+        health_ends_ejection=not args.outlier_keep_on_health,
         admin=args.admin, admin_token=args.admin_token, reuse_port=args.reuse_port,
         token_header=args.token_header,
         **{name: value for name, value in flags.items() if value is not None})  # None: a hash flag not given

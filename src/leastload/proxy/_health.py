@@ -2,7 +2,9 @@
 
 The defaults follow the vendor's monitors: a probe every 5 s, 2 s to answer,
 3 failures in a row mark the service DOWN, 1 success marks it UP again
-(and the engine starts slow start on DOWN -> UP when it is configured).
+(and the engine starts slow start on DOWN -> UP when it is configured). A
+passed probe of an UP backend also ends its passive ejection, unless the
+proxy keeps ejections (health_ends_ejection=False, --outlier-keep-on-health).
 A `tcp` probe opens a connection; an `http` probe sends `GET path` (or the
 monitor's own method and path) on a new connection and wants a 2xx or 3xx
 status (or one of the monitor's response codes). Probes do not go through the engine:
@@ -39,10 +41,11 @@ class HealthMonitor:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, vserver: Any, backend: Backend, kind: str, path: str,
                  interval: float, timeout: float, fall: int, rise: int, method: str = "GET",
-                 codes: Tuple[Tuple[int, int], ...] = ((200, 399),)) -> None:
+                 codes: Tuple[Tuple[int, int], ...] = ((200, 399),), *, ends_ejection: bool = True) -> None:
         self.loop, self.vserver, self.backend = loop, vserver, backend
         self.kind, self.path, self.method, self.codes = kind, path, method, codes
         self.interval, self.timeout, self.fall, self.rise = interval, timeout, fall, rise
+        self.ends_ejection = ends_ejection  # a passed probe of an UP backend ends its passive ejection
         self.failures = 0   # probes failed in a row
         self.successes = 0  # probes passed in a row
         self.probes = 0
@@ -107,6 +110,10 @@ class HealthMonitor:
             if vs.state(name) == "DOWN" and self.successes >= self.rise:
                 vs.set_state(name, "UP")
                 log.warning("backend %s is UP (%d probe(s) passed)", name, self.successes)
+            if self.ends_ejection and vs.state(name) == "UP" and vs.end_ejection(name):
+                # as Envoy's successful_active_health_check_uneject_host: the backend answers
+                # its monitor again, so its passive ejection need not run its whole time
+                log.warning("backend %s returns from its passive ejection: its probe passed", name)
         else:
             self.successes = 0
             self.failures += 1

@@ -31,7 +31,9 @@ class Proxy:
     response bytes], client_timeout [60 s idle keep-alive], max_body [16 MiB], pool_size
     [256 idle connections per backend], health_check ["tcp"; "http" or "none"],
     health_path ["/"], health_interval [5 s], health_timeout [2 s], health_fall [3],
-    health_rise [1], admin [None, or (host, port): loopback unless admin_token is set],
+    health_rise [1], health_ends_ejection [True: a passed probe of an UP backend ends its
+    passive ejection; False: the ejection lasts its time], admin [None, or (host, port):
+    loopback unless admin_token is set],
     admin_token [None: the admin port is read-only; else the token its writes need],
     reuse_port [False], name ["leastload":
     the vserver's name in metrics and logs], access_log [None, or a leastload.proxy AccessLog],
@@ -57,7 +59,8 @@ class Proxy:
                  header_timeout: float = 10.0, body_timeout: float = 60.0,
                  max_connections: Optional[int] = None, xff: str = "append", forwarded: bool = False,
                  via: bool = False, name: str = "leastload", access_log: Optional[AccessLog] = None,
-                 admin_token: Optional[str] = None, **vserver_settings: Any) -> None:
+                 admin_token: Optional[str] = None, health_ends_ejection: bool = True,
+                 **vserver_settings: Any) -> None:
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
         if not name or not name.isprintable() or '"' in name or "\\" in name:
@@ -89,7 +92,7 @@ class Proxy:
             check_int("max_connections", max_connections, 1, 1 << 20)
         if xff not in XFF_MODES:
             raise ValueError(f"xff must be one of {', '.join(XFF_MODES)}, got {xff!r}")
-        for arg, flag in (("forwarded", forwarded), ("via", via)):
+        for arg, flag in (("forwarded", forwarded), ("via", via), ("health_ends_ejection", health_ends_ejection)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{arg} must be True or False, got {flag!r}")
         check_int("pool_size", pool_size, 0, 1 << 20)
@@ -114,6 +117,7 @@ class Proxy:
         self.local_errors: "Counter[str]" = collections.Counter()  # the proxy's own troubles, by what failed
         self.health: Tuple[str, str, float, float, int, int] = (
             health_check, health_path, float(health_interval), float(health_timeout), health_fall, health_rise)
+        self.health_ends_ejection = health_ends_ejection
         # per backend, a probe of its own (a config's monitors: kind, path, interval, timeout, fall,
         # rise, method, codes) instead of the proxy-wide one; with health_check="none", no probes at all
         self.probes: Dict[str, Tuple[Any, ...]] = {}
@@ -245,7 +249,8 @@ class Proxy:
             return
         settings = self.probes.get(backend.name, self.health)
         assert self.loop is not None  # monitors start once the proxy runs
-        monitor = self.monitors[backend.name] = _health.HealthMonitor(self.loop, self.vserver, backend, *settings)
+        monitor = self.monitors[backend.name] = _health.HealthMonitor(
+            self.loop, self.vserver, backend, *settings, ends_ejection=self.health_ends_ejection)
         monitor.start()
 
     # ---- observability ----------------------------------------------------------
