@@ -408,6 +408,29 @@ def test_out_of_service_to_up_keeps_a_running_ramp_whose_clock_stood(impl):
     assert sim.of("S5")[25:34].tolist() == [0, 0, 8, 8, 8, 8, 8, 12, 12]
 
 
+def test_a_new_interval_set_while_the_ramp_stands_applies_to_the_time_it_has_left(impl):
+    """S3 ramps from 0 (interval 10); OUT_OF_SERVICE at 3 (7 s left to its boundary);
+    the interval set to 5 at 4 cuts what is left to 5 s, but the clock still stands:
+    no boundary while it is out, and back UP at 30 its first boundary is at 35."""
+    vs, clock = vserver(impl, names=("S1", "S2"), settings={"new_service_request": 4,
+                                                            "new_service_request_increment_interval": 10})
+    vs.bind("S3")
+    clock.set(3.0)
+    vs.set_state("S3", "OUT_OF_SERVICE")
+    clock.set(4.0)
+    vs.set(new_service_request_increment_interval=5)
+    seen = {}
+    for t in range(5, 37):
+        clock.set(float(t))
+        if t == 30:
+            vs.set_state("S3", "UP")
+        vs.info("S1")  # reads the clock: a due boundary runs
+        seen[t] = vs.slow_start("S3")["increments"]
+    assert [seen[t] for t in (5, 9, 10, 29, 30, 34)] == [0] * 6
+    assert (seen[35], seen[36]) == (1, 1)
+    assert vs.slow_start_exits == []
+
+
 def test_unbind_drops_the_ramp_and_rebind_starts_a_new_one(impl):
     seen = {}
     # unbound from 25 to 32: across the old ramp's boundary at 30, which must not matter

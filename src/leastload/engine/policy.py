@@ -228,14 +228,20 @@ class VirtualServerFacade(_EngineBase):
             heapq.heapify(self._timers)
             for name, ramp in self._ramps.items():
                 assert now is not None  # read above: there are ramps
+                paused = ramp.paused_left is not None
+                due = now + ramp.paused_left if ramp.paused_left is not None else ramp.next_boundary
                 if interval == 0:
-                    ramp.next_boundary = math.inf
+                    due = math.inf
                 elif was_manual:  # manual -> automated: each ramp starts over from now
                     ramp.start, ramp.increments, ramp.cap, ramp.quiet = now, 0, 0, 0
-                    ramp.next_boundary = now + interval
+                    due = now + interval
                 else:  # a new interval counts from now; a new rate applies from the next boundary
-                    ramp.next_boundary = min(ramp.next_boundary, now + interval)
-                self._schedule(ramp.next_boundary, name, ramp)
+                    due = min(due, now + interval)
+                if paused:  # its clock still stands: only the time left changes
+                    ramp.paused_left = due - now
+                else:
+                    ramp.next_boundary = due
+                    self._schedule(ramp.next_boundary, name, ramp)
                 if interval == 0:
                     ramp.cap = self._cap_for(ramp)
                 self._set_cap(name, ramp.cap)
