@@ -1130,6 +1130,25 @@ def test_an_ejected_service_in_slow_start_does_not_run_out_its_ramp(impl):
     assert vs.slow_start("S3") == {"cap": 0, "increments": 0, "since": 1032.0, "mode": "automated"}
 
 
+def test_up_again_while_ejected_does_not_restart_a_standing_ramp(impl):
+    """S3 ramps, goes OUT_OF_SERVICE, is ejected meanwhile, and is set UP while still
+    ejected: its ramp's clock keeps standing until the ejection ends."""
+    vs, clock = outlier_vs(impl, n=3, method="ROUNDROBIN", failures=1, ejection_time=30,
+                           max_ejection_percent=100)
+    vs.set(new_service_request=4, new_service_request_increment_interval=2)
+    vs.set_state("S3", "DOWN")
+    vs.set_state("S3", "UP")  # a ramp from 1000
+    vs.begin("S3")
+    vs.set_state("S3", "OUT_OF_SERVICE")
+    vs.fail("S3")  # ejected until 1030
+    vs.set_state("S3", "UP")
+    for t in range(1001, 1030):
+        clock.set(float(t))
+        vs.info("S1")
+        assert vs.slow_start("S3")["increments"] == 0, t
+    assert vs.slow_start_exits == []
+
+
 def test_a_draining_service_does_not_begin_a_ramp(impl):
     vs, clock = outlier_vs(impl, n=3, method="ROUNDROBIN")
     vs.set(new_service_request=4, new_service_request_increment_interval=2)

@@ -371,8 +371,8 @@ class VirtualServerFacade(_EngineBase):
     def _resume_ramp(self, name: str, now: Optional[float]) -> None:
         """`name` can be picked again: its ramp's clock runs on from where it stood."""
         ramp = self._ramps.get(name)
-        if ramp is None or ramp.paused_left is None:
-            return
+        if ramp is None or ramp.paused_left is None or self._is_ejected(name) or name in self._draining:
+            return  # not paused, or still not to be picked
         assert now is not None
         ramp.next_boundary = now + ramp.paused_left
         ramp.paused_left = None
