@@ -708,3 +708,64 @@ def test_round_robin_does_not_count_startup_down(impl):
     vs, clock = vserver(impl, "ROUNDROBIN", names=("S1", "S2"), startup_rr_factor=4)
     [vs.select() for _ in range(10)]
     assert vs.startup_rr_left == 4
+
+
+# ---- the hand-over at a ramp's end (slow_start_handover, not the vendor's) -----------------
+
+def handover_run(impl, method, handover, duration=60):
+    """S1..S4 at 200 requests a second of 1,000 bytes each, S5 bound at 10 with PERCENT slow
+    start (25 % every 2 s): its ramp's last step is at 18."""
+    vs, clock = vserver(impl, method, names=OTHERS)
+    vs.set(new_service_request=25, new_service_request_unit="PERCENT", new_service_request_increment_interval=2,
+           slow_start_handover=handover)
+    sizes = {n: 1000 for n in (*OTHERS, "S5")}
+    sim = simulate(vs, clock, rate=200, duration=duration, events=[(10, "bind", "S5")], bytes_per_request=sizes,
+                   packets_per_request={n: 1 for n in sizes})
+    return vs, sim
+
+
+@pytest.mark.parametrize("method", ["LEASTBANDWIDTH", "LEASTPACKETS"])
+def test_the_vendors_hand_over_is_a_cliff_for_a_windowed_method(impl, method):
+    """The vendor's ramp ends at 100 %: the new service's window holds less than its
+    peers', and the method sends it every request for two seconds."""
+    vs, sim = handover_run(impl, method, "vendor")
+    assert vs.slow_start_exits == [(18.0, "S5", "the percentage reached 100")]
+    assert sim.of("S5")[18:20].tolist() == [200, 200]
+
+
+@pytest.mark.parametrize("method", ["LEASTBANDWIDTH", "LEASTPACKETS"])
+def test_caught_up_holds_the_fair_share_until_the_window_caught_up(impl, method):
+    """slow_start_handover="caught_up": from the last step on the cap holds at the others'
+    rate until the new service's Nw reaches its peers' mean: never more than twice its fair
+    share (200 / 5 = 40) in any second, during the hold or after it."""
+    vs, sim = handover_run(impl, method, "caught_up", duration=70)
+    served = sim.of("S5").tolist()
+    assert served[:18] == handover_run(impl, method, "vendor", duration=18)[1].of("S5").tolist()  # the same ramp
+    assert max(served[18:]) <= 2 * 40, served
+    assert min(served[20:]) >= 30, served  # it takes about its share meanwhile, not less
+    (t, name, why), = vs.slow_start_exits
+    assert (name, why) == ("S5", "its window caught up with the others'") and 18 < t < 70
+    assert vs.slow_start("S5") is None
+    assert "Slow start hand-over: caught_up" in str(vs.show())
+
+
+def test_caught_up_changes_nothing_for_a_method_without_a_window(impl):
+    vendor, sim_vendor = handover_run(impl, "LEASTCONNECTION", "vendor")
+    caught, sim_caught = handover_run(impl, "LEASTCONNECTION", "caught_up")
+    assert caught.slow_start_exits == vendor.slow_start_exits
+    assert sim_caught.of("S5").tolist() == sim_vendor.of("S5").tolist()
+
+
+@pytest.mark.parametrize("value, error, message", [
+    ("CAUGHT_UP", ValueError, "slow_start_handover must be one of"),
+    (1, TypeError, "slow_start_handover must be"),
+])
+def test_a_bad_handover_is_refused_and_changes_nothing(impl, value, error, message):
+    vs, _ = vserver(impl)
+    with pytest.raises(error) as info:
+        vs.set(slow_start_handover=value, new_service_request=5)
+    assert message in str(info.value)
+    assert (vs.slow_start_handover, vs.new_service_request) == ("vendor", 0)
+    with pytest.raises(error):
+        impl.VirtualServer(slow_start_handover=value)
+

@@ -28,7 +28,7 @@ from .methods import HASH_METHODS
 from ..hashing.rendezvous import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN,
                                   KeySettings, check_netmask)
 from .explain import Explanation, explain as explain_last_pick
-from .settings import SETTABLE, SETTING, SETTINGS, check_rate, check_settings
+from .settings import SETTABLE, SETTING, SETTINGS, WINDOWED, check_rate, check_settings
 from .show import ServiceView, VServerView
 from .types import Clock, Info, Totals
 
@@ -59,7 +59,7 @@ class _Outlier:
 class _Ramp:
     """Slow start of one service."""
 
-    __slots__ = ("start", "increments", "cap", "next_boundary", "selected_mark", "quiet", "paused_left")
+    __slots__ = ("start", "increments", "cap", "next_boundary", "selected_mark", "quiet", "paused_left", "holding")
 
     def __init__(self, start: Optional[float], interval: int, selected: int) -> None:
         self.start = start              # when it became new (bind, or DOWN -> UP)
@@ -74,6 +74,7 @@ class _Ramp:
         # while its service cannot be picked (DOWN, OUT_OF_SERVICE, ejected, draining) the
         # ramp's clock stands: the time left to its next boundary, and next_boundary is inf
         self.paused_left: Optional[float] = None
+        self.holding = False            # handing over (slow_start_handover="caught_up"): cap at the fair share
 
 
 _Timer = Tuple[float, int, str, Union[_Ramp, _Outlier]]
@@ -91,7 +92,7 @@ class VirtualServerFacade(_EngineBase):
                  outlier_max_ejection_percent: int = 50, window_seconds: int = 14, name: str = "vserver",
                  netmask: object = DEFAULT_NETMASK, v6netmasklen: int = DEFAULT_V6NETMASKLEN,
                  hashlength: int = DEFAULT_HASHLENGTH, hash_seed: int = DEFAULT_HASH_SEED,
-                 peakewma_decay: float = 10.0) -> None:
+                 slow_start_handover: str = "vendor", peakewma_decay: float = 10.0) -> None:
         given = locals()  # the keywords above are the table's settings (test_settings_table holds them to it)
         v = check_settings({s.name: given[s.name] for s in SETTINGS})  # everything checked first
         check_rate(v["new_service_request"], v["new_service_request_unit"])
@@ -107,6 +108,7 @@ class VirtualServerFacade(_EngineBase):
         self._rate: int = v["new_service_request"]
         self._unit: str = v["new_service_request_unit"]
         self._interval: int = v["new_service_request_increment_interval"]
+        self._handover: str = v["slow_start_handover"]
         self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
         self._outliers: Dict[str, _Outlier] = {}  # for the services ever ejected since bind
         self._draining: Set[str] = set()  # drained services still bound (they end unbound)
@@ -169,6 +171,10 @@ class VirtualServerFacade(_EngineBase):
     def peakewma_decay(self) -> float:
         return self._peakewma_decay
 
+    @property
+    def slow_start_handover(self) -> str:
+        return self._handover
+
     def set(self, **settings: Any) -> None:
         """Changes settings of a running vserver, like `set lb vserver`.
 
@@ -196,6 +202,8 @@ class VirtualServerFacade(_EngineBase):
             self._set_hash_settings(self._key_settings, self._hash_seed)
             if "hash_seed" in v:  # given: P2C's draws start over from it
                 self._seed_draws(self._hash_seed)
+            if "slow_start_handover" in v:  # a ramp holding already holds on until it caught up
+                self._handover = v["slow_start_handover"]
             if "peakewma_decay" in v:
                 self._peakewma_decay = v["peakewma_decay"]
                 self._set_peak_decay(check_peakewma_decay(self._peakewma_decay))
@@ -436,15 +444,40 @@ class VirtualServerFacade(_EngineBase):
             return self._end(name, "no traffic for three intervals", now)
         if ramp.cap > 0 and 0 < total < ramp.cap:
             return self._end(name, "the request rate is below the new-service rate", now)
+        if ramp.holding:
+            if self._caught_up(name):
+                return self._end(name, "its window caught up with the others'", now)
+            ramp.cap = self._fair_cap()
+            return None
         ramp.increments += 1
+        why = None
         if ramp.increments >= MAX_INCREMENTS:
-            return self._end(name, "incremented 200 times", now)
-        if self._unit == "PERCENT" and ramp.increments * self._rate >= 100:
-            return self._end(name, "the percentage reached 100", now)
-        ramp.cap = self._cap_for(ramp)
-        if total > 0 and ramp.cap * up >= total:
-            return self._end(name, "the cap reached the fair share", now)
-        return None
+            why = "incremented 200 times"
+        elif self._unit == "PERCENT" and ramp.increments * self._rate >= 100:
+            why = "the percentage reached 100"
+        else:
+            ramp.cap = self._cap_for(ramp)
+            if total > 0 and ramp.cap * up >= total:
+                why = "the cap reached the fair share"
+        if why is None:
+            return None
+        if self._handover == "caught_up" and self.method in WINDOWED and not self._caught_up(name):
+            # the ramp would hand over to a window that still holds less than its peers':
+            # the method would send it everything for seconds. Hold at the fair share instead.
+            ramp.holding = True
+            ramp.cap = self._fair_cap()
+            return None
+        return self._end(name, why, now)
+
+    def _fair_cap(self) -> int:
+        """The cap of a ramp that holds: the others' rate, rounded up (at least 1)."""
+        return min(max(1, math.ceil(self._others_rate())), 0xFFFFFFFE)
+
+    def _caught_up(self, name: str) -> bool:
+        """Its Nw is at least the mean Nw of the services that take what slow start holds
+        back. O(n): read only at the boundaries of a ramp that hands over."""
+        peers = [self.score(n) for n in self.services if n != name and self._is_open(n)]
+        return not peers or self.score(name) >= sum(peers) / len(peers)
 
     def _cap_for(self, ramp: _Ramp) -> int:
         """The cap of a ramp now: the rate (manual) or its increments, cut to the others' rate."""
@@ -596,7 +629,8 @@ class VirtualServerFacade(_EngineBase):
             services=tuple(services),
             hashing=(", ".join(f"{s.name} {getattr(self, s.name)}" for s in SETTINGS if s.methods == HASH_METHODS)
                      if self.method in HASH_METHODS else None),
-            peakewma_decay=self._peakewma_decay if self.method in SETTING["peakewma_decay"].methods else None)
+            peakewma_decay=self._peakewma_decay if self.method in SETTING["peakewma_decay"].methods else None,
+            slow_start_handover=self._handover if self._handover != "vendor" and self.method in WINDOWED else None)
 
 
 for _setting in SETTINGS:  # the properties' docs, and set()'s list of names, from the table

@@ -67,6 +67,14 @@ def _netmask(value: object) -> str:
     return check_netmask(value)[0]
 
 
+HANDOVERS = ("vendor", "caught_up")
+WINDOWED = ("LEASTBANDWIDTH", "LEASTPACKETS")  # the methods whose N is a window's: a ramp's end can be a cliff
+
+
+def _handover(value: object) -> str:
+    return check_choice("slow_start_handover", value, HANDOVERS)
+
+
 def _peakewma_decay(value: object) -> float:
     check_peakewma_decay(value)
     return float(value)  # type: ignore[arg-type]  # checked: an int or a float
@@ -119,6 +127,12 @@ SETTINGS: Tuple[Setting, ...] = (
             "Hash methods: the XXH64 seed of the request keys (0..2**64-1).",
             methods=HASH_METHODS, flag="--hash-seed",
             flag_help="seed of every hash method: another seed, another mapping (default {default})"),
+    Setting("slow_start_handover", "vendor", _handover,
+            'The end of an automated ramp: "vendor" (its exits, as the vendor\'s), or "caught_up" (windowed '
+            "methods: the cap holds at the fair share until the new service's Nw reached its peers' mean).",
+            methods=WINDOWED, flag="--slow-start-handover",
+            flag_help="vendor: a ramp ends at its exits; caught_up (LEASTBANDWIDTH, LEASTPACKETS): it ends when "
+                      "the new backend's window caught up with the others' (default {default})"),
     Setting("peakewma_decay", 10.0, _peakewma_decay,
             "PEAKEWMA: seconds for the latency estimate to decay to 1/e (default 10).", methods=("PEAKEWMA",)),
 )

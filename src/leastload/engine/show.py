@@ -27,6 +27,7 @@ class VServerView:
     services: "tuple[ServiceView, ...]"
     hashing: "str | None" = None  # a hash method's settings; None for the other methods
     peakewma_decay: "float | None" = None  # PEAKEWMA's decay time, seconds; None for the others
+    slow_start_handover: "str | None" = None  # a windowed method's, when not the vendor's
 
     def __str__(self) -> str:
         up = sum(1 for s in self.services if s.state == "UP")
@@ -41,6 +42,9 @@ class VServerView:
             lines.append(f"Hash: {self.hashing}")
         if self.peakewma_decay is not None:
             lines.append(f"PEAKEWMA decay: {self.peakewma_decay:g} s")
+        if self.slow_start_handover is not None:
+            lines.append(f"Slow start hand-over: {self.slow_start_handover} (a ramp ends once the new "
+                         "service's window caught up)")
         if self.services:
             lines.append("")
             lines.append(f"{'#':>3}  {'service':<16} {'state':<14} {'weight':>6} {'N':>14} {'Nw':>16} "

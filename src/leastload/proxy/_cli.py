@@ -28,7 +28,7 @@ import time
 from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..engine.methods import METHODS
-from ..engine.settings import SETTING, SETTINGS, UNITS, flag_dest
+from ..engine.settings import HANDOVERS, SETTING, SETTINGS, UNITS, flag_dest
 from ..net.upstream import parse_host_port
 from ..config import ConfigError
 from ..cli.ctl import read_token
@@ -166,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     _setting_flag(g, "new_service_request", type=int, metavar="N")
     _setting_flag(g, "new_service_request_unit", choices=UNITS)
     _setting_flag(g, "new_service_request_increment_interval", type=int, metavar="SECONDS")
+    _setting_flag(g, "slow_start_handover", choices=HANDOVERS)
     _setting_flag(g, "startup_rr_factor", type=int, metavar="N")
     g = p.add_argument_group("running")
     g.add_argument("--admin", type=_admin_address, default=None, metavar="[HOST:]PORT",
