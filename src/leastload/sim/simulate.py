@@ -92,7 +92,7 @@ def _sweep(args: Any) -> int:
     for flag in ("workload", "duration", "rate", "event", "vserver", "plot", "json", "every", "seed", "keys",
                  "key_skew", "method", "services", "slow_start", "new"):
         value = getattr(args, flag)
-        if value not in (None, [], runs_default(flag)):
+        if value not in (None, [], _flag_default(flag)):
             shown = " ".join(value) if isinstance(value, list) else value
             raise UserError(f"--{flag.replace('_', '-')}: not with --sweep (the sweep file sets the runs), "
                             f"got {shown}")
@@ -106,7 +106,7 @@ def _sweep(args: Any) -> int:
     return 0
 
 
-def runs_default(flag: str) -> Any:
+def _flag_default(flag: str) -> Any:
     """A flag's value when not given (the workload's is a name, not None)."""
     from . import runs
 
