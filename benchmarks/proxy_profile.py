@@ -92,11 +92,13 @@ def plain_run(proxy, port, args, backends):
 
 
 def sampled_run(cmd, port, args, backends):
-    """wrk at the same load while `cmd` samples the proxy; the sampler stops after wrk."""
+    """wrk at the same load while `cmd` samples the proxy; the sampler stops after wrk.
+    Returns (its exit code, its stderr, the requests the backends served)."""
+    requests = 0
     sampler = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(0.5)  # attached before the load starts
-        served(backends, lambda: pvh.run_wrk(port, args.connections, args.duration))
+        _, requests = served(backends, lambda: pvh.run_wrk(port, args.connections, args.duration))
     finally:
         sampler.send_signal(signal.SIGINT)
         try:
@@ -104,13 +106,13 @@ def sampled_run(cmd, port, args, backends):
         except subprocess.TimeoutExpired:
             sampler.kill()
             _, err = sampler.communicate()
-    return sampler.returncode, err.decode(errors="replace")
+    return sampler.returncode, err.decode(errors="replace"), requests
 
 
 def perf_split(pid, port, args, backends, workdir):
     data = os.path.join(workdir, "perf.data")
     cmd = ["perf", "record", "-e", "cpu-clock", "-F", str(args.rate), "-p", str(pid), "-o", data]
-    rc, err = sampled_run(cmd, port, args, backends)
+    rc, err, _ = sampled_run(cmd, port, args, backends)
     if not os.path.exists(data):
         return None, f"perf record failed ({rc}): {err.strip()[-300:]}"
     report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio",
@@ -132,7 +134,7 @@ def pyspy_split(pid, port, args, backends, workdir):
     # sample): time in a C call is charged to the Python function that made it
     cmd = ["py-spy", "record", "--pid", str(pid), "--rate", str(args.rate), "--nonblocking",
            "--format", "raw", "-o", out]
-    rc, err = sampled_run(cmd, port, args, backends)
+    rc, err, _ = sampled_run(cmd, port, args, backends)
     if not os.path.exists(out):
         return None, f"py-spy record failed ({rc}): {err.strip()[-300:]}"
     by_function, by_module = collections.Counter(), collections.Counter()
@@ -165,18 +167,7 @@ def syscalls_per_request(pid, port, args, backends, workdir):
     """strace -c over one run: system calls a request (strace slows the proxy; the counts
     per request do not depend on that)."""
     out = os.path.join(workdir, "strace.txt")
-    cmd = ["strace", "-c", "-f", "-p", str(pid), "-o", out]
-    sampler = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        time.sleep(0.5)
-        _, requests = served(backends, lambda: pvh.run_wrk(port, args.connections, args.duration))
-    finally:
-        sampler.send_signal(signal.SIGINT)
-        try:
-            sampler.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            sampler.kill()
-            sampler.communicate()
+    _, _, requests = sampled_run(["strace", "-c", "-f", "-p", str(pid), "-o", out], port, args, backends)
     if not os.path.exists(out) or not requests:
         return None, "strace recorded nothing"
     calls = {}

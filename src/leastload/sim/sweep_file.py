@@ -52,12 +52,16 @@ def read(path: str) -> Tuple[Dict[str, str], Dict[str, Generated], List[int]]:
     def fail(message: str) -> FileError:
         return FileError(f"{path}: {message}")
 
-    unknown = sorted(set(data) - set(KEYS))
-    if unknown:
-        raise fail(f"unknown key {unknown[0]!r} (a sweep file has {', '.join(KEYS)})")
-    missing = [k for k in KEYS if k not in data]
-    if missing:
-        raise fail(f"no {missing[0]!r}")
+    def check_keys(table: Dict[str, Any], keys: Tuple[str, ...], where: str, holder: str) -> None:
+        """Every key of `keys` in `table`, and no other."""
+        unknown = sorted(set(table) - set(keys))
+        if unknown:
+            raise fail(f"{where}unknown key {unknown[0]!r} ({holder} has {', '.join(keys)})")
+        missing = [k for k in keys if k not in table]
+        if missing:
+            raise fail(f"{where}no {missing[0]!r}")
+
+    check_keys(data, KEYS, "", "a sweep file")
     seeds_value = data["seeds"]
     if isinstance(seeds_value, int) and not isinstance(seeds_value, bool):
         if not 1 <= seeds_value <= MAX_SEEDS:
@@ -86,12 +90,7 @@ def read(path: str) -> Tuple[Dict[str, str], Dict[str, Generated], List[int]]:
     for name, spec in workloads.items():
         if not isinstance(spec, dict):
             raise fail(f"workloads.{name}: a table with {', '.join(WORKLOAD_KEYS)}, got {spec!r}")
-        extra = sorted(set(spec) - set(WORKLOAD_KEYS))
-        if extra:
-            raise fail(f"workloads.{name}: unknown key {extra[0]!r} (a workload has {', '.join(WORKLOAD_KEYS)})")
-        absent = [k for k in WORKLOAD_KEYS if k not in spec]
-        if absent:
-            raise fail(f"workloads.{name}: no {absent[0]!r}")
+        check_keys(spec, WORKLOAD_KEYS, f"workloads.{name}: ", "a workload")
         try:
             generated[name] = Generated(spec["pattern"], spec["rate"], spec["duration"])
         except ValueError as exc:
