@@ -19,10 +19,12 @@
  *   -ENOMEM     allocation failed
  *   -ERANGE     ll_finish on a service with no active transaction
  *   -ENOTSUP    a method this engine does not implement (yet)
+ *   -ENOSPC     a shared vserver's fixed capacity is full (ll_shared_open)
  */
 #ifndef LEASTLOAD_H
 #define LEASTLOAD_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -250,6 +252,109 @@ int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uin
 void ll_last_pick(const ll_vserver *vs, ll_pick_record *out);
 /* Bytes allocated by the engine (for the memory figures). */
 size_t ll_memory_bytes(const ll_vserver *vs);
+
+/* ---- a vserver shared by processes (ll_shared.c: POSIX, not plain C11) ----
+ * One POSIX shared-memory segment holds a whole vserver, laid out at fixed
+ * offsets for a capacity chosen once, with a robust process-shared mutex.
+ * Any process (any language) maps it by name with ll_shared_open() and then
+ * calls the functions above on the vserver ll_shared_lock() hands it, between
+ * ll_shared_lock() and ll_shared_unlock(): every such span is one atomic step
+ * for all the processes. Open transactions are ledgered per process: those
+ * of a process that died (kill -9 included) are ended with no outcome
+ * (ll_abandon) by the next lock after its death is seen (a liveness sweep at
+ * most every LL_SHARED_SWEEP_NS, run by any process's lock), and a lock whose
+ * holder died is repaired before it is handed on. */
+#define LL_SHARED_MAGIC 0x31444552414853ULL   /* "SHARED1" */
+#define LL_SHARED_VERSION 1u
+#define LL_SHARED_MAX_PROCS 64u               /* processes attached at once */
+#define LL_SHARED_NAME_BYTES 240u             /* a service name's bytes at most */
+#define LL_SHARED_SETTINGS_BYTES 4096u        /* the creator's settings record */
+#define LL_SHARED_SWEEP_NS 250000000LL        /* the liveness sweep's period */
+
+/* One attached process (pid 0: a free entry). `started` is its start time
+ * as /proc gives it (0: unknown), so that a reused pid is not taken for it. */
+typedef struct {
+    int32_t pid;
+    uint32_t reserved;
+    uint64_t started;
+} ll_shared_proc;
+
+/* One slot's name: UTF-8 bytes, not NUL-terminated; `serial` tells one
+ * binding of the slot from the next (0: no service). */
+typedef struct {
+    uint64_t serial;
+    uint32_t len;
+    uint32_t reserved;
+    char name[LL_SHARED_NAME_BYTES];
+} ll_shared_label;
+
+/* The segment: this header, then the names ([capacity] ll_shared_label at
+ * labels_at), then the vserver (at vserver_at, 64-byte aligned). Offsets
+ * are from the segment's first byte. Fields other than `ready` are read and
+ * written under `lock` only. */
+typedef struct {
+    uint64_t magic;           /* LL_SHARED_MAGIC once the creator is done    */
+    uint32_t version;         /* LL_SHARED_VERSION                           */
+    uint32_t ready;           /* 1: initialized (atomic; the creator sets it last) */
+    uint64_t size;            /* bytes in the segment                        */
+    uint32_t capacity;        /* slots, holes included                       */
+    uint32_t vserver_bytes;   /* sizeof the core's vserver: this build's layout */
+    uint64_t labels_at, vserver_at;
+    uint64_t seq;             /* locks taken so far: the global order of calls */
+    uint64_t names_gen;       /* moves whenever a slot's name changes        */
+    uint64_t next_serial;     /* the last serial handed out                  */
+    uint64_t reclaimed;       /* transactions ended for processes that died  */
+    uint64_t repairs;         /* locks recovered from a holder that died     */
+    int64_t next_sweep_ns;    /* CLOCK_MONOTONIC: the next liveness sweep    */
+    uint32_t dead;            /* 1: being removed; whoever sees it opens anew */
+    uint32_t settings_len;
+    pthread_mutex_t lock;     /* robust, process-shared                      */
+    ll_shared_proc procs[LL_SHARED_MAX_PROCS];
+    unsigned char settings[LL_SHARED_SETTINGS_BYTES]; /* the creator's, opaque */
+} ll_shared_header;
+
+typedef struct ll_shared ll_shared;  /* one process's handle on a segment */
+
+/* Opens the segment `name` ("/" and up to 200 more bytes, no other "/"),
+ * creating it when it does not exist or nobody alive has it open (a
+ * leftover of a crash is replaced): with `method`, window start `sec`,
+ * `capacity` slots (1..2^20) and the caller's `settings` record (up to
+ * LL_SHARED_SETTINGS_BYTES bytes, kept for later openers to compare).
+ * Otherwise attaches and ignores those four. Returns 1 (created), 0
+ * (attached) or -errno: -EINVAL, -ENAMETOOLONG, -EUSERS (LL_SHARED_MAX_PROCS
+ * attached), -EPROTO (a segment of another layout or build), -ENOMEM, or
+ * what shm_open/mmap reported. */
+int ll_shared_open(const char *name, ll_method method, int64_t sec, uint32_t capacity, const void *settings,
+                   uint32_t settings_len, ll_shared **out);
+/* Ends this process's open transactions (ll_abandon), leaves the segment,
+ * unmaps it. The segment stays until ll_shared_unlink(). NULL accepted. */
+void ll_shared_close(ll_shared *sh);
+/* Removes the name (mappings stay valid). 0, or -errno (-ENOENT). */
+int ll_shared_unlink(const char *name);
+/* Takes the lock (a process-wide wait: use from one thread at a time per
+ * handle) and returns the vserver, laid out for this mapping, in *vs.
+ * 0, 1 when the previous holder died and the state was repaired (its
+ * transactions ended), or -errno. The vserver's calls take no lock. */
+int ll_shared_lock(ll_shared *sh, ll_vserver **vs);
+/* As ll_shared_lock(), but -EBUSY at once if another holds the lock. */
+int ll_shared_trylock(ll_shared *sh, ll_vserver **vs);
+void ll_shared_unlock(ll_shared *sh);
+/* Under the lock: the header (its seq is this span's place in the global
+ * order) and the names. */
+ll_shared_header *ll_shared_header_of(const ll_shared *sh);
+const ll_shared_label *ll_shared_labels(const ll_shared *sh);
+/* Under the lock: names `slot` (a new serial; names_gen moves), or clears
+ * it (len 0). -EINVAL (slot), -ENAMETOOLONG. */
+int ll_shared_set_name(ll_shared *sh, uint32_t slot, const char *name, size_t len);
+/* Under the lock: the bound slot named `name`, or -ENOENT. O(n). */
+int64_t ll_shared_slot_of(const ll_shared *sh, const char *name, size_t len);
+/* Under the lock: ll_compact() with the names and the ledger moved along. */
+void ll_shared_compact(ll_shared *sh);
+/* Under the lock: ends the transactions of every attached process that has
+ * died (run by ll_shared_lock() on its own every LL_SHARED_SWEEP_NS).
+ * Returns how many transactions were ended; a draining service left idle
+ * is unbound (its name cleared). */
+uint64_t ll_shared_reclaim(ll_shared *sh);
 
 #ifdef __cplusplus
 }

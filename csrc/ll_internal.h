@@ -109,6 +109,19 @@ struct ll_vserver {
      * last, so that no other field moves. */
     uint32_t n_weights;      /* distinct weights among the bound services */
     uint32_t n_of_weight[LL_MAX_WEIGHT + 1]; /* bound services of each weight */
+    /* A vserver laid out in memory it does not own (ll_fixed.c): its arrays
+     * follow the struct at offsets fixed by its capacity, nothing is ever
+     * reallocated, and its pointers hold for the address `self` they were
+     * laid out at (ll_fixed_rebase lays them out again for another mapping). */
+    void *self;
+    uint8_t fixed;
+    /* Shared vservers (ll_shared.c): the open transactions of each attached
+     * process, per slot ([ledger_rows][capacity]; NULL: none kept), and the
+     * row of the process that holds the lock. Per bound slot, the rows sum
+     * to svc[slot].active. */
+    uint32_t ledger_rows;
+    uint32_t *ledger;
+    uint32_t *ledger_row;
 };
 
 /* The columns, typed (NULL: not allocated yet). */
@@ -124,6 +137,20 @@ static inline int ll_column_need(ll_vserver *vs, int c)
         return -ENOMEM;
     return 0;
 }
+
+/* The fields of a new vserver (ll_create, ll_fixed_create); arrays not included. */
+void ll_init_fields(ll_vserver *vs, ll_method method, int64_t sec);
+/* Ends `count` of the slot's open transactions with no outcome (their process
+ * is gone): no TTFB, no failure, the row of failures left as it is. Returns
+ * LL_END_DRAINED when that leaves a draining service idle, else 0. */
+int ll_abandon(ll_vserver *vs, uint32_t slot, uint32_t count);
+/* Rebuilds everything derived from the services' own counters (aggregates,
+ * window totals and marks, the live set, the weight counts, the tree): after
+ * a process died in the middle of a call on a shared vserver. O(n window). */
+void ll_repair(ll_vserver *vs);
+/* One transaction of `slot` ended: the caller's ledger row if it has one
+ * open there, else the first row that has. */
+void ll_ledger_close(ll_vserver *vs, uint32_t slot);
 
 /* PEAKEWMA: a status-200 TTFB of `slot` at vs->now (ll_peakewma.c). */
 void ll_peak_observe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us);

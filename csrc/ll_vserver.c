@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ll_fixed.h"
 #include "ll_hash.h"
 #include "ll_path.h"
 
@@ -133,6 +134,8 @@ static void free_arrays(ll_vserver *vs)
  * has changed. */
 static int resize(ll_vserver *vs, uint32_t capacity)
 {
+    if (vs->fixed)
+        return -ENOSPC;  /* its memory is the caller's, laid out for its capacity once */
     uint32_t P = 1;
     while (P < capacity)
         P *= 2;
@@ -205,13 +208,8 @@ static int need_method_columns(ll_vserver *vs, ll_method m)
     return 0;
 }
 
-ll_vserver *ll_create(ll_method method, int64_t sec)
+void ll_init_fields(ll_vserver *vs, ll_method method, int64_t sec)
 {
-    if ((unsigned)method >= LL_METHOD_COUNT || !ll_methods[method].supported)
-        return NULL;
-    ll_vserver *vs = calloc(1, sizeof *vs);
-    if (!vs)
-        return NULL;
     vs->method = method;
     vs->ops = &ll_methods[method];
     vs->rr_round = 1;
@@ -223,6 +221,16 @@ ll_vserver *ll_create(ll_method method, int64_t sec)
     ll_head_moved(vs);
     vs->now = (double)sec;
     vs->peak_decay_us = 10000000u;
+}
+
+ll_vserver *ll_create(ll_method method, int64_t sec)
+{
+    if ((unsigned)method >= LL_METHOD_COUNT || !ll_methods[method].supported)
+        return NULL;
+    ll_vserver *vs = calloc(1, sizeof *vs);
+    if (!vs)
+        return NULL;
+    ll_init_fields(vs, method, sec);
     if (resize(vs, 4) < 0) {
         free(vs);
         return NULL;
@@ -236,7 +244,7 @@ ll_vserver *ll_create(ll_method method, int64_t sec)
 
 void ll_destroy(ll_vserver *vs)
 {
-    if (!vs)
+    if (!vs || vs->fixed)  /* a fixed vserver's memory is its caller's */
         return;
     free_arrays(vs);
     free(vs);
@@ -251,6 +259,8 @@ int ll_reserve(ll_vserver *vs, uint32_t slots)
 
 size_t ll_memory_bytes(const ll_vserver *vs)
 {
+    if (vs->fixed)
+        return ll_fixed_size(vs->capacity, vs->ledger_rows);
     size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + (size_t)vs->window) + sizeof(uint32_t);
     size_t per_leaf = 2 * sizeof(uint64_t) + 2 * sizeof(uint32_t);  /* ll_tree's cell and arg */
     for (int c = 0; c < LL_COL_COUNT; c++)
@@ -305,6 +315,8 @@ static void clear_slot(ll_vserver *vs, uint32_t slot)
     vs->svc[slot].flags = had_entry ? (uint16_t)LL_LIVE : 0;
     vs->bytes[slot] = vs->packets[slot] = 0;
     clear_method_inputs(vs, slot);
+    for (uint32_t r = 0; r < vs->ledger_rows; r++)
+        vs->ledger[(size_t)r * vs->capacity + slot] = 0;
     for (uint32_t b = 0; b < vs->window; b++) {
         vs->bytes_bkt[(size_t)b * vs->capacity + slot] = 0;
         vs->packets_bkt[(size_t)b * vs->capacity + slot] = 0;
@@ -363,6 +375,8 @@ void ll_compact(ll_vserver *vs)
                 vs->bytes_bkt[b * C + j] = vs->bytes_bkt[b * C + i];
                 vs->packets_bkt[b * C + j] = vs->packets_bkt[b * C + i];
             }
+            for (size_t r = 0; r < vs->ledger_rows; r++)
+                vs->ledger[r * C + j] = vs->ledger[r * C + i];
         }
         j++;
     }
@@ -467,6 +481,8 @@ ll_method ll_get_method(const ll_vserver *vs) { return vs->method; }
 void ll_set_startup_rr(ll_vserver *vs, uint64_t requests) { vs->startup_left = requests; }
 uint64_t ll_startup_rr_left(const ll_vserver *vs) { return vs->startup_left; }
 
+static void window_from_buckets(ll_vserver *vs);
+
 int ll_set_window(ll_vserver *vs, uint32_t seconds)
 {
     if (seconds < 1 || seconds > LL_MAX_WINDOW_SECONDS)
@@ -490,14 +506,32 @@ int ll_set_window(ll_vserver *vs, uint32_t seconds)
         memcpy(bytes_bkt + to, vs->bytes_bkt + from, vs->n_slots * sizeof *bytes_bkt);
         memcpy(packets_bkt + to, vs->packets_bkt + from, vs->n_slots * sizeof *packets_bkt);
     }
-    free(vs->bytes_bkt);
-    free(vs->packets_bkt);
-    vs->bytes_bkt = bytes_bkt;
-    vs->packets_bkt = packets_bkt;
+    if (vs->fixed) {
+        /* its arrays have room for the longest window: the new buckets move in */
+        memcpy(vs->bytes_bkt, bytes_bkt, C * seconds * sizeof *bytes_bkt);
+        memcpy(vs->packets_bkt, packets_bkt, C * seconds * sizeof *packets_bkt);
+        free(bytes_bkt);
+        free(packets_bkt);
+    } else {
+        free(vs->bytes_bkt);
+        free(vs->packets_bkt);
+        vs->bytes_bkt = bytes_bkt;
+        vs->packets_bkt = packets_bkt;
+    }
     vs->window = seconds;
     vs->head = new_head;
     ll_head_moved(vs);
-    /* totals and the live set from the buckets kept */
+    window_from_buckets(vs);
+    refresh_all(vs);
+    return 0;
+}
+
+/* The window totals, bucket marks and live set, from the buckets. */
+static void window_from_buckets(ll_vserver *vs)
+{
+    size_t C = vs->capacity;
+    uint32_t seconds = vs->window;
+    const uint64_t *bytes_bkt = vs->bytes_bkt, *packets_bkt = vs->packets_bkt;
     for (uint32_t i = 0; i < vs->n_slots; i++) {
         uint64_t b = 0, p = 0;
         for (uint32_t k = 0; k < seconds; k++) {
@@ -514,8 +548,6 @@ int ll_set_window(ll_vserver *vs, uint32_t seconds)
         if (slot_is_live(vs, i))
             ll_live_add(vs, i);
     }
-    refresh_all(vs);
-    return 0;
 }
 
 uint32_t ll_window(const ll_vserver *vs) { return vs->window; }
@@ -627,7 +659,10 @@ int64_t ll_peek(ll_vserver *vs, int64_t sec)
 /* Charges a pick: the part of ll_select() after pick() (ll_take_as). */
 static int64_t take(ll_vserver *vs, int64_t slot, uint32_t round, uint64_t rng)
 {
-    return ll_take_as(vs, slot, round, rng, ll_traits_of(vs->ops), 0);
+    slot = ll_take_as(vs, slot, round, rng, ll_traits_of(vs->ops), 0);
+    if (slot >= 0 && vs->ledger_row)
+        vs->ledger_row[slot]++;  /* shared: the transaction is the caller's */
+    return slot;
 }
 
 int64_t ll_select(ll_vserver *vs, int64_t sec)
@@ -674,6 +709,8 @@ int ll_begin(ll_vserver *vs, uint32_t slot)
     if (vs->svc[slot].active == UINT32_MAX)
         return -EOVERFLOW;
     vs->svc[slot].active++;
+    if (vs->ledger_row)
+        vs->ledger_row[slot]++;
     if (vs->ops->counts_active)
         ll_refresh(vs, slot);
     return 0;
@@ -683,7 +720,59 @@ int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int
 {
     if (!slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
         return -EINVAL;
-    return ll_finish_as(vs, slot, has_ttfb, ttfb_us, failed, ll_traits_of(vs->ops), 0);
+    int rc = ll_finish_as(vs, slot, has_ttfb, ttfb_us, failed, ll_traits_of(vs->ops), 0);
+    if (rc >= 0 && vs->ledger)
+        ll_ledger_close(vs, slot);
+    return rc;
+}
+
+/* ---- shared vservers: the ledger and the repair --------------------------- */
+
+void ll_ledger_close(ll_vserver *vs, uint32_t slot)
+{
+    size_t C = vs->capacity;
+    if (vs->ledger_row && vs->ledger_row[slot]) {
+        vs->ledger_row[slot]--;
+        return;
+    }
+    for (uint32_t r = 0; r < vs->ledger_rows; r++)  /* opened by another process */
+        if (vs->ledger[r * C + slot]) {
+            vs->ledger[r * C + slot]--;
+            return;
+        }
+}
+
+int ll_abandon(ll_vserver *vs, uint32_t slot, uint32_t count)
+{
+    if (!slot_ok(vs, slot))
+        return 0;
+    ll_svc *s = &vs->svc[slot];
+    s->active -= count < s->active ? count : s->active;
+    ll_refresh(vs, slot);
+    return s->draining && s->active == 0 ? LL_END_DRAINED : 0;
+}
+
+void ll_repair(ll_vserver *vs)
+{
+    memset(&vs->totals, 0, sizeof vs->totals);
+    vs->this_up = vs->this_open = 0;
+    vs->n_bound = vs->n_capped = 0;
+    vs->n_weights = 0;
+    memset(vs->n_of_weight, 0, sizeof vs->n_of_weight);
+    for (uint32_t i = 0; i < vs->n_slots; i++) {
+        ll_svc *s = &vs->svc[i];
+        s->flags = 0;  /* marks and live entries: rebuilt below */
+        if (!s->bound)
+            continue;
+        vs->n_bound++;
+        vs->n_capped += s->cap != LL_NO_CAP;
+        ll_hash_count_weight(vs, s->weight, +1);
+        count_svc(vs, i, +1);
+    }
+    vs->n_live = 0;
+    ll_head_moved(vs);
+    window_from_buckets(vs);
+    refresh_all(vs);
 }
 
 int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)

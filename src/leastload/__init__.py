@@ -31,6 +31,15 @@ else:
 
 IMPLEMENTATION = _choice
 
+
+def unlink_shared(name: str) -> bool:
+    """Removes the segment of the shared vserver `name` (VirtualServer(shared=name)).
+    Processes that have it open go on using it; the next to name it creates a new
+    one. True when there was one. Shared vservers are the C engine's."""
+    from .engine._engine import unlink_shared as _unlink  # the reference has none to remove
+
+    return bool(_unlink(name))
+
 __all__ = [
     "VirtualServer",
     "ManualClock",
@@ -42,5 +51,6 @@ __all__ = [
     "Explanation",
     "Candidate",
     "IMPLEMENTATION",
+    "unlink_shared",
     "__version__",
 ]

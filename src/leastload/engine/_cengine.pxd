@@ -117,6 +117,47 @@ cdef extern from "leastload.h" nogil:
     int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_threshold)
     int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
     size_t ll_memory_bytes(const ll_vserver *vs)
+
+    # a vserver shared by processes (ll_shared.c)
+    enum:
+        LL_SHARED_NAME_BYTES
+        LL_SHARED_SETTINGS_BYTES
+        LL_SHARED_MAX_PROCS
+
+    ctypedef struct ll_shared_proc:
+        int32_t pid
+        uint64_t started
+
+    ctypedef struct ll_shared_label:
+        uint64_t serial
+        uint32_t len
+        char name[240]
+
+    ctypedef struct ll_shared_header:
+        uint32_t capacity
+        uint64_t seq
+        uint64_t names_gen
+        uint64_t reclaimed
+        uint64_t repairs
+        uint32_t settings_len
+        ll_shared_proc procs[64]
+        unsigned char settings[4096]
+
+    ctypedef struct ll_shared:
+        pass
+
+    int ll_shared_open(const char *name, ll_method method, int64_t sec, uint32_t capacity, const void *settings,
+                       uint32_t settings_len, ll_shared **out)
+    void ll_shared_close(ll_shared *sh)
+    int ll_shared_unlink(const char *name)
+    int ll_shared_lock(ll_shared *sh, ll_vserver **vs)
+    int ll_shared_trylock(ll_shared *sh, ll_vserver **vs)
+    void ll_shared_unlock(ll_shared *sh)
+    ll_shared_header *ll_shared_header_of(const ll_shared *sh)
+    const ll_shared_label *ll_shared_labels(const ll_shared *sh)
+    int ll_shared_set_name(ll_shared *sh, uint32_t slot, const char *name, size_t len)
+    void ll_shared_compact(ll_shared *sh)
+    uint64_t ll_shared_reclaim(ll_shared *sh)
     int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
     int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uint32_t *excluded, size_t n_excluded)
 

@@ -44,6 +44,7 @@ include "_binding/transaction.pxi"
 include "_binding/reading.pxi"
 include "_binding/replay.pxi"
 include "_binding/hooks.pxi"
+include "_binding/shared.pxi"
 
 
 cdef class Engine:
@@ -92,6 +93,12 @@ cdef class Engine:
     cdef int _depth
     cdef int _waiters
     cdef object _cond
+    # shared="NAME" (_binding/shared.pxi): the segment, the names' generation this
+    # process has read, the lock's place in the global order at this call
+    cdef ll_shared *_sh
+    cdef uint64_t _names_gen
+    cdef uint64_t _seq
+    cdef str _shared_name
 
     def __cinit__(self, *args, **kwargs):
         self._names = []
@@ -113,7 +120,12 @@ cdef class Engine:
         ll_set_rng_seed(self._vs, self._hash_seed)  # P2C's draws
 
     def __dealloc__(self):
-        if self._vs != NULL:
+        cdef ll_shared *sh = self._sh
+        if sh != NULL:  # the vserver is the segment's: ends this process's transactions
+            self._sh = NULL
+            with nogil:
+                ll_shared_close(sh)
+        elif self._vs != NULL:
             ll_destroy(self._vs)
 
     def __init__(self, method="LEASTCONNECTION", clock=None, *, startup_rr_factor=0, rtsp_nat=False):
@@ -126,6 +138,8 @@ cdef class Engine:
         try:
             if self._depth > 1:
                 raise RuntimeError("a vserver cannot be re-initialized from inside one of its own calls")
+            if self._sh != NULL:
+                raise RuntimeError("a shared vserver cannot be re-initialized")
             self._init_locked(m, clock, factor, rtsp_nat)
             _set_key_form(self, method)
         finally:
@@ -170,8 +184,18 @@ cdef class Engine:
         if self._depth == 0 or self._owner == me:
             self._owner = me
             self._depth += 1
+            if self._depth == 1 and self._sh != NULL:
+                self._lock_shared()
             return 0
         return self._wait_turn(me)
+
+    cdef int _lock_shared(self) except -1:
+        try:
+            _shared_lock(self)
+        except BaseException:
+            self._leave_unlocked()
+            raise
+        return 0
 
     cdef int _wait_turn(self, unsigned long me) except -1:
         """Another thread holds the vserver: sleep (GIL released) until it leaves."""
@@ -186,9 +210,16 @@ cdef class Engine:
             # no Python code between the check above and these two lines
             self._owner = me
             self._depth = 1
+        if self._sh != NULL:
+            self._lock_shared()
         return 0
 
     cdef inline void _leave(self) noexcept:
+        if self._depth == 1 and self._sh != NULL:
+            ll_shared_unlock(self._sh)
+        self._leave_unlocked()
+
+    cdef inline void _leave_unlocked(self) noexcept:
         self._depth -= 1
         if self._depth == 0 and self._waiters:
             self._wake()
@@ -257,12 +288,16 @@ cdef class Engine:
         """Appends a service to bind order (the round-robin order)."""
         cdef uint32_t w
         _errors.check_name(name)
+        if self._sh != NULL:
+            _errors.check_shared_service_name(name)
         self._enter()
         try:
             if name in self._slots:
                 raise _errors.duplicate_service(name)
             w = _errors.check_weight(weight)
             slot = ll_bind(self._vs, w)
+            if slot == -ENOSPC:
+                raise _errors.shared_full(self._shared_name, ll_shared_header_of(self._sh).capacity)
             if slot < 0:
                 _raise_for(slot, "bind")
             if self._key_form is not None and ll_set_name_hash(self._vs, <uint32_t>slot, _name_hash(name)) < 0:
@@ -270,6 +305,8 @@ cdef class Engine:
                 raise MemoryError("leastload: cannot allocate the services' name hashes")
             assert slot == len(self._names)
             self._next_serial += 1
+            if self._sh != NULL:
+                self._next_serial = _shared_name_slot(self, <uint32_t>slot, name)
             self._names.append(name)
             self._serials.append(self._next_serial)
             self._slots[name] = slot
@@ -285,6 +322,8 @@ cdef class Engine:
     cdef int _unbind_locked(self, object name) except -1:
         cdef uint32_t slot = self._slot(name)
         _raise_for_rc(ll_unbind(self._vs, slot), "unbind")
+        if self._sh != NULL:
+            _shared_unname_slot(self, slot)
         self._names[slot] = None
         self._serials[slot] = 0
         del self._slots[name]
@@ -292,7 +331,9 @@ cdef class Engine:
         self._bind_gen += 1
         self._services = None
         cdef uint32_t bound = ll_bound_count(self._vs)
-        if ll_slot_count(self._vs) - bound > max(bound, 32):  # close holes, O(n), rarely
+        if ll_slot_count(self._vs) - bound > max(bound, 32) and self._sh != NULL:
+            _shared_compact(self)  # the names in the segment move with their slots
+        elif ll_slot_count(self._vs) - bound > max(bound, 32):  # close holes, O(n), rarely
             ll_compact(self._vs)
             self._serials = [s for s, n in zip(self._serials, self._names) if n is not None]
             self._names = [n for n in self._names if n is not None]
@@ -304,6 +345,8 @@ cdef class Engine:
         if isinstance(services, bool) or not isinstance(services, int) or not 0 <= services <= (1 << 30):
             raise _errors.bad_value("services", services, "an int in 0..2**30")
         with self._hold:
+            if self._sh != NULL and services > ll_shared_header_of(self._sh).capacity:
+                raise _errors.shared_full(self._shared_name, ll_shared_header_of(self._sh).capacity)
             _raise_for_rc(ll_reserve(self._vs, services), "reserve")
 
     def set_weight(self, name, weight):
@@ -321,6 +364,8 @@ cdef class Engine:
     def set_method(self, method):
         """Changes the method; the weighted round restarts and so does startup round robin."""
         cdef int m = _METHOD_INDEX[_errors.check_method(method)]
+        if self._sh != NULL:
+            raise _errors.shared_fixed("set_method()")
         self._enter()
         try:
             _hash_names(self, method)  # may raise MemoryError: before anything changes
@@ -713,6 +758,32 @@ cdef class Engine:
     def _replay_mapping(self, trace):
         """trace service -> slot and slot -> trace service, as read-only arrays."""
         return _replay_map(self, trace)
+
+    # ---- shared="NAME" (_binding/shared.pxi) ---------------------------------
+
+    def _open_shared(self, name, capacity, record):
+        """Moves the vserver into the shared segment `name` (the facade checks the
+        arguments and compares the settings record returned: None when created here)."""
+        if self._depth:
+            raise RuntimeError("a vserver cannot become shared inside one of its own calls")
+        return _shared_open(self, name, capacity, record)
+
+    def _close_shared(self):
+        """Leaves the shared segment; the vserver is an empty private one after it."""
+        if self._depth:
+            raise RuntimeError("a vserver cannot leave its segment inside one of its own calls")
+        if self._sh != NULL:
+            _shared_close(self)
+
+    def _shared_sequence(self):
+        """The place of this process's latest call in the order of all calls on the
+        shared vserver (0: not shared). Reads no lock: call it from the same thread."""
+        return self._seq
+
+    def _shared_stats(self):
+        """The segment's figures: name, capacity, sequence, processes (pids),
+        reclaimed (transactions of dead processes ended), repairs. None: not shared."""
+        return None if self._sh == NULL else _shared_stats(self)
 
     def _noop(self, x):
         """Takes an int and returns it: the floor no per-call method can beat (benchmarks)."""

@@ -53,6 +53,44 @@ def too_large(arg: str, value: object, limit: str) -> OverflowError:
     return OverflowError(f"{arg}={value!r} would take {limit} past its 64-bit range")
 
 
+SHARED_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+SHARED_NAME_MAX = 180         # characters of a shared vserver's name (its segment's name is longer)
+SHARED_SERVICE_NAME_MAX = 240  # UTF-8 bytes of a service name in a shared vserver's segment
+SHARED_CAPACITY_MAX = 1 << 20
+
+
+def check_shared_name(name: object) -> str:
+    """shared=: a name for the segment, or None (checked by the caller)."""
+    if type(name) is not str:
+        raise bad_type("shared", name, "None or a str")
+    if not 1 <= len(name) <= SHARED_NAME_MAX or not set(name) <= SHARED_NAME_CHARS:
+        raise bad_value("shared", name, f"1 to {SHARED_NAME_MAX} of the characters A-Z a-z 0-9 . _ -")
+    return name
+
+
+def check_shared_capacity(capacity: object) -> int:
+    if isinstance(capacity, bool) or not isinstance(capacity, int):
+        raise bad_type("shared_capacity", capacity, "an int")
+    if not 1 <= capacity <= SHARED_CAPACITY_MAX:
+        raise bad_value("shared_capacity", capacity, f"an int in 1..{SHARED_CAPACITY_MAX}")
+    return int(capacity)
+
+
+def check_shared_service_name(name: str) -> str:
+    if len(name.encode("utf-8", "surrogatepass")) > SHARED_SERVICE_NAME_MAX:
+        raise bad_value("name", name, f"at most {SHARED_SERVICE_NAME_MAX} bytes of UTF-8 in a shared vserver")
+    return name
+
+
+def shared_full(shared: str, capacity: int) -> ValueError:
+    return ValueError(f"shared vserver {shared!r} is full: its segment holds {capacity} slots (holes included;"
+                      " shared_capacity= when it is created)")
+
+
+def shared_fixed(what: str) -> ValueError:
+    return ValueError(f"{what}: a shared vserver's settings are fixed when its segment is created")
+
+
 def check_name(name: object) -> str:
     """Returns name if it is a non-empty str, else raises TypeError/ValueError."""
     if type(name) is not str:

@@ -425,6 +425,14 @@ class Engine(_Interface):
         """PEAKEWMA's decay time in microseconds (checked by the facade)."""
         self._peak_decay_us = decay_us
 
+    def _open_shared(self, name: str, capacity: int, record: bytes) -> Optional[bytes]:
+        """shared=: the reference keeps its state in its own process."""
+        raise ValueError(f"shared={name!r}: only the C engine shares a vserver between processes;"
+                         " the reference keeps its state in one")
+
+    def _close_shared(self) -> None:
+        """Never shared: nothing to leave."""
+
     @_atomic
     def _seed_draws(self, seed: int) -> None:
         """Restarts P2C's draws from `seed` (checked by the facade)."""

@@ -18,17 +18,18 @@ times (ramp boundaries, ejection ends) sit in one heap with lazy deletion.
 
 import heapq
 import inspect
+import json
 import math
 import textwrap
 from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Set, Tuple, Union
 
 from .errors import (MAX_EJECTION_TIME, STATES, NoServiceAvailable, bad_type, bad_value, check_choice,
-                     check_exclude, check_peakewma_decay)
+                     check_exclude, check_peakewma_decay, shared_fixed)
 from .methods import HASH_METHODS
 from ..hashing.rendezvous import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN,
                                   KeySettings, check_netmask)
 from .explain import Explanation, explain as explain_last_pick
-from .settings import SETTABLE, SETTING, SETTINGS, WINDOWED, check_rate, check_settings
+from .settings import SETTABLE, SETTING, SETTINGS, SHARED_RECORD, WINDOWED, check_rate, check_settings
 from .show import ServiceView, VServerView
 from .types import Clock, Info, Totals
 
@@ -92,16 +93,21 @@ class VirtualServerFacade(_EngineBase):
                  outlier_max_ejection_percent: int = 50, window_seconds: int = 14, name: str = "vserver",
                  netmask: object = DEFAULT_NETMASK, v6netmasklen: int = DEFAULT_V6NETMASKLEN,
                  hashlength: int = DEFAULT_HASHLENGTH, hash_seed: int = DEFAULT_HASH_SEED,
-                 slow_start_handover: str = "vendor", peakewma_decay: float = 10.0) -> None:
+                 slow_start_handover: str = "vendor", peakewma_decay: float = 10.0, shared: Optional[str] = None,
+                 shared_capacity: int = 1024) -> None:
         given = locals()  # the keywords above are the table's settings (test_settings_table holds them to it)
         v = check_settings({s.name: given[s.name] for s in SETTINGS})  # everything checked first
         check_rate(v["new_service_request"], v["new_service_request_unit"])
         super().__init__(v["method"], clock, startup_rr_factor=v["startup_rr_factor"], rtsp_nat=v["rtsp_nat"])
+        self._shared: Optional[str] = v["shared"]
+        self._shared_capacity: int = v["shared_capacity"]
+        created = self._shared is None or self._share(v)
         self._netmask: str = v["netmask"]
         self._key_settings = KeySettings(check_netmask(v["netmask"])[1], v["v6netmasklen"], v["hashlength"])
         self._hash_seed: int = v["hash_seed"]
         self._set_hash_settings(self._key_settings, self._hash_seed)
-        self._seed_draws(self._hash_seed)  # hash_seed also seeds P2C's draws
+        if created:  # an opener of a shared vserver leaves its draws where they are
+            self._seed_draws(self._hash_seed)  # hash_seed also seeds P2C's draws
         self._peakewma_decay: float = v["peakewma_decay"]
         self._set_peak_decay(check_peakewma_decay(self._peakewma_decay))
         self.name: str = v["name"]  #: the vserver's name, shown by show()
@@ -122,8 +128,27 @@ class VirtualServerFacade(_EngineBase):
         self._ejection_time: float = v["outlier_ejection_time"]
         self._max_ejection_percent: int = v["outlier_max_ejection_percent"]
         self._set_outlier_failures(self._outlier_k)
-        if v["window_seconds"] != 14:
+        if v["window_seconds"] != 14 and created:
             self._set_window(v["window_seconds"])
+
+    def _share(self, v: Dict[str, Any]) -> bool:
+        """Puts the vserver in the shared segment v["shared"]: True when this process
+        created it, False when it attached to one made with the same settings."""
+        for policy in ("new_service_request", "outlier_failures"):  # they run in one process yet
+            if v[policy]:
+                raise bad_value(policy, v[policy], "0 in a shared vserver (slow start and outlier ejection "
+                                "are not shared between processes yet)")
+        ours = {key: v[key] for key in SHARED_RECORD}
+        theirs = self._open_shared(v["shared"], v["shared_capacity"], json.dumps(ours).encode())
+        if theirs is None:
+            return True
+        made = json.loads(theirs)
+        for key in SHARED_RECORD:
+            if made.get(key) != ours[key]:
+                self._close_shared()  # not left holding a place in the segment
+                raise ValueError(f"shared vserver {v['shared']!r} exists with {key}={made.get(key)!r};"
+                                 f" this one asks for {key}={ours[key]!r}")
+        return False
 
     # ---- settings (their docs: the table, _settings.SETTINGS) ---------------
 
@@ -175,6 +200,14 @@ class VirtualServerFacade(_EngineBase):
     def slow_start_handover(self) -> str:
         return self._handover
 
+    @property
+    def shared(self) -> Optional[str]:
+        return self._shared
+
+    @property
+    def shared_capacity(self) -> int:
+        return self._shared_capacity
+
     def set(self, **settings: Any) -> None:
         """Changes settings of a running vserver, like `set lb vserver`.
 
@@ -185,6 +218,8 @@ class VirtualServerFacade(_EngineBase):
             if key not in SETTABLE:
                 raise TypeError(f"set() got an unknown setting {key!r}")
         v = check_settings(settings)
+        if self._shared is not None:
+            raise shared_fixed("set()")
         rate = v.get("new_service_request", self._rate)
         unit = v.get("new_service_request_unit", self._unit)
         interval = v.get("new_service_request_increment_interval", self._interval)

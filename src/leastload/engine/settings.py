@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from .errors import (METHODS, bad_type, bad_value, check_bool, check_choice, check_ejection_percent,
                      check_ejection_time, check_method, check_outlier_failures, check_peakewma_decay,
-                     check_startup_rr_factor, check_window_seconds)
+                     check_shared_capacity, check_shared_name, check_startup_rr_factor, check_window_seconds)
 from .methods import HASH_METHODS
 from ..hashing.rendezvous import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN,
                                   check_hash_seed, check_hashlength, check_netmask, check_v6netmasklen)
@@ -73,6 +73,10 @@ WINDOWED = ("LEASTBANDWIDTH", "LEASTPACKETS")  # the methods whose N is a window
 
 def _handover(value: object) -> str:
     return check_choice("slow_start_handover", value, HANDOVERS)
+
+
+def _shared(value: object) -> Optional[str]:
+    return None if value is None else check_shared_name(value)
 
 
 def _peakewma_decay(value: object) -> float:
@@ -135,7 +139,15 @@ SETTINGS: Tuple[Setting, ...] = (
                       "the new backend's window caught up with the others' (default {default})"),
     Setting("peakewma_decay", 10.0, _peakewma_decay,
             "PEAKEWMA: seconds for the latency estimate to decay to 1/e (default 10).", methods=("PEAKEWMA",)),
+    Setting("shared", None, _shared,
+            "A name: the vserver lives in shared memory, one for every process that names it (C engine).",
+            settable=False),
+    Setting("shared_capacity", 1024, check_shared_capacity,
+            "Shared vservers: the services (holes included) its segment has room for (1..2**20).", settable=False),
 )
+CONSTRUCTOR_ONLY = tuple(s.name for s in SETTINGS if not s.settable)
+# what a shared vserver's segment keeps of its creator's settings, for later openers to compare
+SHARED_RECORD = tuple(s.name for s in SETTINGS if s.name not in ("name", "shared"))
 
 SETTING: Dict[str, Setting] = {s.name: s for s in SETTINGS}
 SETTABLE = tuple(s.name for s in SETTINGS if s.settable)

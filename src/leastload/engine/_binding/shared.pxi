@@ -1,0 +1,167 @@
+# A vserver in shared memory (csrc/ll_shared.c): opening the segment, the lock every
+# call of the vserver takes (_enter/_leave), and this process's copy of the names,
+# rebuilt whenever another process changed them. Included by _engine.pyx.
+
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.errno cimport EBUSY, ENOSPC, EUSERS, EPROTO, ENAMETOOLONG
+import os as _os
+
+SHARED_PREFIX = "leastload."  # the segment of shared="NAME" is /dev/shm/leastload.NAME
+
+
+cdef bytes _segment_name(str name):
+    return ("/" + SHARED_PREFIX + name).encode()
+
+
+def unlink_shared(name):
+    """Removes the shared vserver `name`'s segment: processes that have it open keep
+    using it; the next one to name it creates a new one. True when there was one."""
+    _errors.check_shared_name(name)
+    cdef int rc = ll_shared_unlink(_segment_name(name))
+    if rc == -ENOENT:
+        return False
+    if rc < 0:
+        raise OSError(-rc, f"cannot remove the shared vserver {name!r}: {_os.strerror(-rc)}")
+    return True
+
+
+cdef int _shared_lock(Engine self) except -1:
+    """Takes the segment's lock for a call (the GIL let go while another process
+    holds it); the caller has made this thread the vserver's holder."""
+    cdef ll_vserver *vs = NULL
+    cdef int rc = ll_shared_trylock(self._sh, &vs)
+    if rc == -EBUSY:
+        with nogil:
+            rc = ll_shared_lock(self._sh, &vs)
+    if rc < 0:
+        raise OSError(-rc, f"leastload: cannot take the shared vserver's lock: {_os.strerror(-rc)}")
+    self._vs = vs
+    cdef ll_shared_header *h = ll_shared_header_of(self._sh)
+    self._seq = h.seq
+    if h.names_gen != self._names_gen:
+        try:
+            _shared_sync_names(self)
+        except BaseException:
+            ll_shared_unlock(self._sh)
+            raise
+    return 0
+
+
+cdef int _shared_sync_names(Engine self) except -1:
+    """Another process bound, unbound or compacted: the names as the segment has them."""
+    cdef const ll_shared_label *labels = ll_shared_labels(self._sh)
+    cdef uint32_t n = ll_slot_count(self._vs), i
+    names = []
+    serials = []
+    slots = {}
+    for i in range(n):
+        if labels[i].serial:
+            name = PyUnicode_DecodeUTF8(labels[i].name, labels[i].len, "surrogatepass")
+            names.append(name)
+            serials.append(labels[i].serial)
+            slots[name] = i
+        else:
+            names.append(None)
+            serials.append(0)
+    self._names = names
+    self._serials = serials
+    self._slots = slots
+    self._gen += 1
+    self._bind_gen += 1
+    self._services = None
+    self._names_gen = ll_shared_header_of(self._sh).names_gen
+    return 0
+
+
+cdef uint64_t _shared_name_slot(Engine self, uint32_t slot, object name) except 0:
+    """Under the lock: the segment's name of a slot just bound; returns its serial."""
+    cdef bytes data = (<str>name).encode("utf-8", "surrogatepass")
+    cdef int rc = ll_shared_set_name(self._sh, slot, data, len(data))
+    if rc < 0:
+        raise SystemError(f"leastload C core: naming a shared slot returned {rc} (a binding bug)")
+    self._names_gen = ll_shared_header_of(self._sh).names_gen
+    return ll_shared_labels(self._sh)[slot].serial
+
+
+cdef int _shared_unname_slot(Engine self, uint32_t slot) except -1:
+    ll_shared_set_name(self._sh, slot, NULL, 0)
+    self._names_gen = ll_shared_header_of(self._sh).names_gen
+    return 0
+
+
+cdef int _shared_compact(Engine self) except -1:
+    ll_shared_compact(self._sh)
+    return _shared_sync_names(self)
+
+
+cdef object _shared_open(Engine self, str name, uint32_t capacity, bytes record):
+    """Puts the vserver in the segment `name` (created, or attached). Returns None
+    when it was created here, else the creator's settings record to compare."""
+    if self._sh != NULL:
+        raise RuntimeError("this vserver is shared already")
+    if len(record) > LL_SHARED_SETTINGS_BYTES:
+        raise SystemError("leastload: the settings record outgrew its place in the segment (a binding bug)")
+    cdef bytes segment = _segment_name(name)
+    cdef ll_shared *sh = NULL
+    cdef ll_method m = ll_get_method(self._vs)
+    cdef int64_t sec = ll_current_second(self._vs)
+    cdef const char *seg = segment
+    cdef const char *rec = record
+    cdef uint32_t rec_len = <uint32_t>len(record)
+    cdef int rc
+    with nogil:
+        rc = ll_shared_open(seg, m, sec, capacity, rec, rec_len, &sh)
+    if rc == -EUSERS:
+        raise OSError(-rc, f"shared vserver {name!r}: {LL_SHARED_MAX_PROCS} processes have it open already")
+    if rc == -EPROTO:
+        raise OSError(-rc, f"shared vserver {name!r}: its segment was made by another build of leastload;"
+                           f" remove it with leastload.unlink_shared({name!r})")
+    if rc < 0:
+        raise OSError(-rc, f"cannot open the shared vserver {name!r}: {_os.strerror(-rc)}")
+    cdef ll_vserver *private = self._vs
+    self._sh = sh
+    self._names_gen = <uint64_t>-1  # the first lock reads the names
+    self._shared_name = name
+    self._enter()  # now takes the segment's lock, which puts the shared vserver in _vs
+    try:
+        ll_destroy(private)
+        if rc == 1:  # created: the constructor's state, as a private vserver would start
+            ll_set_startup_rr(self._vs, self._startup_factor)
+            return None
+        h = ll_shared_header_of(sh)
+        return bytes(h.settings[:h.settings_len])
+    finally:
+        self._leave()
+
+
+cdef dict _shared_stats(Engine self):
+    cdef ll_shared_header *h
+    cdef uint32_t r
+    self._enter()
+    try:
+        h = ll_shared_header_of(self._sh)
+        pids = [h.procs[r].pid for r in range(LL_SHARED_MAX_PROCS) if h.procs[r].pid]
+        return {"name": self._shared_name, "capacity": h.capacity, "sequence": h.seq, "processes": pids,
+                "reclaimed": h.reclaimed, "repairs": h.repairs}
+    finally:
+        self._leave()
+
+
+cdef int _shared_close(Engine self) except -1:
+    """Leaves the segment (this process's open transactions end) and goes on as an
+    empty private vserver: what a refused opener is left with."""
+    cdef ll_shared *sh = self._sh
+    cdef ll_vserver *vs = ll_create(LL_LEASTCONNECTION, 0)
+    if vs == NULL:
+        raise MemoryError("leastload: cannot allocate a vserver")
+    self._sh = NULL
+    self._vs = vs
+    with nogil:
+        ll_shared_close(sh)
+    self._names = []
+    self._serials = []
+    self._slots = {}
+    self._gen += 1
+    self._bind_gen += 1
+    self._services = None
+    return 0

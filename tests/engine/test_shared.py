@@ -1,0 +1,312 @@
+"""VirtualServer(shared="NAME"): one vserver in shared memory for every process that names it.
+
+The differential discipline across processes: workers run mixed operations on one
+shared vserver, each logging its operations with the global sequence number its
+call took under the segment's lock; replaying that order on one private vserver
+gives the same result for every operation and the same final snapshot. Then the
+crash cases: a worker killed with transactions open, and one killed while it holds
+the lock. C engine only (the reference keeps its state in one process).
+"""
+import multiprocessing
+import os
+import pickle
+import random
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import leastload
+from leastload.engine import native
+
+FORK = multiprocessing.get_context("fork")
+# the differential test's operations per worker: small in CI; LEASTLOAD_SHARED_OPS=1000000 for the long run
+OPS = int(os.environ.get("LEASTLOAD_SHARED_OPS", "3000"))
+WORKERS = int(os.environ.get("LEASTLOAD_SHARED_WORKERS", "4"))
+SECONDS_PER_CALL = 0.002  # the clock of the differential test: 500 calls a second
+RECLAIM_BOUND = 1.0       # seconds: survivors see a dead worker's transactions ended within this
+
+
+@pytest.fixture
+def name():
+    """A fresh segment name, removed after the test."""
+    n = "test-" + uuid.uuid4().hex[:12]
+    yield n
+    leastload.unlink_shared(n)
+
+
+class SequenceClock:
+    """The time is the global sequence number of the call that reads it, so that a
+    replay in that order reads the same times."""
+
+    def __init__(self):
+        self.vs = None
+
+    def now(self):
+        return 0.0 if self.vs is None else self.vs._shared_sequence() * SECONDS_PER_CALL
+
+
+def shared_vs(c_impl, name, method="LEASTCONNECTION", **kw):
+    clock = SequenceClock()
+    vs = c_impl.VirtualServer(method, clock, shared=name, **kw)
+    clock.vs = vs
+    return vs
+
+
+def outcome(call, *args, **kw):
+    try:
+        result = call(*args, **kw)
+    except (leastload.NoServiceAvailable, leastload.UnknownService, leastload.DuplicateService,
+            leastload.TransactionEnded) as exc:
+        return type(exc).__name__
+    return result
+
+
+# ---- one process at a time ---------------------------------------------------------------------
+
+
+def test_attached_processes_see_one_vserver(c_impl, name):
+    a = c_impl.VirtualServer(shared=name)
+    for s in ("s1", "s2", "s3"):
+        a.bind(s)
+    b = c_impl.VirtualServer(shared=name)
+    assert b.services == ("s1", "s2", "s3")
+    picks = [a.select(), b.select(), a.select()]
+    assert picks == ["s1", "s2", "s3"]  # one cursor, one set of counts
+    assert [b.active(s) for s in b.services] == [1, 1, 1]
+    b.unbind("s2")
+    assert a.services == ("s1", "s3")
+    stats = a._shared_stats()
+    assert stats["processes"] == [os.getpid(), os.getpid()] and stats["capacity"] == 1024
+
+
+@pytest.mark.parametrize("setting, value", [("method", "ROUNDROBIN"), ("window_seconds", 20),
+                                            ("shared_capacity", 8), ("hash_seed", 7), ("startup_rr_factor", 2)])
+def test_a_second_opener_with_another_setting_is_told_which(c_impl, name, setting, value):
+    a = c_impl.VirtualServer(shared=name)
+    a.bind("s1")
+    with pytest.raises(ValueError, match=f"^shared vserver '{name}' exists with {setting}=.*; this one asks for "
+                                         f"{setting}={value!r}$"):
+        c_impl.VirtualServer(**{setting: value, "shared": name})
+    assert a._shared_stats()["processes"] == [os.getpid()]  # the refused opener left the segment
+    assert a.select() == "s1"
+
+
+def test_the_reference_does_not_share(ref_impl, name):
+    with pytest.raises(ValueError, match="only the C engine shares a vserver"):
+        ref_impl.VirtualServer(shared=name)
+
+
+@pytest.mark.parametrize("kw, error, text", [
+    ({"shared": 3}, TypeError, "shared must be None or a str, got int 3"),
+    ({"shared": ""}, ValueError, "shared must be 1 to 180 of the characters"),
+    ({"shared": "a/b"}, ValueError, "shared must be 1 to 180 of the characters"),
+    ({"shared": "x", "shared_capacity": 0}, ValueError, "shared_capacity must be an int in 1..1048576, got 0"),
+    ({"shared": "x", "shared_capacity": 1.5}, TypeError, "shared_capacity must be an int, got float 1.5"),
+    ({"shared": "x", "new_service_request": 10}, ValueError, "new_service_request must be 0 in a shared vserver"),
+    ({"shared": "x", "outlier_failures": 3}, ValueError, "outlier_failures must be 0 in a shared vserver"),
+])
+def test_bad_arguments_are_named(c_impl, kw, error, text):
+    with pytest.raises(error, match="^" + text):
+        c_impl.VirtualServer(**kw)
+
+
+def test_settings_are_fixed_once_created(c_impl, name):
+    vs = c_impl.VirtualServer(shared=name)
+    with pytest.raises(ValueError, match=r"^set\(\): a shared vserver's settings are fixed"):
+        vs.set(hash_seed=3)
+    with pytest.raises(ValueError, match=r"^set_method\(\): a shared vserver's settings are fixed"):
+        vs.set_method("ROUNDROBIN")
+    assert vs.method == "LEASTCONNECTION" and vs.hash_seed == leastload.VirtualServer().hash_seed
+
+
+def test_a_full_segment_refuses_the_next_bind_and_changes_nothing(c_impl, name):
+    vs = c_impl.VirtualServer(shared=name, shared_capacity=2)
+    vs.bind("s1")
+    vs.bind("s2")
+    before = vs.snapshot()
+    with pytest.raises(ValueError, match=f"^shared vserver '{name}' is full: its segment holds 2 slots"):
+        vs.bind("s3")
+    with pytest.raises(ValueError, match="is full"):
+        vs.reserve(3)
+    assert vs.snapshot() == before and vs.services == ("s1", "s2")
+
+
+def test_a_service_name_must_fit_the_segment(c_impl, name):
+    vs = c_impl.VirtualServer(shared=name)
+    with pytest.raises(ValueError, match="^name must be at most 240 bytes of UTF-8 in a shared vserver"):
+        vs.bind("é" * 121)
+    vs.bind("é" * 120)
+    assert c_impl.VirtualServer(shared=name).services == ("é" * 120,)
+
+
+def test_unlink_and_the_leftover_of_a_crash(c_impl, name):
+    assert leastload.unlink_shared(name) is False
+    child = FORK.Process(target=_bind_and_die, args=(name,))
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+    # nobody alive has it open: a leftover, replaced (its method differs, yet no error)
+    vs = c_impl.VirtualServer("ROUNDROBIN", shared=name)
+    assert vs.services == () and vs.method == "ROUNDROBIN"
+    assert leastload.unlink_shared(name) is True
+    assert c_impl.VirtualServer("LEASTBANDWIDTH", shared=name).method == "LEASTBANDWIDTH"  # a new one
+
+
+def _bind_and_die(name):
+    vs = native.VirtualServer("LEASTCONNECTION", shared=name)
+    vs.bind("old")
+    vs.acquire()
+    os._exit(0)  # no goodbye: the segment is left as a crash leaves it
+
+
+def test_a_forked_child_takes_a_place_of_its_own(c_impl, name):
+    vs = c_impl.VirtualServer(shared=name)
+    vs.bind("s1")
+    child = FORK.Process(target=_acquire_in_child, args=(vs,))
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+    # the child's transaction was its own: gone with it, not charged to this process
+    deadline = time.monotonic() + RECLAIM_BOUND
+    while vs.active("s1") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert vs.active("s1") == 0 and vs._shared_stats()["reclaimed"] == 1
+
+
+def _acquire_in_child(vs):
+    vs.acquire()
+    os._exit(0)
+
+
+# ---- the differential test across processes -----------------------------------------------------
+
+POOL = ["s%d" % i for i in range(8)]
+
+
+def _worker(name, method, seed, ops, out_path, done):
+    """Mixed operations on the shared vserver; each logged with its call's global
+    sequence number. A transaction is known by the index of the acquire that opened it."""
+    rng = random.Random(seed)
+    vs = shared_vs(native, name, method)
+    log = []
+    open_tx = []
+    for i in range(ops):
+        r = rng.random()
+        if r < 0.30:
+            op, args = "select", ()
+            result = outcome(vs.select)
+        elif r < 0.55:
+            op, args = "acquire", (i,)
+            tx = outcome(vs.acquire)
+            result = tx if isinstance(tx, str) else tx.service
+            if not isinstance(tx, str):
+                open_tx.append((i, tx))
+        elif r < 0.78 and open_tx:
+            tx_id, tx = open_tx.pop(rng.randrange(len(open_tx)))
+            size = rng.randrange(1, 5000)
+            tx.record(bytes=size, packets=1 + size // 1500)
+            log.append((vs._shared_sequence(), "tx_record", (tx_id, size, 1 + size // 1500), None))
+            status = rng.choice((200, 200, 200, 503))
+            op, args = "finish", (tx_id, rng.randrange(1, 5000) / 1e5, status)
+            result = outcome(tx.finish, ttfb=args[1], status=status)
+        elif r < 0.82 and open_tx:
+            tx_id, tx = open_tx.pop(rng.randrange(len(open_tx)))
+            op, args = "fail", (tx_id,)
+            result = outcome(tx.fail)
+        elif r < 0.87:
+            op, args = "record", (rng.choice(POOL), rng.randrange(1, 20000))
+            result = outcome(vs.record, args[0], bytes=args[1], packets=1)
+        elif r < 0.91:
+            op, args = "bind", (rng.choice(POOL), rng.randrange(1, 5))
+            result = outcome(vs.bind, *args)
+        elif r < 0.93:
+            op, args = "unbind", (rng.choice(POOL),)
+            result = outcome(vs.unbind, *args)
+        elif r < 0.95:
+            op, args = "drain", (rng.choice(POOL),)
+            result = outcome(vs.drain, *args)
+        else:
+            op, args = "set_state", (rng.choice(POOL), rng.choice(("UP", "UP", "DOWN", "OUT_OF_SERVICE")))
+            result = outcome(vs.set_state, *args)
+        log.append((vs._shared_sequence(), op, args, result))
+    for tx_id, tx in open_tx:  # nothing left open: a worker's exit changes nothing
+        result = outcome(tx.finish)
+        log.append((vs._shared_sequence(), "finish", (tx_id, None, 200), result))
+    Path(out_path).write_bytes(pickle.dumps(log))
+    done.wait(600)  # every worker stays until all logs are written: no exit while others run
+    os._exit(0)
+
+
+def replay_in_order(c_impl, method, logs):
+    """The logged calls, in their global order, on one private vserver; asserts each result."""
+    clock = c_impl.ManualClock(0.0)
+    vs = c_impl.VirtualServer(method, clock)
+    txs = {}
+    entries = sorted((seq, str(worker), op, args, result)
+                     for worker, log in logs.items() for seq, op, args, result in log)
+    for seq, worker, op, args, result in entries:
+        clock.set(seq * SECONDS_PER_CALL)
+        if op == "acquire":
+            tx = outcome(vs.acquire)
+            got = tx if isinstance(tx, str) else tx.service
+            if not isinstance(tx, str):
+                txs[worker, args[0]] = tx
+        elif op == "tx_record":
+            got = txs[worker, args[0]].record(bytes=args[1], packets=args[2])
+        elif op == "finish":
+            got = outcome(txs.pop((worker, args[0])).finish, ttfb=args[1], status=args[2])
+        elif op == "fail":
+            got = outcome(txs.pop((worker, args[0])).fail)
+        elif op == "record":
+            got = outcome(vs.record, args[0], bytes=args[1], packets=1)
+        else:
+            got = outcome(getattr(vs, op), *args)
+        assert got == result, (seq, worker, op, args)
+    assert not txs
+    return vs, len(entries)
+
+
+@pytest.mark.parametrize("method", ["LEASTCONNECTION", "LEASTBANDWIDTH", "ROUNDROBIN"])
+def test_workers_on_one_shared_vserver_agree_with_one_private_replay(c_impl, name, method, tmp_path):
+    parent = shared_vs(c_impl, name, method)
+    logs = {"parent": []}
+    for s in POOL[:4]:
+        parent.bind(s)
+        logs["parent"].append((parent._shared_sequence(), "bind", (s, 1), None))
+    done = FORK.Event()
+    paths = [tmp_path / f"w{w}" for w in range(WORKERS)]
+    procs = [FORK.Process(target=_worker, args=(name, method, 1000 + w, OPS, paths[w], done))
+             for w in range(WORKERS)]
+    for p in procs:
+        p.start()
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and any(p.exitcode is None for p in procs):
+            logs.update({w: pickle.loads(paths[w].read_bytes()) for w in range(WORKERS)
+                         if w not in logs and paths[w].exists() and _complete(paths[w])})
+            if len(logs) == WORKERS + 1:
+                break
+            time.sleep(0.05)
+    finally:
+        done.set()
+        for p in procs:
+            p.join(60)
+    assert [p.exitcode for p in procs] == [0] * WORKERS
+    seqs = [e[0] for log in logs.values() for e in log if e[1] != "tx_record"]
+    assert len(seqs) == len(set(seqs))  # each call has a place of its own in the global order
+    replayed, n = replay_in_order(c_impl, method, logs)
+    assert n >= WORKERS * OPS
+    assert parent.snapshot() == replayed.snapshot()
+
+
+def _complete(path):
+    try:
+        pickle.loads(path.read_bytes())
+    except Exception:  # still being written
+        return False
+    return True
