@@ -310,3 +310,112 @@ def _complete(path):
     except Exception:  # still being written
         return False
     return True
+
+
+# ---- a worker killed ---------------------------------------------------------------------------
+
+
+def _hold_transactions(name, ready, in_lock):
+    vs = native.VirtualServer(shared=name)
+    if in_lock:
+        with vs.atomic():  # parks inside the critical section: the segment's lock is held
+            vs.acquire()
+            vs.acquire()
+            ready.set()
+            time.sleep(600)
+    for _ in range(5):
+        vs.acquire()
+    ready.set()
+    time.sleep(600)
+
+
+def _kill_and_wait_for_reclaim(c_impl, name, in_lock):
+    vs = c_impl.VirtualServer(shared=name)
+    for s in ("s1", "s2", "s3"):
+        vs.bind(s)
+    mine = [vs.acquire() for _ in range(2)]  # this process's own stay open throughout
+    ready = FORK.Event()
+    worker = FORK.Process(target=_hold_transactions, args=(name, ready, in_lock))
+    worker.start()
+    try:
+        assert ready.wait(30)
+        if not in_lock:
+            assert sum(vs.active(s) for s in vs.services) == 7
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.join(30)
+        assert worker.exitcode == -signal.SIGKILL
+        killed = time.monotonic()
+        reclaimed_at = None
+        picks = 0
+        while time.monotonic() - killed < RECLAIM_BOUND:
+            vs.select()  # survivors carry on: no call waits for the dead
+            picks += 1
+            stats = vs._shared_stats()
+            if stats["reclaimed"] and reclaimed_at is None:
+                reclaimed_at = time.monotonic() - killed
+                break
+            time.sleep(0.005)
+        assert reclaimed_at is not None, f"not reclaimed within {RECLAIM_BOUND} s"
+        return vs, mine, stats, picks
+    finally:
+        if worker.exitcode is None:
+            worker.kill()
+            worker.join(30)
+
+
+def test_a_killed_worker_s_transactions_are_reclaimed(c_impl, name):
+    vs, mine, stats, picks = _kill_and_wait_for_reclaim(c_impl, name, in_lock=False)
+    assert stats["reclaimed"] == 5 and stats["repairs"] == 0
+    assert stats["processes"] == [os.getpid()]
+    # what is left open is this process's: its two, and its picks since
+    assert sum(vs.active(s) for s in vs.services) == 2 + picks
+    for tx in mine:
+        tx.finish()
+
+
+def test_a_worker_killed_holding_the_lock_leaves_it_usable_and_repaired(c_impl, name):
+    vs, mine, stats, picks = _kill_and_wait_for_reclaim(c_impl, name, in_lock=True)
+    assert stats["reclaimed"] == 2 and stats["repairs"] == 1
+    assert sum(vs.active(s) for s in vs.services) == 2 + picks
+    for tx in mine:
+        tx.finish()
+    assert sum(vs.active(s) for s in vs.services) == picks
+
+
+# ---- the C API: another program attaches ---------------------------------------------------------
+
+def _build_attach_program(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    csrc = root / "csrc"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not (csrc / "ll_shared.c").exists() or cc is None:
+        pytest.skip("the C test program needs the source tree's csrc/ and a C compiler")
+    exe = tmp_path / "shared_attach"
+    sources = sorted(map(str, csrc.glob("*.c"))) + sorted(map(str, (csrc / "methods").glob("*.c")))
+    subprocess.run([cc, "-std=c11", "-O1", "-I", str(csrc), str(Path(__file__).parent / "c" / "shared_attach.c"),
+                    *sources, "-o", str(exe), "-lm", "-lpthread"], check=True, timeout=300)
+    return exe
+
+
+def test_a_c_program_attaches_and_picks(c_impl, name, tmp_path):
+    exe = _build_attach_program(tmp_path)
+    vs = c_impl.VirtualServer(shared=name)
+    for s in ("alpha", "beta", "gamma"):
+        vs.bind(s)
+    held = [vs.acquire(), vs.acquire()]  # alpha and beta busy: least connection picks gamma first
+    run = subprocess.run([str(exe), name, "3"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["gamma", "alpha", "beta"]
+    assert [vs._selections(s)[0] for s in vs.services] == [2, 2, 1]  # its picks were charged here
+    # it closed its handle: its three transactions ended with it, this process's two stay
+    assert [vs.active(s) for s in vs.services] == [1, 1, 0]
+    assert vs._shared_stats()["reclaimed"] == 3
+    for tx in held:
+        tx.finish()
+
+
+def test_the_c_program_says_when_there_is_no_segment(tmp_path, name):
+    exe = _build_attach_program(tmp_path)
+    run = subprocess.run([str(exe), name, "1"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "no shared vserver" in run.stderr
+    assert leastload.unlink_shared(name) is False  # it left nothing behind

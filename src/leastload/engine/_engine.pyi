@@ -1,7 +1,7 @@
 # Types of the C extension leastload.engine._engine (built from _engine.pyx): the engine's
 # interface (_interface.pyi, shared with the pure-Python reference) and what the C
 # engine has besides; tests/test_public_api.py compares them with the engines.
-from typing import Any, Collection, Optional
+from typing import Any, Collection, Dict, Optional
 
 from ._interface import EngineAPI, TransactionAPI
 
@@ -28,6 +28,12 @@ class Engine(EngineAPI):
     def _check_replay(self, clock: Any, trace: Any) -> Any: ...
     def _replay_mapping(self, trace: Any) -> Any: ...
     def _noop(self, x: Any) -> Any: ...
+    # shared="NAME" (not public beyond the constructor's keyword)
+    def _shared_sequence(self) -> int: ...
+    def _shared_stats(self) -> Optional[Dict[str, Any]]: ...
+
+def unlink_shared(name: str) -> bool:
+    """Removes the shared vserver `name`'s segment; True when there was one."""
 
 def _hash64(data: bytes, seed: int) -> int:
     """XXH64 of `data` with `seed`, from the C core."""
