@@ -269,6 +269,7 @@ size_t ll_memory_bytes(const ll_vserver *vs);
 #define LL_SHARED_MAX_PROCS 64u               /* processes attached at once */
 #define LL_SHARED_NAME_BYTES 240u             /* a service name's bytes at most */
 #define LL_SHARED_SETTINGS_BYTES 4096u        /* the creator's settings record */
+#define LL_SHARED_POLICY_BYTES (1u << 20)     /* the callers' policy record (slow start, ejection) */
 #define LL_SHARED_SWEEP_NS 250000000LL        /* the liveness sweep's period */
 
 /* One attached process (pid 0: a free entry). `started` is its start time
@@ -289,7 +290,8 @@ typedef struct {
 } ll_shared_label;
 
 /* The segment: this header, then the names ([capacity] ll_shared_label at
- * labels_at), then the vserver (at vserver_at, 64-byte aligned). Offsets
+ * labels_at), the policy record (LL_SHARED_POLICY_BYTES at policy_at), then
+ * the vserver (at vserver_at, 64-byte aligned). Offsets
  * are from the segment's first byte. Fields other than `ready` are read and
  * written under `lock` only. */
 typedef struct {
@@ -299,7 +301,7 @@ typedef struct {
     uint64_t size;            /* bytes in the segment                        */
     uint32_t capacity;        /* slots, holes included                       */
     uint32_t vserver_bytes;   /* sizeof the core's vserver: this build's layout */
-    uint64_t labels_at, vserver_at;
+    uint64_t labels_at, policy_at, vserver_at;
     uint64_t seq;             /* locks taken so far: the global order of calls */
     uint64_t names_gen;       /* moves whenever a slot's name changes        */
     uint64_t next_serial;     /* the last serial handed out                  */
@@ -308,6 +310,9 @@ typedef struct {
     int64_t next_sweep_ns;    /* CLOCK_MONOTONIC: the next liveness sweep    */
     uint32_t dead;            /* 1: being removed; whoever sees it opens anew */
     uint32_t settings_len;
+    uint64_t policy_gen;      /* moves whenever the policy record is written */
+    uint32_t policy_len;      /* bytes of the policy record (0: none yet)    */
+    uint32_t reserved;
     pthread_mutex_t lock;     /* robust, process-shared                      */
     ll_shared_proc procs[LL_SHARED_MAX_PROCS];
     unsigned char settings[LL_SHARED_SETTINGS_BYTES]; /* the creator's, opaque */
@@ -348,12 +353,19 @@ const ll_shared_label *ll_shared_labels(const ll_shared *sh);
 int ll_shared_set_name(ll_shared *sh, uint32_t slot, const char *name, size_t len);
 /* Under the lock: the bound slot named `name`, or -ENOENT. O(n). */
 int64_t ll_shared_slot_of(const ll_shared *sh, const char *name, size_t len);
+/* Under the lock: replaces the policy record, an opaque byte string the
+ * callers keep there (the Python facade: its slow-start ramps and ejections,
+ * so that whichever process holds the lock runs the one policy); policy_gen
+ * moves. -E2BIG over LL_SHARED_POLICY_BYTES. */
+int ll_shared_set_policy(ll_shared *sh, const void *data, uint32_t len);
+const unsigned char *ll_shared_policy(const ll_shared *sh);
 /* Under the lock: ll_compact() with the names and the ledger moved along. */
 void ll_shared_compact(ll_shared *sh);
 /* Under the lock: ends the transactions of every attached process that has
  * died (run by ll_shared_lock() on its own every LL_SHARED_SWEEP_NS).
- * Returns how many transactions were ended; a draining service left idle
- * is unbound (its name cleared). */
+ * Returns how many transactions were ended (the header's `reclaimed` counts
+ * them all). A draining service that leaves idle stays bound: callers that
+ * see `reclaimed` move unbind such services, as after LL_END_DRAINED. */
 uint64_t ll_shared_reclaim(ll_shared *sh);
 
 #ifdef __cplusplus

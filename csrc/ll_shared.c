@@ -134,10 +134,7 @@ static uint64_t reclaim_row(ll_shared *sh, uint32_t r)
             continue;
         row[slot] = 0;
         n += c;
-        if (ll_abandon(vs, slot, c) & LL_END_DRAINED) {  /* as the facade does */
-            ll_unbind(vs, slot);
-            clear_name(sh, slot);
-        }
+        ll_abandon(vs, slot, c);  /* a draining service left idle: the callers unbind it */
     }
     memset(&sh->hdr->procs[r], 0, sizeof sh->hdr->procs[r]);
     sh->hdr->reclaimed += n;
@@ -289,6 +286,19 @@ int ll_shared_set_name(ll_shared *sh, uint32_t slot, const char *name, size_t le
     return 0;
 }
 
+int ll_shared_set_policy(ll_shared *sh, const void *data, uint32_t len)
+{
+    if (len > LL_SHARED_POLICY_BYTES || (len && !data))
+        return len > LL_SHARED_POLICY_BYTES ? -E2BIG : -EINVAL;
+    if (len)
+        memcpy(sh->base + sh->hdr->policy_at, data, len);
+    sh->hdr->policy_len = len;
+    sh->hdr->policy_gen++;
+    return 0;
+}
+
+const unsigned char *ll_shared_policy(const ll_shared *sh) { return sh->base + sh->hdr->policy_at; }
+
 int64_t ll_shared_slot_of(const ll_shared *sh, const char *name, size_t len)
 {
     const ll_vserver *vs = sh->vs;
@@ -340,11 +350,17 @@ static void place(ll_shared *sh, unsigned char *base, size_t size)
     sh->me = NO_ROW;
 }
 
+/* Where the policy record and the vserver go, after the header and the names. */
+static size_t policy_at(size_t labels_at, uint32_t capacity)
+{
+    return up64(labels_at + (size_t)capacity * sizeof(ll_shared_label));
+}
+
 static int create(const char *name, ll_method method, int64_t sec, uint32_t capacity, const void *settings,
                   uint32_t settings_len, ll_shared **out)
 {
     size_t labels_at = up64(sizeof(ll_shared_header));
-    size_t vserver_at = up64(labels_at + (size_t)capacity * sizeof(ll_shared_label));
+    size_t vserver_at = up64(policy_at(labels_at, capacity) + LL_SHARED_POLICY_BYTES);
     size_t size = vserver_at + ll_fixed_size(capacity, LL_SHARED_MAX_PROCS);
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0)
@@ -366,6 +382,7 @@ static int create(const char *name, ll_method method, int64_t sec, uint32_t capa
         h->capacity = capacity;
         h->vserver_bytes = (uint32_t)sizeof(ll_vserver);
         h->labels_at = labels_at;
+        h->policy_at = policy_at(labels_at, capacity);
         h->vserver_at = vserver_at;
         h->settings_len = settings_len;
         if (settings_len)
@@ -446,7 +463,8 @@ static int attach(const char *name, ll_shared **out)
     size_t labels_at = up64(sizeof(ll_shared_header));
     if (h->magic != LL_SHARED_MAGIC || h->version != LL_SHARED_VERSION || h->vserver_bytes != sizeof(ll_vserver)
         || h->size != size || h->labels_at != labels_at || h->capacity < 1 || h->capacity > LL_FIXED_MAX_CAPACITY
-        || h->vserver_at != up64(labels_at + (size_t)h->capacity * sizeof(ll_shared_label))
+        || h->policy_at != policy_at(labels_at, h->capacity)
+        || h->vserver_at != up64(h->policy_at + LL_SHARED_POLICY_BYTES) || h->policy_len > LL_SHARED_POLICY_BYTES
         || h->vserver_at + ll_fixed_size(h->capacity, LL_SHARED_MAX_PROCS) != size) {
         munmap(mem, size);
         return -EPROTO;

@@ -107,8 +107,6 @@ def test_the_reference_does_not_share(ref_impl, name):
     ({"shared": "a/b"}, ValueError, "shared must be 1 to 180 of the characters"),
     ({"shared": "x", "shared_capacity": 0}, ValueError, "shared_capacity must be an int in 1..1048576, got 0"),
     ({"shared": "x", "shared_capacity": 1.5}, TypeError, "shared_capacity must be an int, got float 1.5"),
-    ({"shared": "x", "new_service_request": 10}, ValueError, "new_service_request must be 0 in a shared vserver"),
-    ({"shared": "x", "outlier_failures": 3}, ValueError, "outlier_failures must be 0 in a shared vserver"),
 ])
 def test_bad_arguments_are_named(c_impl, kw, error, text):
     with pytest.raises(error, match="^" + text):
@@ -188,11 +186,11 @@ def _acquire_in_child(vs):
 POOL = ["s%d" % i for i in range(8)]
 
 
-def _worker(name, method, seed, ops, out_path, done):
+def _worker(name, method, settings, seed, ops, out_path, done):
     """Mixed operations on the shared vserver; each logged with its call's global
     sequence number. A transaction is known by the index of the acquire that opened it."""
     rng = random.Random(seed)
-    vs = shared_vs(native, name, method)
+    vs = shared_vs(native, name, method, **settings)
     log = []
     open_tx = []
     for i in range(ops):
@@ -242,10 +240,10 @@ def _worker(name, method, seed, ops, out_path, done):
     os._exit(0)
 
 
-def replay_in_order(c_impl, method, logs):
+def replay_in_order(c_impl, method, settings, logs):
     """The logged calls, in their global order, on one private vserver; asserts each result."""
     clock = c_impl.ManualClock(0.0)
-    vs = c_impl.VirtualServer(method, clock)
+    vs = c_impl.VirtualServer(method, clock, **settings)
     txs = {}
     entries = sorted((seq, str(worker), op, args, result)
                      for worker, log in logs.items() for seq, op, args, result in log)
@@ -271,16 +269,25 @@ def replay_in_order(c_impl, method, logs):
     return vs, len(entries)
 
 
-@pytest.mark.parametrize("method", ["LEASTCONNECTION", "LEASTBANDWIDTH", "ROUNDROBIN"])
-def test_workers_on_one_shared_vserver_agree_with_one_private_replay(c_impl, name, method, tmp_path):
-    parent = shared_vs(c_impl, name, method)
+SLOW_START_AND_EJECTION = {"new_service_request": 3, "new_service_request_increment_interval": 1,
+                           "outlier_failures": 3, "outlier_ejection_time": 2}
+PERCENT_RAMP = {"new_service_request": 25, "new_service_request_unit": "PERCENT",
+                "new_service_request_increment_interval": 2, "outlier_failures": 2, "outlier_ejection_time": 1}
+
+
+@pytest.mark.parametrize("method, settings", [
+    ("LEASTCONNECTION", {}), ("LEASTBANDWIDTH", {}), ("ROUNDROBIN", {}),
+    ("LEASTCONNECTION", SLOW_START_AND_EJECTION), ("LEASTBANDWIDTH", PERCENT_RAMP),
+], ids=["LC", "LB", "RR", "LC-slow-start-ejection", "LB-percent-ramp-ejection"])
+def test_workers_on_one_shared_vserver_agree_with_one_private_replay(c_impl, name, method, settings, tmp_path):
+    parent = shared_vs(c_impl, name, method, **settings)
     logs = {"parent": []}
     for s in POOL[:4]:
         parent.bind(s)
         logs["parent"].append((parent._shared_sequence(), "bind", (s, 1), None))
     done = FORK.Event()
     paths = [tmp_path / f"w{w}" for w in range(WORKERS)]
-    procs = [FORK.Process(target=_worker, args=(name, method, 1000 + w, OPS, paths[w], done))
+    procs = [FORK.Process(target=_worker, args=(name, method, settings, 1000 + w, OPS, paths[w], done))
              for w in range(WORKERS)]
     for p in procs:
         p.start()
@@ -292,16 +299,27 @@ def test_workers_on_one_shared_vserver_agree_with_one_private_replay(c_impl, nam
             if len(logs) == WORKERS + 1:
                 break
             time.sleep(0.05)
+        assert len(logs) == WORKERS + 1, "a worker did not finish"
+        # compared while the workers live on: a dead one's select()s would be reclaimed
+        seqs = [e[0] for log in logs.values() for e in log if e[1] != "tx_record"]
+        assert len(seqs) == len(set(seqs))  # each call has a place of its own in the global order
+        replayed, n = replay_in_order(c_impl, method, settings, logs)
+        assert n >= WORKERS * OPS
+        with parent.atomic():
+            assert parent.snapshot() == replayed.snapshot()
+            # the policy ran once for all: the same ramps and ejections (the shared lists keep the newest)
+            assert parent.slow_start_exits == replayed.slow_start_exits[-len(parent.slow_start_exits):]
+            assert parent.outlier_events == replayed.outlier_events[-len(parent.outlier_events):]
+            assert [parent.slow_start(s) for s in parent.services] == \
+                [replayed.slow_start(s) for s in replayed.services]
+            assert [parent.ejection(s) for s in parent.services] == [replayed.ejection(s) for s in replayed.services]
+        if settings:
+            assert replayed.outlier_events and replayed.slow_start_exits  # the policy had work to do
     finally:
         done.set()
         for p in procs:
             p.join(60)
     assert [p.exitcode for p in procs] == [0] * WORKERS
-    seqs = [e[0] for log in logs.values() for e in log if e[1] != "tx_record"]
-    assert len(seqs) == len(set(seqs))  # each call has a place of its own in the global order
-    replayed, n = replay_in_order(c_impl, method, logs)
-    assert n >= WORKERS * OPS
-    assert parent.snapshot() == replayed.snapshot()
 
 
 def _complete(path):
@@ -419,3 +437,34 @@ def test_the_c_program_says_when_there_is_no_segment(tmp_path, name):
     run = subprocess.run([str(exe), name, "1"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "no shared vserver" in run.stderr
     assert leastload.unlink_shared(name) is False  # it left nothing behind
+
+
+def _select_and_wait(name, ready):
+    vs = native.VirtualServer(shared=name, new_service_request=5, new_service_request_increment_interval=1)
+    vs.select()  # a transaction with no handle: only its process could end it
+    ready.set()
+    time.sleep(600)
+
+
+def test_a_draining_service_left_idle_by_a_reclaim_is_unbound(c_impl, name):
+    vs = c_impl.VirtualServer(shared=name, new_service_request=5, new_service_request_increment_interval=1)
+    vs.bind("s1")
+    vs.bind("s2")
+    ready = FORK.Event()
+    worker = FORK.Process(target=_select_and_wait, args=(name, ready))
+    worker.start()
+    try:
+        assert ready.wait(30)
+        vs.drain("s1")  # its one transaction is the worker's
+        assert vs.services == ("s1", "s2") and vs.active("s1") == 1
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.join(30)
+        deadline = time.monotonic() + RECLAIM_BOUND
+        while "s1" in vs.services and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert vs.services == ("s2",)  # unbound through the facade: its slow start record went with it
+        assert vs.slow_start("s2") is None
+    finally:
+        if worker.exitcode is None:
+            worker.kill()
+            worker.join(30)

@@ -122,6 +122,7 @@ cdef extern from "leastload.h" nogil:
     enum:
         LL_SHARED_NAME_BYTES
         LL_SHARED_SETTINGS_BYTES
+        LL_SHARED_POLICY_BYTES
         LL_SHARED_MAX_PROCS
 
     ctypedef struct ll_shared_proc:
@@ -140,6 +141,8 @@ cdef extern from "leastload.h" nogil:
         uint64_t reclaimed
         uint64_t repairs
         uint32_t settings_len
+        uint64_t policy_gen
+        uint32_t policy_len
         ll_shared_proc procs[64]
         unsigned char settings[4096]
 
@@ -157,6 +160,8 @@ cdef extern from "leastload.h" nogil:
     const ll_shared_label *ll_shared_labels(const ll_shared *sh)
     int ll_shared_set_name(ll_shared *sh, uint32_t slot, const char *name, size_t len)
     void ll_shared_compact(ll_shared *sh)
+    int ll_shared_set_policy(ll_shared *sh, const void *data, uint32_t len)
+    const unsigned char *ll_shared_policy(const ll_shared *sh)
     uint64_t ll_shared_reclaim(ll_shared *sh)
     int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
     int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uint32_t *excluded, size_t n_excluded)

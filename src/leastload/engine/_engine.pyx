@@ -97,6 +97,8 @@ cdef class Engine:
     # process has read, the lock's place in the global order at this call
     cdef ll_shared *_sh
     cdef uint64_t _names_gen
+    cdef uint64_t _policy_gen
+    cdef uint64_t _reclaimed
     cdef uint64_t _seq
     cdef str _shared_name
 
@@ -774,6 +776,18 @@ cdef class Engine:
             raise RuntimeError("a vserver cannot leave its segment inside one of its own calls")
         if self._sh != NULL:
             _shared_close(self)
+
+    def _policy_load(self, record):
+        """Shared: another process changed the policy's state (the facade reads it)."""
+
+    def _policy_store(self, record):
+        """Shared: the policy's state after a step of it, for the other processes."""
+        if self._sh != NULL:
+            with self._hold:
+                _shared_store_policy(self, record)
+
+    def _deadline_at(self):
+        return self._deadline
 
     def _shared_sequence(self):
         """The place of this process's latest call in the order of all calls on the

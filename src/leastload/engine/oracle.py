@@ -433,6 +433,12 @@ class Engine(_Interface):
     def _close_shared(self) -> None:
         """Never shared: nothing to leave."""
 
+    def _policy_store(self, record: bytes) -> None:
+        """Never shared: the policy's state stays in this process."""
+
+    def _deadline_at(self) -> float:
+        return self._deadline
+
     @_atomic
     def _seed_draws(self, seed: int) -> None:
         """Restarts P2C's draws from `seed` (checked by the facade)."""

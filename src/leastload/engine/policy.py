@@ -16,12 +16,14 @@ cost O(log n): the engine keeps O(1) aggregates (_totals), and the due
 times (ramp boundaries, ejection ends) sit in one heap with lazy deletion.
 """
 
+import functools
 import heapq
 import inspect
 import json
+import pickle
 import math
 import textwrap
-from typing import TYPE_CHECKING, Any, Collection, ContextManager, Dict, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Collection, ContextManager, Dict, List, Optional, Set, Tuple, TypeVar, Union
 
 from .errors import (MAX_EJECTION_TIME, STATES, NoServiceAvailable, bad_type, bad_value, check_choice,
                      check_exclude, check_peakewma_decay, shared_fixed)
@@ -43,6 +45,25 @@ NO_TRAFFIC_INTERVALS = 3  # ... or after three successive intervals without traf
 
 
 MAX_OUTLIER_EVENTS = 2000  # outlier_events keeps the newest entries, so it cannot grow without end
+SHARED_EVENTS = 200  # a shared vserver's two event lists keep this many (they travel in its segment)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _policy_step(method: _F) -> _F:
+    """A step that may change the policy's state: in a shared vserver, that state is
+    written to the segment at its end (the lock still held), so the next process to
+    take the lock runs the policy from it: one policy per vserver, not one per process."""
+    @functools.wraps(method)
+    def step(self: "VirtualServerFacade", *args: Any, **kwargs: Any) -> Any:
+        if self._shared is None:
+            return method(self, *args, **kwargs)
+        with self.atomic():
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._policy_store(self._policy_record())
+    return step  # type: ignore[return-value]
 
 
 class _Outlier:
@@ -99,6 +120,16 @@ class VirtualServerFacade(_EngineBase):
         v = check_settings({s.name: given[s.name] for s in SETTINGS})  # everything checked first
         check_rate(v["new_service_request"], v["new_service_request_unit"])
         super().__init__(v["method"], clock, startup_rr_factor=v["startup_rr_factor"], rtsp_nat=v["rtsp_nat"])
+        # the policy's state (a shared vserver's opener reads the segment's into it)
+        self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
+        self._outliers: Dict[str, _Outlier] = {}  # for the services ever ejected since bind
+        self._draining: Set[str] = set()  # drained services still bound (they end unbound)
+        self._timers: List[_Timer] = []  # heap of (time, seq, name, _Ramp or _Outlier); stale entries skipped
+        self._timer_seq = 0
+        # (time, service, why), in order: what ended each slow start
+        self.slow_start_exits: List[Tuple[float, str, str]] = []
+        # (time, service, what): ejections, returns, ejections refused
+        self.outlier_events: List[Tuple[float, str, str]] = []
         self._shared: Optional[str] = v["shared"]
         self._shared_capacity: int = v["shared_capacity"]
         created = self._shared is None or self._share(v)
@@ -115,15 +146,6 @@ class VirtualServerFacade(_EngineBase):
         self._unit: str = v["new_service_request_unit"]
         self._interval: int = v["new_service_request_increment_interval"]
         self._handover: str = v["slow_start_handover"]
-        self._ramps: Dict[str, _Ramp] = {}  # for the services in slow start
-        self._outliers: Dict[str, _Outlier] = {}  # for the services ever ejected since bind
-        self._draining: Set[str] = set()  # drained services still bound (they end unbound)
-        self._timers: List[_Timer] = []  # heap of (time, seq, name, _Ramp or _Outlier); stale entries skipped
-        self._timer_seq = 0
-        # (time, service, why), in order: what ended each slow start
-        self.slow_start_exits: List[Tuple[float, str, str]] = []
-        # (time, service, what): ejections, returns, ejections refused
-        self.outlier_events: List[Tuple[float, str, str]] = []
         self._outlier_k: int = v["outlier_failures"]
         self._ejection_time: float = v["outlier_ejection_time"]
         self._max_ejection_percent: int = v["outlier_max_ejection_percent"]
@@ -134,10 +156,6 @@ class VirtualServerFacade(_EngineBase):
     def _share(self, v: Dict[str, Any]) -> bool:
         """Puts the vserver in the shared segment v["shared"]: True when this process
         created it, False when it attached to one made with the same settings."""
-        for policy in ("new_service_request", "outlier_failures"):  # they run in one process yet
-            if v[policy]:
-                raise bad_value(policy, v[policy], "0 in a shared vserver (slow start and outlier ejection "
-                                "are not shared between processes yet)")
         ours = {key: v[key] for key in SHARED_RECORD}
         theirs = self._open_shared(v["shared"], v["shared_capacity"], json.dumps(ours).encode())
         if theirs is None:
@@ -289,8 +307,26 @@ class VirtualServerFacade(_EngineBase):
                     ramp.cap = self._cap_for(ramp)
                 self._set_cap(name, ramp.cap)
 
+    # ---- a shared vserver's policy state ----------------------------------------
+
+    def _policy_record(self) -> bytes:
+        """The policy's whole state (the segment is the user's own, mode 0600)."""
+        del self.slow_start_exits[:-SHARED_EVENTS]
+        del self.outlier_events[:-SHARED_EVENTS]
+        return pickle.dumps((self._ramps, self._outliers, self._draining, self._timers, self._timer_seq,
+                             self.slow_start_exits, self.outlier_events, self._deadline_at()),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _policy_load(self, record: bytes) -> None:
+        if not record:
+            return
+        (self._ramps, self._outliers, self._draining, self._timers, self._timer_seq, self.slow_start_exits,
+         self.outlier_events, deadline) = pickle.loads(record)
+        self._set_deadline(deadline)
+
     # ---- the lifecycle that starts slow start -------------------------------
 
+    @_policy_step
     def bind(self, name: str, weight: int = 1) -> None:
         with self.atomic():
             # the clock is read before anything changes: if it raises, nothing is bound
@@ -299,6 +335,7 @@ class VirtualServerFacade(_EngineBase):
             self._draining.discard(name)
             self._maybe_begin_ramp(name, now)
 
+    @_policy_step
     def unbind(self, name: str) -> None:
         with self.atomic():
             now = self.now() if self._ramps else None
@@ -310,6 +347,7 @@ class VirtualServerFacade(_EngineBase):
             elif self._ramps and not self._has_others_up():
                 self._end_all(now)  # the last normal service left: nobody takes the surplus
 
+    @_policy_step
     def set_state(self, name: str, state: str) -> None:
         with self.atomic():
             was_down = self.state(name) == "DOWN"
@@ -325,6 +363,7 @@ class VirtualServerFacade(_EngineBase):
             else:
                 self._resume_ramp(name, now)  # OUT_OF_SERVICE -> UP: the ramp goes on where it stood
 
+    @_policy_step
     def drain(self, name: str) -> None:
         with self.atomic():
             now = self.now() if self._ramps else None
@@ -443,6 +482,7 @@ class VirtualServerFacade(_EngineBase):
             return self._outliers.get(name) is not token or token.until != t
         return self._ramps.get(name) is not token or token.next_boundary != t
 
+    @_policy_step
     def _on_deadline(self, now: float) -> None:
         """Runs at the first call that sees the clock reach the next due time:
         ejections that end and ramp boundaries, in time order."""
@@ -566,6 +606,7 @@ class VirtualServerFacade(_EngineBase):
 
     # ---- passive outlier ejection ----------------------------------------------
 
+    @_policy_step
     def _on_outlier(self, name: str) -> None:
         """The engine saw `outlier_failures` failures in a row on `name` (not ejected,
         not draining): eject it unless the percentage cap or the last-eligible rule says no."""
@@ -593,6 +634,7 @@ class VirtualServerFacade(_EngineBase):
         self._plan(now)
         return None
 
+    @_policy_step
     def end_ejection(self, name: str) -> bool:
         """Ends the passive ejection of `name` now, as its end time would (slow start
         applies as after DOWN -> UP): what a passed active health check does in the

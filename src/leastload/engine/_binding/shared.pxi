@@ -3,7 +3,7 @@
 # rebuilt whenever another process changed them. Included by _engine.pyx.
 
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.errno cimport EBUSY, ENOSPC, EUSERS, EPROTO, ENAMETOOLONG
+from libc.errno cimport EBUSY, ENOSPC, EUSERS, EPROTO
 import os as _os
 
 SHARED_PREFIX = "leastload."  # the segment of shared="NAME" is /dev/shm/leastload.NAME
@@ -38,12 +38,42 @@ cdef int _shared_lock(Engine self) except -1:
     self._vs = vs
     cdef ll_shared_header *h = ll_shared_header_of(self._sh)
     self._seq = h.seq
-    if h.names_gen != self._names_gen:
+    if h.names_gen != self._names_gen or h.policy_gen != self._policy_gen or h.reclaimed != self._reclaimed:
         try:
-            _shared_sync_names(self)
+            if h.names_gen != self._names_gen:
+                _shared_sync_names(self)
+            if h.policy_gen != self._policy_gen:  # another process ran the policy: its state
+                self._policy_gen = h.policy_gen
+                self._policy_load(ll_shared_policy(self._sh)[:h.policy_len])
+            if h.reclaimed != self._reclaimed:  # a dead process's transactions ended
+                self._reclaimed = h.reclaimed
+                _unbind_drained(self)
         except BaseException:
             ll_shared_unlock(self._sh)
             raise
+    return 0
+
+
+cdef int _unbind_drained(Engine self) except -1:
+    """Draining services the reclaim left idle are unbound, as their last finish would
+    have done (through the facade's unbind: its bookkeeping follows)."""
+    cdef ll_info info
+    for name in [n for n in self._names if n is not None]:
+        found = self._slots.get(name)
+        if found is not None:
+            info = _info_at(self, found)
+            if info.draining and info.active == 0:
+                self.unbind(name)
+    return 0
+
+
+cdef int _shared_store_policy(Engine self, bytes record) except -1:
+    """Under the lock: the policy's state, for the next holder in another process."""
+    cdef int rc = ll_shared_set_policy(self._sh, <const char *>record, <uint32_t>len(record))
+    if rc < 0:
+        raise OverflowError(f"the policy's state ({len(record)} bytes) outgrew its place in the shared segment"
+                            f" ({LL_SHARED_POLICY_BYTES} bytes)")
+    self._policy_gen = ll_shared_header_of(self._sh).policy_gen
     return 0
 
 
@@ -121,6 +151,7 @@ cdef object _shared_open(Engine self, str name, uint32_t capacity, bytes record)
     cdef ll_vserver *private = self._vs
     self._sh = sh
     self._names_gen = <uint64_t>-1  # the first lock reads the names
+    self._policy_gen = 0  # ... and the policy's state, once there is one
     self._shared_name = name
     self._enter()  # now takes the segment's lock, which puts the shared vserver in _vs
     try:
