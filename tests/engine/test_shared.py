@@ -113,13 +113,25 @@ def test_bad_arguments_are_named(c_impl, kw, error, text):
         c_impl.VirtualServer(**kw)
 
 
-def test_settings_are_fixed_once_created(c_impl, name):
-    vs = c_impl.VirtualServer(shared=name)
-    with pytest.raises(ValueError, match=r"^set\(\): a shared vserver's settings are fixed"):
-        vs.set(hash_seed=3)
+def test_set_reaches_every_process_and_the_method_stays(c_impl, name):
+    a = c_impl.VirtualServer("URLHASH", shared=name)
+    b = c_impl.VirtualServer("URLHASH", shared=name)
+    for s in ("s1", "s2", "s3"):
+        a.bind(s)
+    a.set(hash_seed=3, hashlength=4, outlier_failures=2, new_service_request=10, window_seconds=20)
+    assert (b.hash_seed, b.hashlength, b.outlier_failures, b.new_service_request, b.window_seconds) == \
+        (3, 4, 2, 10, 20)
+    assert b.select(key="/abcd-one") == a.select(key="/abcd-two")  # the same key for both: 4 bytes hashed
+    b.fail(b.select(key="/x"))
+    assert b.active("s1") + b.active("s2") + b.active("s3") == 2
+    with pytest.raises(ValueError, match=r"^set\(method=...\): a shared vserver's settings are fixed"):
+        b.set(method="ROUNDROBIN")
     with pytest.raises(ValueError, match=r"^set_method\(\): a shared vserver's settings are fixed"):
-        vs.set_method("ROUNDROBIN")
-    assert vs.method == "LEASTCONNECTION" and vs.hash_seed == leastload.VirtualServer().hash_seed
+        b.set_method("ROUNDROBIN")
+    assert a.method == b.method == "URLHASH"
+    # a new opener compares with the settings the segment was made with, and reads today's
+    c = c_impl.VirtualServer("URLHASH", shared=name)
+    assert (c.hash_seed, c.hashlength, c.outlier_failures) == (3, 4, 2)
 
 
 def test_a_full_segment_refuses_the_next_bind_and_changes_nothing(c_impl, name):

@@ -786,6 +786,10 @@ cdef class Engine:
             with self._hold:
                 _shared_store_policy(self, record)
 
+    def _reload_policy(self):
+        if self._sh != NULL:
+            _shared_reload_policy(self)
+
     def _deadline_at(self):
         return self._deadline
 

@@ -439,6 +439,9 @@ class Engine(_Interface):
     def _deadline_at(self) -> float:
         return self._deadline
 
+    def _reload_policy(self) -> None:
+        """Never shared: nothing to read again."""
+
     @_atomic
     def _seed_draws(self, seed: int) -> None:
         """Restarts P2C's draws from `seed` (checked by the facade)."""

@@ -140,7 +140,8 @@ class VirtualServerFacade(_EngineBase):
         if created:  # an opener of a shared vserver leaves its draws where they are
             self._seed_draws(self._hash_seed)  # hash_seed also seeds P2C's draws
         self._peakewma_decay: float = v["peakewma_decay"]
-        self._set_peak_decay(check_peakewma_decay(self._peakewma_decay))
+        if created:  # an opener leaves the shared engine's as they are now (set() may have changed them)
+            self._set_peak_decay(check_peakewma_decay(self._peakewma_decay))
         self.name: str = v["name"]  #: the vserver's name, shown by show()
         self._rate: int = v["new_service_request"]
         self._unit: str = v["new_service_request_unit"]
@@ -149,9 +150,12 @@ class VirtualServerFacade(_EngineBase):
         self._outlier_k: int = v["outlier_failures"]
         self._ejection_time: float = v["outlier_ejection_time"]
         self._max_ejection_percent: int = v["outlier_max_ejection_percent"]
-        self._set_outlier_failures(self._outlier_k)
-        if v["window_seconds"] != 14 and created:
-            self._set_window(v["window_seconds"])
+        with self.atomic():  # a shared vserver's other processes see no step of this in between
+            self._set_outlier_failures(self._outlier_k)
+            if v["window_seconds"] != 14 and created:
+                self._set_window(v["window_seconds"])
+            if not created:  # the settings and policy state as the segment has them now
+                self._reload_policy()
 
     def _share(self, v: Dict[str, Any]) -> bool:
         """Puts the vserver in the shared segment v["shared"]: True when this process
@@ -172,50 +176,62 @@ class VirtualServerFacade(_EngineBase):
 
     @property
     def new_service_request(self) -> int:
+        self._fresh()
         return self._rate
 
     @property
     def new_service_request_unit(self) -> str:
+        self._fresh()
         return self._unit
 
     @property
     def new_service_request_increment_interval(self) -> int:
+        self._fresh()
         return self._interval
 
     @property
     def outlier_failures(self) -> int:
+        self._fresh()
         return self._outlier_k
 
     @property
     def outlier_ejection_time(self) -> float:
+        self._fresh()
         return self._ejection_time
 
     @property
     def outlier_max_ejection_percent(self) -> int:
+        self._fresh()
         return self._max_ejection_percent
 
     @property
     def netmask(self) -> str:
+        self._fresh()
         return self._netmask
 
     @property
     def v6netmasklen(self) -> int:
+        self._fresh()
         return self._key_settings.v6len
 
     @property
     def hashlength(self) -> int:
+        self._fresh()
         return self._key_settings.hashlength
 
     @property
     def hash_seed(self) -> int:
+        self._fresh()
         return self._hash_seed
 
     @property
     def peakewma_decay(self) -> float:
+        self._fresh()
         return self._peakewma_decay
 
     @property
     def slow_start_handover(self) -> str:
+        self._fresh()
         return self._handover
 
     @property
@@ -226,6 +242,7 @@ class VirtualServerFacade(_EngineBase):
     def shared_capacity(self) -> int:
         return self._shared_capacity
 
+    @_policy_step
     def set(self, **settings: Any) -> None:
         """Changes settings of a running vserver, like `set lb vserver`.
 
@@ -236,8 +253,8 @@ class VirtualServerFacade(_EngineBase):
             if key not in SETTABLE:
                 raise TypeError(f"set() got an unknown setting {key!r}")
         v = check_settings(settings)
-        if self._shared is not None:
-            raise shared_fixed("set()")
+        if self._shared is not None and v.get("method", self.method) != self.method:
+            raise shared_fixed("set(method=...)")  # each process keeps its method's key form
         rate = v.get("new_service_request", self._rate)
         unit = v.get("new_service_request_unit", self._unit)
         interval = v.get("new_service_request_increment_interval", self._interval)
@@ -309,20 +326,47 @@ class VirtualServerFacade(_EngineBase):
 
     # ---- a shared vserver's policy state ----------------------------------------
 
+    def _fresh(self) -> None:
+        """Shared: what another process changed is read (taking the lock reads it)."""
+        if self._shared is not None:
+            with self.atomic():
+                pass
+
     def _policy_record(self) -> bytes:
         """The policy's whole state (the segment is the user's own, mode 0600)."""
         del self.slow_start_exits[:-SHARED_EVENTS]
         del self.outlier_events[:-SHARED_EVENTS]
+        settings = {"netmask": self._netmask, "v6netmasklen": self._key_settings.v6len,
+                    "hashlength": self._key_settings.hashlength, "hash_seed": self._hash_seed,
+                    "slow_start_handover": self._handover, "peakewma_decay": self._peakewma_decay,
+                    "new_service_request": self._rate, "new_service_request_unit": self._unit,
+                    "new_service_request_increment_interval": self._interval, "outlier_failures": self._outlier_k,
+                    "outlier_ejection_time": self._ejection_time,
+                    "outlier_max_ejection_percent": self._max_ejection_percent,
+                    "startup_rr_factor": self.startup_rr_factor, "rtsp_nat": self.rtsp_nat}
         return pickle.dumps((self._ramps, self._outliers, self._draining, self._timers, self._timer_seq,
-                             self.slow_start_exits, self.outlier_events, self._deadline_at()),
+                             self.slow_start_exits, self.outlier_events, self._deadline_at(), settings),
                             protocol=pickle.HIGHEST_PROTOCOL)
 
     def _policy_load(self, record: bytes) -> None:
         if not record:
             return
         (self._ramps, self._outliers, self._draining, self._timers, self._timer_seq, self.slow_start_exits,
-         self.outlier_events, deadline) = pickle.loads(record)
+         self.outlier_events, deadline, settings) = pickle.loads(record)
         self._set_deadline(deadline)
+        # the settings set() changed in another process (what the engine keeps is shared already)
+        self._netmask, self._hash_seed = settings["netmask"], settings["hash_seed"]
+        self._key_settings = KeySettings(check_netmask(self._netmask)[1], settings["v6netmasklen"],
+                                         settings["hashlength"])
+        self._set_hash_settings(self._key_settings, self._hash_seed)
+        self._handover, self._peakewma_decay = settings["slow_start_handover"], settings["peakewma_decay"]
+        self._rate, self._unit = settings["new_service_request"], settings["new_service_request_unit"]
+        self._interval = settings["new_service_request_increment_interval"]
+        self._ejection_time = settings["outlier_ejection_time"]
+        self._max_ejection_percent = settings["outlier_max_ejection_percent"]
+        self._outlier_k = settings["outlier_failures"]
+        self._set_outlier_failures(self._outlier_k)  # the engine's is this already: this process's flag
+        self.startup_rr_factor, self.rtsp_nat = settings["startup_rr_factor"], settings["rtsp_nat"]
 
     # ---- the lifecycle that starts slow start -------------------------------
 

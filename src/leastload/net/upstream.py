@@ -207,12 +207,15 @@ def make_vserver(backends: Iterable[Backend], method: str = "LEASTCONNECTION", *
     `engine` is the VirtualServer class (default: leastload.VirtualServer;
     `leastload.reference.VirtualServer` for the pure-Python one). Slow start
     (new_service_request...) is applied after the binds, so the backends
-    known at start begin at full share.
+    known at start begin at full share. With shared= the process that finds the
+    shared vserver empty binds and sets them; the others find them there.
     """
     slow_start = {k: settings.pop(k) for k in list(settings) if k.startswith("new_service_request")}
     vs = (engine or VirtualServer)(method, **settings)
-    for b in backends:
-        vs.bind(b.name, b.weight)
-    if slow_start:
-        vs.set(**slow_start)
+    with vs.atomic():  # shared=: the first process to find it empty binds them, for all
+        if len(vs) == 0:
+            for b in backends:
+                vs.bind(b.name, b.weight)
+            if slow_start:
+                vs.set(**slow_start)
     return vs

@@ -1,8 +1,12 @@
 """`leastload proxy`: the command line, and `--workers N` as N supervised processes on one port.
 
 With `--workers N` the command starts N copies of itself, each listening on
-the same port with SO_REUSEPORT and each with its own engine; the kernel
-spreads new client connections over them. The parent supervises them: it
+the same port with SO_REUSEPORT; the kernel spreads new client connections
+over them. They balance with one engine in shared memory (VirtualServer(shared=...),
+a segment named after the listening address, removed when the supervisor
+exits): one set of counts, one slow start, one ejection policy; worker 0 alone
+runs the health probes. --private-engines (and --config, for now) gives each
+worker an engine of its own instead. The parent supervises them: it
 prints `listening on HOST:PORT` once every worker listens, restarts a worker
 that dies (with a backoff), gives up (exit 1) when a worker keeps dying before
 it listens, and on SIGTERM/SIGINT stops them all and exits 0; SIGHUP is passed
@@ -18,6 +22,7 @@ import asyncio
 import datetime
 import logging
 import os
+import re
 import selectors
 import signal
 import socket
@@ -27,6 +32,7 @@ import threading
 import time
 from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Set, Tuple
 
+from .. import unlink_shared
 from ..engine.methods import METHODS
 from ..engine.settings import HANDOVERS, SETTING, SETTINGS, UNITS, flag_dest
 from ..net.upstream import parse_host_port
@@ -176,7 +182,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="the token the admin port's writes need (its first line); without it the admin "
                         "port is read-only")
     g.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="processes sharing the port (SO_REUSEPORT), each with its own engine (default 1)")
+                   help="processes sharing the port (SO_REUSEPORT) and one engine in shared memory (default 1)")
+    g.add_argument("--private-engines", action="store_true",
+                   help="with --workers N: each worker balances with an engine of its own (its share of the "
+                        "traffic only), as before shared engines; always so with --config")
     g.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
                    help="event loop: uvloop when installed (auto), or asyncio's own")
     g.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -186,6 +195,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the access log's format: Apache's combined with backend, ttfb, total and "
                         "retries appended, or one JSON object per line (default combined)")
     p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set for the workers
+    # the workers' engine, in the shared segment the supervisor names; only worker 0 probes
+    p.add_argument("--shared-engine", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--no-probes", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(admin_token=None)  # read from --admin-token-file by main()
     return p
 
@@ -231,7 +243,8 @@ def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
         health_timeout=args.health_timeout, health_fall=args.health_fall, health_rise=args.health_rise,
         health_ends_ejection=not args.outlier_keep_on_health,
         admin=args.admin, admin_token=args.admin_token, reuse_port=args.reuse_port,
-        token_header=args.token_header,
+        token_header=args.token_header, health_probes=not args.no_probes,
+        **({} if args.shared_engine is None else {"shared": args.shared_engine}),
         **{name: value for name, value in flags.items() if value is not None})  # None: a hash flag not given
 
 
@@ -390,13 +403,18 @@ def _run_workers(args: argparse.Namespace, argv: List[str], gateway: Optional[Ga
     # the options given last win: a worker never gets the parent's --workers, even abbreviated
     base = [sys.executable, "-m", "leastload", "proxy", *_without(argv, ("--workers", "--listen", "--admin")),
             "--workers", "1", *listen, "--reuse-port"]
+    segment = None
+    if gateway is None and not args.private_engines:  # one engine for all: a segment named after the port
+        segment = shared_segment_name(where)
+        unlink_shared(segment)  # a crashed run's is not this run's engine
+        base += ["--shared-engine", segment]
     workers: List[_Worker] = []
     fanout: Optional[_fanout.Fanout] = None
     if args.admin is not None:  # the admin port is the supervisor's; worker i answers on PORT + 1 + i
         admin_host, admin_port = args.admin
         try:
             fanout = _fanout.start_fanout(admin_host, admin_port, lambda: [w.admin_port for w in workers],
-                                          args.admin_token)
+                                          args.admin_token, shared_engine=segment is not None)
         except OSError as exc:
             print(f"leastload proxy: cannot listen: {exc}", file=sys.stderr)
             if holder is not None:
@@ -408,7 +426,8 @@ def _run_workers(args: argparse.Namespace, argv: List[str], gateway: Optional[Ga
         else:
             port_i = args.admin[1] + 1 + i if args.admin[1] else 0
             admin = ["--admin", f"{args.admin[0]}:{port_i}"]
-        workers.append(_Worker(i, base + admin))
+        probes = ["--no-probes"] if segment is not None and i > 0 else []  # one set of probes for the engine
+        workers.append(_Worker(i, base + admin + probes))
         workers[-1].admin_port = int(admin[1].rsplit(":", 1)[1]) if admin else 0
     # signals only wake the loop below (through the wakeup fd); it does the stopping
     stopping: List[int] = []
@@ -447,6 +466,8 @@ def _run_workers(args: argparse.Namespace, argv: List[str], gateway: Optional[Ga
         for closing in (wake_r, wake_w, holder):
             if closing is not None:
                 closing.close()
+        if segment is not None:
+            unlink_shared(segment)
 
 
 def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: List[int], where: str,
@@ -515,6 +536,12 @@ def _reap(proc: "subprocess.Popen[str]") -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         return proc.wait()
+
+
+def shared_segment_name(where: str) -> str:
+    """The shared engine of the workers listening on `where` (HOST:PORT): one per address,
+    so that the next run on it replaces what a crashed run left."""
+    return "proxy-" + re.sub(r"[^A-Za-z0-9._-]", "_", where)
 
 
 def _without(argv: Sequence[str], options: Sequence[str]) -> List[str]:

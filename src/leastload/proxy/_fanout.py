@@ -11,7 +11,9 @@ answers as one proxy:
                                (same name, same labels; a histogram bucket by bucket, with its
                                _sum and _count); any other family keeps each worker's series with
                                a label worker="0", "1", ... (FAMILIES below decides, family by
-                               family; a family it does not name is per worker). The fan-out's own:
+                               family; a family it does not name is per worker); with one engine
+                               shared by the workers, what the engine says (ENGINE_FAMILIES) is
+                               given once, from the first worker that gives it. The fan-out's own:
                                    leastload_fanout_workers                 worker admin ports asked
                                    leastload_fanout_workers_scraped         those whose /metrics came in
                                    leastload_fanout_scrape_failures_total   a worker's failed scrapes
@@ -116,6 +118,16 @@ FAMILIES: Dict[str, str] = {
     "leastload_vserver_local_errors_total": SUM,
 }
 DEFAULT_MODE = PER_WORKER  # a family FAMILIES does not name
+# With one engine shared by the workers (the default of --workers N), what the engine says is
+# the same in each: these families come from the first worker that gives them, with no worker label.
+ENGINE = "engine"
+ENGINE_FAMILIES = frozenset((
+    "leastload_service_bound", "leastload_service_active_transactions", "leastload_service_ejections_total",
+    "leastload_service_ejected", "leastload_service_draining", "leastload_service_state",
+    "leastload_service_weight", "leastload_service_slow_start_cap", "leastload_service_load",
+    "leastload_service_consecutive_failures", "leastload_service_window_bytes",
+    "leastload_service_window_packets", "leastload_service_ttfb_average_seconds", "leastload_vserver_info",
+    "leastload_vserver_window_seconds"))
 _SUMMABLE_TYPES = ("counter", "gauge", "histogram", "untyped")  # a summary's quantiles never add
 
 _OWN = ("leastload_fanout_workers", "leastload_fanout_workers_scraped", "leastload_fanout_scrape_failures_total")
@@ -353,20 +365,26 @@ def _key(name: str, labels: Labels, histogram: bool) -> Tuple[str, Labels]:
     return name, tuple(sorted(labels))
 
 
-def merge(workers: Sequence[Tuple[int, Dict[str, Family]]]) -> List[_Merged]:
+def merge(workers: Sequence[Tuple[int, Dict[str, Family]]], shared_engine: bool = False) -> List[_Merged]:
     """Each worker's families (worker index, parse()'s result) -> the merged families, in the
     order first seen. A family whose TYPE differs from the first worker's keeps the first's,
-    and the other worker's samples of it are dropped."""
+    and the other worker's samples of it are dropped. shared_engine: ENGINE_FAMILIES are the
+    first worker's that gives them."""
     merged: Dict[str, _Merged] = {}
+    taken: Dict[str, int] = {}  # shared_engine: the worker each engine family comes from
     for index, families in workers:
         for family in families.values():
             if family.name in _OWN or not family.samples:
                 continue
+            if shared_engine and family.name in ENGINE_FAMILIES:
+                if taken.setdefault(family.name, index) != index:
+                    continue  # the one engine, said by another worker already
             kind = family.kind or "untyped"
             out = merged.get(family.name)
             if out is None:
-                out = merged[family.name] = _Merged(family.name, kind, family.help,
-                                                    mode_of(family.name, family.kind))
+                mode = ENGINE if shared_engine and family.name in ENGINE_FAMILIES else mode_of(family.name,
+                                                                                               family.kind)
+                out = merged[family.name] = _Merged(family.name, kind, family.help, mode)
             elif out.kind != kind:
                 log.debug("fan-out: worker %d gives %s as a %s, not a %s: its samples dropped",
                           index, family.name, kind, out.kind)
@@ -599,8 +617,10 @@ def _json(status: int, data: Any) -> Answer:
 class Fanout:
     """The fan-out port, served by its own event loop in a daemon thread (see start_fanout)."""
 
-    def __init__(self, host: str, port: int, worker_ports: Callable[[], List[int]], token: Optional[str]) -> None:
+    def __init__(self, host: str, port: int, worker_ports: Callable[[], List[int]], token: Optional[str],
+                 shared_engine: bool = False) -> None:
         self.worker_ports, self.token = worker_ports, token
+        self.shared_engine = shared_engine  # the workers balance with one engine: its families once
         self.worker_host = _reachable(host)
         self.address: Tuple[str, int] = (host, port)  # the bound (host, port) once started
         self.scrape_failures: Dict[int, int] = {}  # worker index -> failed scrapes of its /metrics
@@ -726,7 +746,7 @@ class Fanout:
                 self.scrape_failures.setdefault(index, 0)
                 parsed.append((index, families))
         failures = {i: n for i, n in self.scrape_failures.items() if i < len(answers)}
-        text = render(merge(parsed)) + _own_families(len(answers), len(parsed), failures)
+        text = render(merge(parsed, self.shared_engine)) + _own_families(len(answers), len(parsed), failures)
         return text.encode("utf-8")
 
     async def _health(self) -> Answer:
@@ -813,13 +833,14 @@ class Fanout:
         return _json(failed[0], {"ok": False, "error": failed[1], "workers": workers})
 
 
-def start_fanout(host: str, port: int, worker_ports: Callable[[], List[int]], token: Optional[str]) -> Fanout:
+def start_fanout(host: str, port: int, worker_ports: Callable[[], List[int]], token: Optional[str], *,
+                 shared_engine: bool = False) -> Fanout:
     """Serves the fan-out on (host, port) (port 0: any free one; `.address` says which) from a new
     daemon thread, asking the admin ports `worker_ports()` lists on `host` (127.0.0.1 for 0.0.0.0,
     ::1 for ::). `token`: the admin token writes need, or None to leave the check to the workers.
     Returns once the port is bound; raises OSError when it cannot be (a port in use), ValueError
     for a non-loopback host without a token (as the workers' admin port)."""
     _admin.check_admin_address(host, token)
-    fanout = Fanout(host, port, worker_ports, token)
+    fanout = Fanout(host, port, worker_ports, token, shared_engine)
     fanout._start()
     return fanout

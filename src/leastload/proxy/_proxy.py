@@ -32,7 +32,8 @@ class Proxy:
     [256 idle connections per backend], health_check ["tcp"; "http" or "none"],
     health_path ["/"], health_interval [5 s], health_timeout [2 s], health_fall [3],
     health_rise [1], health_ends_ejection [True: a passed probe of an UP backend ends its
-    passive ejection; False: the ejection lasts its time], admin [None, or (host, port):
+    passive ejection; False: the ejection lasts its time], health_probes [True; False: no
+    probes here, another process probes the shared engine's backends], admin [None, or (host, port):
     loopback unless admin_token is set],
     admin_token [None: the admin port is read-only; else the token its writes need],
     reuse_port [False], name ["leastload":
@@ -60,7 +61,7 @@ class Proxy:
                  max_connections: Optional[int] = None, xff: str = "append", forwarded: bool = False,
                  via: bool = False, name: str = "leastload", access_log: Optional[AccessLog] = None,
                  admin_token: Optional[str] = None, health_ends_ejection: bool = True,
-                 **vserver_settings: Any) -> None:
+                 health_probes: bool = True, **vserver_settings: Any) -> None:
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
         if not name or not name.isprintable() or '"' in name or "\\" in name:
@@ -92,7 +93,8 @@ class Proxy:
             check_int("max_connections", max_connections, 1, 1 << 20)
         if xff not in XFF_MODES:
             raise ValueError(f"xff must be one of {', '.join(XFF_MODES)}, got {xff!r}")
-        for arg, flag in (("forwarded", forwarded), ("via", via), ("health_ends_ejection", health_ends_ejection)):
+        for arg, flag in (("forwarded", forwarded), ("via", via), ("health_ends_ejection", health_ends_ejection),
+                          ("health_probes", health_probes)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{arg} must be True or False, got {flag!r}")
         check_int("pool_size", pool_size, 0, 1 << 20)
@@ -118,6 +120,7 @@ class Proxy:
         self.health: Tuple[str, str, float, float, int, int] = (
             health_check, health_path, float(health_interval), float(health_timeout), health_fall, health_rise)
         self.health_ends_ejection = health_ends_ejection
+        self.health_probes = health_probes  # False: another process probes the (shared) engine's backends
         # per backend, a probe of its own (a config's monitors: kind, path, interval, timeout, fall,
         # rise, method, codes) instead of the proxy-wide one; with health_check="none", no probes at all
         self.probes: Dict[str, Tuple[Any, ...]] = {}
@@ -203,9 +206,10 @@ class Proxy:
     def add_backend(self, spec: Union[str, Backend]) -> Backend:
         """Adds `NAME=HOST:PORT[:WEIGHT]` to a running proxy (a new service: slow start applies)."""
         backend = upstream.parse_backend(spec) if isinstance(spec, str) else spec
-        if backend.name in self.vserver:
+        if backend.name in self.vserver and not (self.shared and backend.name not in self.backends):
             raise ValueError(f"backend {backend.name!r} is already bound")
-        self.vserver.bind(backend.name, backend.weight)
+        if backend.name not in self.vserver:  # a shared engine: another worker may have bound it already
+            self.vserver.bind(backend.name, backend.weight)
         self.backends[backend.name] = backend
         if self.loop is not None:
             old = self.pools.get(backend.name)
@@ -214,6 +218,11 @@ class Proxy:
             self.pools[backend.name] = self._pool(backend)
             self._start_monitor(backend)
         return backend
+
+    @property
+    def shared(self) -> bool:
+        """True when the engine is shared with other processes (the vserver's shared=)."""
+        return getattr(self.vserver, "shared", None) is not None
 
     def drain_backend(self, name: str) -> None:
         """No new requests for `name`; it is unbound when its last request ends (vs.drain)."""
@@ -245,7 +254,7 @@ class Proxy:
         old = self.monitors.pop(backend.name, None)
         if old is not None:
             old.stop()
-        if self.health[0] == "none":
+        if self.health[0] == "none" or not self.health_probes:
             return
         settings = self.probes.get(backend.name, self.health)
         assert self.loop is not None  # monitors start once the proxy runs
@@ -333,14 +342,19 @@ class Proxy:
             self._log_events()
 
     def _log_events(self) -> None:
-        """Logs ejections, returns and slow-start exits the engine recorded since the last look."""
+        """Logs ejections, returns and slow-start exits the engine recorded since the last look
+        (a shared engine's: by the worker that probes, once for all)."""
+        if self.shared and not self.health_probes:
+            return
+        with self.vserver.atomic():  # a shared engine's: as the other workers left them
+            lists = {attr: list(getattr(self.vserver, attr)) for attr in ("outlier_events", "slow_start_exits")}
         for attr in ("outlier_events", "slow_start_exits"):
-            events: List[Tuple[float, str, str]] = getattr(self.vserver, attr)
+            events: List[Tuple[float, str, str]] = lists[attr]
             last = self._seen[attr]
             start = 0
             if last is not None:
                 start = len(events)
-                while start > 0 and events[start - 1] is not last:
+                while start > 0 and events[start - 1] != last:  # a shared engine's arrive as copies
                     start -= 1
             for when, name, what in events[start:]:
                 if attr == "slow_start_exits":

@@ -196,3 +196,17 @@ cdef int _shared_close(Engine self) except -1:
     self._bind_gen += 1
     self._services = None
     return 0
+
+
+cdef int _shared_reload_policy(Engine self) except -1:
+    """The policy record as the segment has it, read again (an opener, at the end of its
+    constructor, which set its own settings meanwhile)."""
+    cdef ll_shared_header *h
+    self._enter()
+    try:
+        h = ll_shared_header_of(self._sh)
+        self._policy_gen = h.policy_gen
+        self._policy_load(ll_shared_policy(self._sh)[:h.policy_len])
+    finally:
+        self._leave()
+    return 0
