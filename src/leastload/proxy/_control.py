@@ -141,7 +141,8 @@ class Control:
         elif len(args) != 2:
             raise CommandError(400, "usage: bind lb vserver VSERVER SERVICE [-weight W]")
         proxy, name = self._proxy(args[0]), args[1]
-        if name in proxy.vserver:
+        # a shared engine: another worker bound it a moment ago; this one learns its address
+        if name in proxy.vserver and not (proxy.shared and name not in proxy.backends):
             if weight is None:
                 raise CommandError(400, f"service {name!r} is bound to {args[0]!r} already")
             proxy.vserver.set_weight(name, weight)

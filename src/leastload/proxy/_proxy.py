@@ -231,7 +231,8 @@ class Proxy:
     def remove_backend(self, name: str) -> None:
         """Drains `name` (requests in flight finish, then the engine unbinds it), stops its probes
         and keeps none of its connections once they are idle."""
-        self.vserver.drain(name)
+        if not (self.shared and name not in self.vserver):  # a shared engine's: another worker's drain did it
+            self.vserver.drain(name)
         monitor = self.monitors.pop(name, None)
         if monitor is not None:
             monitor.stop()

@@ -1,0 +1,174 @@
+"""`leastload proxy --workers 2`: two processes balancing with one engine in shared memory.
+
+What one engine means, measured from outside: the health probes run once (worker 0's),
+passive ejection follows the failures of the whole proxy (K in all, not K per worker),
+the admin fan-out gives the engine's figures once, and --private-engines brings back
+an engine per worker. Real `python -m leastload proxy` processes in front of
+`leastload.cli.backends` processes on 127.0.0.1; every wait is bounded.
+"""
+
+import json
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from servers import free_ports, start_backend
+from test_proxy_workers import Cli, get, wait_for
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT workers, /proc")
+
+
+@pytest.fixture
+def backends():
+    started = []
+
+    def start(n):
+        for _ in range(n):
+            started.append(start_backend(0.0, 100))
+        return started[-n:]
+    yield start
+    for b in started:
+        b.stop()
+
+
+def metrics(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def samples(text, family, **labels):
+    """The values of `family`'s samples whose labels include `labels` (label text as exported)."""
+    found = []
+    for line in text.splitlines():
+        if not line.startswith(family + "{") and not line.startswith(family + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            found.append(float(line.rsplit(" ", 1)[1]))
+    return found
+
+
+def test_the_probes_run_once_for_the_shared_engine(tmp_path, backends):
+    b1, b2 = backends(2)
+    admin = free_ports(3)  # the fan-out, then worker 0 and worker 1 (PORT + 1 + i)
+    cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
+              "--health-check", "http", "--health-path", "/probe", "--health-interval", "0.1",
+              "--backend", f"b1={b1.address}", "--backend", f"b2={b2.address}").started()
+    try:
+        wait_for(lambda: b1.stats()["requests"] >= 5, 20, "probes")
+        start, t0 = b1.stats()["requests"], time.monotonic()
+        time.sleep(2.0)
+        probes = b1.stats()["requests"] - start
+        elapsed = time.monotonic() - t0
+        # one monitor at 10 a second: about 20 (two would make about 40)
+        assert probes <= 1.5 * 10 * elapsed, probes
+        text = metrics(admin)
+        assert len(samples(text, "leastload_service_health_probes_total", service="b1")) == 1
+        assert samples(text, "leastload_vserver_window_seconds") == [14.0]  # the engine's, once
+    finally:
+        assert cli.stop() == 0
+
+
+def _eject_run(tmp_path, backends, *extra):
+    """Sequential requests, each on a new connection (the kernel spreads them over the
+    workers), while one of two backends refuses connections: its failures until ejected."""
+    good, bad = backends(2)
+    admin = free_ports(3)  # the fan-out, then worker 0 and worker 1 (PORT + 1 + i)
+    cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
+              "--health-check", "none", "--outlier-failures", "4", "--outlier-ejection-time", "60",
+              "--backend", f"good={good.address}", "--backend", f"bad={bad.address}", *extra).started()
+    try:
+        bad.kill()  # connections to it are refused from now on
+        statuses = [get(cli.port, "/?size=10")[0] for _ in range(60)]
+        assert statuses == [200] * 60  # each failure was retried on the good one
+        text = metrics(admin)
+        return sum(samples(text, "leastload_service_failures_total", service="bad")), text
+    finally:
+        assert cli.stop() == 0
+
+
+def test_ejection_counts_the_failures_of_the_whole_proxy(tmp_path, backends):
+    failures, text = _eject_run(tmp_path, backends)
+    assert failures == 4  # K in all: the fifth pick of it never came
+    assert samples(text, "leastload_service_ejected", service="bad") == [1.0]
+
+
+def test_private_engines_count_failures_per_worker(tmp_path, backends):
+    failures, text = _eject_run(tmp_path, backends, "--private-engines")
+    assert failures == 8  # each worker's engine needed its own four
+    assert sorted(samples(text, "leastload_service_ejected", service="bad")) == [1.0, 1.0]  # one per worker
+
+
+def command(admin, token, *words):
+    request = urllib.request.Request(f"http://127.0.0.1:{admin}/leastload/command", method="POST",
+                                     data=json.dumps({"command": list(words)}).encode(),
+                                     headers={"Authorization": f"Bearer {token}",
+                                              "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _load(port, stop, count):
+    """One client: keep-alive GETs as fast as the proxy answers, until `stop` is set."""
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        while not stop.is_set():
+            conn.request("GET", "/?size=10")
+            conn.getresponse().read()
+            count[0] += 1
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def _slow_start_run(tmp_path, backends, *extra):
+    """A new backend bound through the admin port while 8 clients keep both workers busy,
+    under manual slow start at 10 requests a second: its requests in each second after."""
+    import threading
+    b1, b2, new = backends(3)
+    admin = free_ports(3)
+    (tmp_path / "token").write_text("t0ken\n")
+    cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
+              "--admin-token-file", str(tmp_path / "token"), "--health-check", "none",
+              "--new-service-request", "10", "--backend", f"b1={b1.address}", "--backend", f"b2={b2.address}",
+              *extra).started()
+    stop = threading.Event()
+    counts = [[0] for _ in range(8)]
+    clients = [threading.Thread(target=_load, args=(cli.port, stop, counts[i]), daemon=True) for i in range(8)]
+    try:
+        for c in clients:
+            c.start()
+        time.sleep(1.0)
+        assert command(admin, "t0ken", "add", "service", "new", "127.0.0.1", "HTTP", str(new.port))["ok"]
+        assert command(admin, "t0ken", "bind", "lb", "vserver", "leastload", "new")["ok"]
+        per_second = []
+        last = new.stats()["requests"]
+        for _ in range(4):
+            time.sleep(1.0)
+            now = new.stats()["requests"]
+            per_second.append(now - last)
+            last = now
+        served = sum(c[0] for c in counts)
+        return per_second, served
+    finally:
+        stop.set()
+        for c in clients:
+            c.join(15)
+        assert cli.stop() == 0
+
+
+def test_slow_start_grants_its_rate_once_for_the_whole_proxy(tmp_path, backends):
+    per_second, served = _slow_start_run(tmp_path, backends)
+    assert served > 400, served  # the clients asked far more than the new backend may get
+    # 10 a second, as one process would grant: each burst opens an engine second, so a wall-clock
+    # second holds one burst (the first may hold part of the bind's second)
+    assert all(9 <= n <= 11 for n in per_second[1:]), per_second
+
+
+def test_private_engines_grant_the_rate_once_per_worker(tmp_path, backends):
+    per_second, served = _slow_start_run(tmp_path, backends, "--private-engines")
+    assert served > 400, served
+    assert sum(per_second[1:]) >= 1.5 * 30, per_second  # each worker's engine grants its own 10
