@@ -71,7 +71,7 @@ START_TIMEOUT = 30.0   # seconds for a server to say it is ready
 STOP_TIMEOUT = 5.0     # seconds for a server to exit after SIGTERM, then SIGKILL
 HTTP_TIMEOUT = 5.0     # one GET /__stats
 INSTALL_TIMEOUT = 600  # apt-get update, apt-get install
-PROXY_KINDS = ("leastload", "haproxy", "before")  # before: another build of leastload (--before)
+PROXY_KINDS = ("leastload", "private", "haproxy", "before")  # before: another build of leastload (--before); private: --private-engines
 HAPROXY_BALANCE = {"LEASTCONNECTION": "leastconn", "ROUNDROBIN": "roundrobin"}
 METHODS = ("LEASTCONNECTION", "ROUNDROBIN", "LEASTRESPONSETIME", "LEASTBANDWIDTH", "LEASTPACKETS")
 SHARE_GOAL_PERCENT = 2.0
@@ -347,10 +347,12 @@ backend pool
 def start_proxy(kind, n, backends, method, workdir, admin_port=None, before_python=None):
     """Starts one proxy (n workers or threads) on a free port; returns (Server, port)."""
     port = free_port()
-    if kind in ("leastload", "before"):
+    if kind in ("leastload", "before", "private"):
         python = before_python if kind == "before" else sys.executable
         cmd = [python, "-m", "leastload", "proxy", "--listen", f"{HOST}:{port}", "--method", method,
                "--workers", str(n), "--health-check", "none"]
+        if kind == "private":  # each worker an engine of its own (the default shares one)
+            cmd += ["--private-engines"]
         if admin_port is not None:
             cmd += ["--admin", f"{HOST}:{admin_port}"]
         for name, p in backends.items():
@@ -532,7 +534,7 @@ def ratios(rows):
     out = []
     for (kind, n, c), r in sorted(by.items(), key=lambda kv: (kv[0][2], kv[0][1])):
         h = by.get(("haproxy", n, c))
-        if kind == "leastload" and r["requests_per_s"] and h and h["requests_per_s"]:
+        if kind in ("leastload", "private") and r["requests_per_s"] and h and h["requests_per_s"]:
             out.append({"connections": c, "workers_or_threads": n, "leastload_rps": r["requests_per_s"],
                         "haproxy_rps": h["requests_per_s"], "ratio": r["requests_per_s"] / h["requests_per_s"]})
     return out
@@ -567,7 +569,8 @@ def parse_args(argv=None):
                    help="balancing method (default LEASTCONNECTION; HAProxy: leastconn, or roundrobin for "
                         "ROUNDROBIN; it has no other of these and runs leastconn for them)")
     p.add_argument("--proxies", default="leastload-1,leastload-2,haproxy-1,haproxy-2",
-                   help="which proxies, KIND-N (N workers or threads), comma-separated (default: all four)")
+                   help="which proxies, KIND-N (N workers or threads), comma-separated (default: all four; "
+                        "private-N: leastload with --private-engines, an engine per worker)")
     p.add_argument("--fast-delay", type=float, default=0.002, help="fast1 and fast2 answer after this many s (0.002)")
     p.add_argument("--slow-delay", type=float, default=0.060, help="slow answers after this many s (0.060)")
     p.add_argument("--size", type=int, default=1024, help="response body bytes (default 1024)")
@@ -603,7 +606,7 @@ def parse_args(argv=None):
 def parse_proxy(text):
     kind, _, n = text.strip().partition("-")
     if kind not in PROXY_KINDS or not n.isdigit() or int(n) < 1:
-        raise ValueError(f"--proxies: each must be leastload-N, haproxy-N or before-N, got {text!r}")
+        raise ValueError(f"--proxies: each must be leastload-N, private-N, haproxy-N or before-N, got {text!r}")
     return kind, int(n)
 
 

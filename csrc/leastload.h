@@ -302,6 +302,7 @@ typedef struct {
     uint32_t capacity;        /* slots, holes included                       */
     uint32_t vserver_bytes;   /* sizeof the core's vserver: this build's layout */
     uint64_t labels_at, policy_at, vserver_at;
+    uint64_t map_address;     /* where the creator mapped it: openers ask for the same place */
     uint64_t seq;             /* locks taken so far: the global order of calls */
     uint64_t names_gen;       /* moves whenever a slot's name changes        */
     uint64_t next_serial;     /* the last serial handed out                  */
@@ -343,6 +344,10 @@ int ll_shared_unlink(const char *name);
 int ll_shared_lock(ll_shared *sh, ll_vserver **vs);
 /* As ll_shared_lock(), but -EBUSY at once if another holds the lock. */
 int ll_shared_trylock(ll_shared *sh, ll_vserver **vs);
+/* As ll_shared_trylock(), tried again up to `spins` times (a CPU pause
+ * between tries) before -EBUSY: a call holds the lock for a fraction of a
+ * microsecond, so a short spin usually beats sleeping in the kernel. */
+int ll_shared_lock_spinning(ll_shared *sh, ll_vserver **vs, unsigned spins);
 void ll_shared_unlock(ll_shared *sh);
 /* Under the lock: the header (its seq is this span's place in the global
  * order) and the names. */

@@ -20,7 +20,7 @@
  * POSIX, not plain C11 like the rest of the core; the engine itself still
  * reads no clock (only the sweep does, to pace itself).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE 1 /* MAP_FIXED_NOREPLACE; the rest is POSIX.1-2008 */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,7 +232,8 @@ static int locked(ll_shared *sh, int rc, ll_vserver **out)
         return -rc;
     }
     ll_vserver *vs = sh->vs;
-    ll_fixed_rebase(vs);
+    if (vs->self != (void *)vs)  /* mapped elsewhere than where the last holder had it */
+        ll_fixed_rebase(vs);
     if (sh->fork_gen != fork_generation) {
         int j = join(sh);
         if (j < 0) {
@@ -256,6 +257,27 @@ int ll_shared_lock(ll_shared *sh, ll_vserver **vs)
 int ll_shared_trylock(ll_shared *sh, ll_vserver **vs)
 {
     return locked(sh, pthread_mutex_trylock(&sh->hdr->lock), vs);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+int ll_shared_lock_spinning(ll_shared *sh, ll_vserver **vs, unsigned spins)
+{
+    for (unsigned i = 0;; i++) {
+        int rc = pthread_mutex_trylock(&sh->hdr->lock);
+        if (rc != EBUSY)
+            return locked(sh, rc, vs);
+        if (i >= spins)
+            return -EBUSY;
+        cpu_relax();
+    }
 }
 
 void ll_shared_unlock(ll_shared *sh)
@@ -381,6 +403,7 @@ static int create(const char *name, ll_method method, int64_t sec, uint32_t capa
         h->size = size;
         h->capacity = capacity;
         h->vserver_bytes = (uint32_t)sizeof(ll_vserver);
+        h->map_address = (uint64_t)(uintptr_t)mem;
         h->labels_at = labels_at;
         h->policy_at = policy_at(labels_at, capacity);
         h->vserver_at = vserver_at;
@@ -424,6 +447,29 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* The segment mapped at the creator's address when that place is free here too
+ * (Linux: MAP_FIXED_NOREPLACE), so that no lock ever has to lay the vserver's
+ * pointers out again; else `mem` as it is. */
+static void *map_where_the_creator_did(void *mem, size_t size, int fd)
+{
+#ifdef MAP_FIXED_NOREPLACE
+    void *want = (void *)(uintptr_t)((ll_shared_header *)mem)->map_address;
+    if (want && want != mem) {
+        void *there = mmap(want, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+        if (there == want) {
+            munmap(mem, size);
+            return there;
+        }
+        if (there != MAP_FAILED)  /* an old kernel took the flag for a hint and mapped elsewhere */
+            munmap(there, size);
+    }
+#else
+    (void)size;
+    (void)fd;
+#endif
+    return mem;
+}
+
 /* 0 attached; -EAGAIN: gone, being removed, or a leftover (removed here): open again. */
 static int attach(const char *name, ll_shared **out)
 {
@@ -454,8 +500,8 @@ static int attach(const char *name, ll_shared **out)
         }
         sleep_ms(1);
     }
-    close(fd);
     if (mem == MAP_FAILED) {  /* its creator died before it was ready */
+        close(fd);
         shm_unlink(name);
         return -EAGAIN;
     }
@@ -467,8 +513,12 @@ static int attach(const char *name, ll_shared **out)
         || h->vserver_at != up64(h->policy_at + LL_SHARED_POLICY_BYTES) || h->policy_len > LL_SHARED_POLICY_BYTES
         || h->vserver_at + ll_fixed_size(h->capacity, LL_SHARED_MAX_PROCS) != size) {
         munmap(mem, size);
+        close(fd);
         return -EPROTO;
     }
+    mem = map_where_the_creator_did(mem, size, fd);
+    h = mem;
+    close(fd);
     ll_shared *sh = calloc(1, sizeof *sh);
     if (!sh) {
         munmap(mem, size);

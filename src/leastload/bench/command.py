@@ -259,6 +259,50 @@ def replay_and_floor(method: str, trace: Trace, repeats: int,
     return min(replays), min(floors), chosen
 
 
+def _hammer(name: str, stop: Any, out: Any) -> None:
+    """A second process: select+finish on the shared vserver `name` until `stop`; puts its ops/s."""
+    c = _native()
+    vs = c.VirtualServer("LEASTCONNECTION", clock=c.ManualClock(0.0), shared=name)
+    ops, t0 = 0, time.perf_counter()
+    while not stop.is_set():
+        cases.loop_select_finish(vs, 10_000)
+        ops += 10_000
+    out.put(ops / (time.perf_counter() - t0))
+
+
+def shared_per_call(plan: Plan, n: int = 64) -> Dict[str, float]:
+    """select+finish on a private vserver and on a shared one (VirtualServer(shared=...)), both
+    LEASTCONNECTION at n, in turns; then the shared one again while a second process runs the
+    same loop on it: ns per call here, and each process's calls per second."""
+    import multiprocessing
+
+    c = _native()
+    name = f"bench-{os.getpid()}"
+    c.unlink_shared(name)
+    try:
+        private, _ = cases.bound(c, "LEASTCONNECTION", n)
+        shared = c.VirtualServer("LEASTCONNECTION", clock=c.ManualClock(0.0), shared=name)
+        for service in cases.names(n):
+            shared.bind(service)
+        loop = cases.loop_select_finish
+        private_ns, shared_ns = per_op_side_by_side([(loop, private), (loop, shared)], plan.calls, plan.repeats)
+        fork = multiprocessing.get_context("fork")
+        stop, out = fork.Event(), fork.Queue()
+        other = fork.Process(target=_hammer, args=(name, stop, out), daemon=True)
+        other.start()
+        try:
+            time.sleep(0.2)
+            contended_ns, _ = per_op(loop, shared, plan.calls, plan.repeats)
+        finally:
+            stop.set()
+        other_rate = out.get(timeout=60)
+        other.join(30)
+        return {"n": n, "private_ns": private_ns, "shared_ns": shared_ns, "shared_over_private": shared_ns / private_ns,
+                "contended_ns": contended_ns, "contended_per_s": 1e9 / contended_ns, "other_per_s": other_rate}
+    finally:
+        c.unlink_shared(name)
+
+
 def every_method(plan: Plan, n: int = 64) -> List[Dict[str, Any]]:
     """Each method's per-call pair at n (C engine, the random-load case), and its
     ratio to LEASTCONNECTION's measured in the same run."""
@@ -315,6 +359,8 @@ def run(plan: Plan, progress: Optional[Callable[[str], None]] = None) -> Results
             m["replay_speedup"] = m["replay_ns_ref"] / m["replay_ns_c"]
             row["methods"][method] = m
         results["rows"].append(row)
+    step("a shared vserver's per-call pair at n=64, alone and with a second process")
+    results["shared_n64"] = shared_per_call(plan)
     step("every method's per-call pair at n=64")
     results["methods_n64"] = every_method(plan)
     step("P2C's and PEAKEWMA's per-call pair by n")
@@ -388,6 +434,10 @@ def targets(results: Results) -> List[Dict[str, Any]]:
                              ("percall_speedup", "per-call C vs reference, x faster (every n, method)", 10.0)):
         v, where = worst(key, lambda r, k: min((m[k] for m in r["methods"].values()), default=None), False)
         out.append(_target(name, v, limit, lower_is_better=False, where=where))
+    shared = results.get("shared_n64")
+    if shared:
+        out.append(_target("shared / private vserver, select+finish at n=64 (one process)",
+                           shared["shared_over_private"], 1.5, where=f"n={shared['n']}"))
     every = results.get("methods_n64") or []
     if every:
         worst_m = max(every, key=lambda r: r["over_lc"])
@@ -436,7 +486,7 @@ def _progress(total: int) -> Tuple[Callable[[str], None], Callable[[], None]]:
 
 
 def _steps(plan: Plan) -> int:
-    return 3 + len(plan.sizes) * (5 + 5 * len(plan.methods)) + len(plan.worst_sizes) * len(plan.methods)
+    return 4 + len(plan.sizes) * (5 + 5 * len(plan.methods)) + len(plan.worst_sizes) * len(plan.methods)
 
 
 def _method_arg(text: str) -> str:

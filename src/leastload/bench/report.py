@@ -72,6 +72,13 @@ def text(results: Dict[str, Any]) -> str:
            "(select() / _noop(1) compares with the two measured beside select() at each n)",
            f"{meta['statistic']}; {meta['machine']}, Python {meta['python']}",
            f"trace: {meta['trace']}", ""]
+    shared = results.get("shared_n64")
+    if shared:
+        out += [f"shared vserver (one segment, the lock per call), select+finish LEASTCONNECTION at n={shared['n']}: "
+                f"{shared['shared_ns']:.1f} ns vs {shared['private_ns']:.1f} ns private "
+                f"({shared['shared_over_private']:.2f}x); with a second process hammering it: "
+                f"{shared['contended_ns']:.1f} ns here, {shared['contended_per_s']:,.0f} and "
+                f"{shared['other_per_s']:,.0f} calls/s per process", ""]
     for r in results.get("methods_n64", ()):
         out.append(f"per-call {r['pair']} {r['method']} at n={r['n']}: {r['ns']:.1f} ns, "
                    f"{r['over_lc']:.2f}x LEASTCONNECTION's")

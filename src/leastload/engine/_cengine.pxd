@@ -155,6 +155,7 @@ cdef extern from "leastload.h" nogil:
     int ll_shared_unlink(const char *name)
     int ll_shared_lock(ll_shared *sh, ll_vserver **vs)
     int ll_shared_trylock(ll_shared *sh, ll_vserver **vs)
+    int ll_shared_lock_spinning(ll_shared *sh, ll_vserver **vs, unsigned spins)
     void ll_shared_unlock(ll_shared *sh)
     ll_shared_header *ll_shared_header_of(const ll_shared *sh)
     const ll_shared_label *ll_shared_labels(const ll_shared *sh)

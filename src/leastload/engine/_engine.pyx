@@ -96,6 +96,7 @@ cdef class Engine:
     # shared="NAME" (_binding/shared.pxi): the segment, the names' generation this
     # process has read, the lock's place in the global order at this call
     cdef ll_shared *_sh
+    cdef ll_shared_header *_hdr
     cdef uint64_t _names_gen
     cdef uint64_t _policy_gen
     cdef uint64_t _reclaimed
@@ -191,11 +192,19 @@ cdef class Engine:
             return 0
         return self._wait_turn(me)
 
-    cdef int _lock_shared(self) except -1:
-        try:
-            _shared_lock(self)
+    cdef inline int _lock_shared(self) except -1:
+        """Takes the shared segment's lock for the call this thread now holds the vserver for."""
+        cdef ll_vserver *vs = NULL
+        cdef int rc = ll_shared_trylock(self._sh, &vs)
+        cdef ll_shared_header *h = self._hdr
+        if rc == 0 and h.names_gen == self._names_gen and h.policy_gen == self._policy_gen \
+                and h.reclaimed == self._reclaimed:
+            self._seq = h.seq  # the common case: nobody else changed names, policy or ledger
+            return 0
+        try:  # the lock held by another process, or news to read (_binding/shared.pxi)
+            _shared_lock_slow(self, rc, vs)
         except BaseException:
-            self._leave_unlocked()
+            self._leave_unlocked()  # the vserver is not held after all
             raise
         return 0
 

@@ -1,6 +1,6 @@
 """The C engine behind the shared facade: what `leastload` exports by default."""
 
-from ._engine import Engine, ManualClock, Transaction, monotonic
+from ._engine import Engine, ManualClock, Transaction, monotonic, unlink_shared
 from .errors import DuplicateService, NoServiceAvailable, TransactionEnded, UnknownService
 from .policy import VirtualServerFacade
 
@@ -21,4 +21,5 @@ __all__ = [
     "DuplicateService",
     "TransactionEnded",
     "Transaction",
+    "unlink_shared",
 ]

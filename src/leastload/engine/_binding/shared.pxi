@@ -25,18 +25,19 @@ def unlink_shared(name):
     return True
 
 
-cdef int _shared_lock(Engine self) except -1:
-    """Takes the segment's lock for a call (the GIL let go while another process
-    holds it); the caller has made this thread the vserver's holder."""
-    cdef ll_vserver *vs = NULL
-    cdef int rc = ll_shared_trylock(self._sh, &vs)
+DEF LOCK_SPINS = 200  # tries, a CPU pause apart (about 2-4 us), before sleeping with the GIL let go
+
+
+cdef int _shared_lock_slow(Engine self, int rc, ll_vserver *vs) except -1:
+    if rc == -EBUSY:  # another process holds it: briefly spin, then sleep in the kernel
+        rc = ll_shared_lock_spinning(self._sh, &vs, LOCK_SPINS)
     if rc == -EBUSY:
         with nogil:
             rc = ll_shared_lock(self._sh, &vs)
     if rc < 0:
         raise OSError(-rc, f"leastload: cannot take the shared vserver's lock: {_os.strerror(-rc)}")
     self._vs = vs
-    cdef ll_shared_header *h = ll_shared_header_of(self._sh)
+    cdef ll_shared_header *h = self._hdr
     self._seq = h.seq
     if h.names_gen != self._names_gen or h.policy_gen != self._policy_gen or h.reclaimed != self._reclaimed:
         try:
@@ -150,6 +151,7 @@ cdef object _shared_open(Engine self, str name, uint32_t capacity, bytes record)
         raise OSError(-rc, f"cannot open the shared vserver {name!r}: {_os.strerror(-rc)}")
     cdef ll_vserver *private = self._vs
     self._sh = sh
+    self._hdr = ll_shared_header_of(sh)
     self._names_gen = <uint64_t>-1  # the first lock reads the names
     self._policy_gen = 0  # ... and the policy's state, once there is one
     self._shared_name = name
