@@ -110,6 +110,17 @@ static int proc_alive(const ll_shared_proc *p)
     return p->started == 0 || started == p->started;
 }
 
+/* Makes the vserver this process's to use, under the lock: its pointers laid out
+ * for this mapping when the last holder had it elsewhere, and the method table
+ * this process's (its library may sit at another address even where the segment
+ * sits at the same one). */
+static void adopt(ll_vserver *vs)
+{
+    if (vs->self != (void *)vs)
+        ll_fixed_rebase(vs);
+    vs->ops = &ll_methods[vs->method];
+}
+
 /* ---- the ledger ------------------------------------------------------------ */
 
 static void clear_name(ll_shared *sh, uint32_t slot)
@@ -193,7 +204,7 @@ static int join(ll_shared *sh)
 static void recover(ll_shared *sh)
 {
     ll_vserver *vs = sh->vs;
-    ll_fixed_rebase(vs);
+    adopt(vs);
     vs->ledger_row = NULL;
     ll_shared_reclaim(sh);
     size_t C = vs->capacity;
@@ -232,8 +243,7 @@ static int locked(ll_shared *sh, int rc, ll_vserver **out)
         return -rc;
     }
     ll_vserver *vs = sh->vs;
-    if (vs->self != (void *)vs)  /* mapped elsewhere than where the last holder had it */
-        ll_fixed_rebase(vs);
+    adopt(vs);
     if (sh->fork_gen != fork_generation) {
         int j = join(sh);
         if (j < 0) {
@@ -534,7 +544,7 @@ static int attach(const char *name, ll_shared **out)
         munmap(mem, size);
         return -rc;
     }
-    ll_fixed_rebase(sh->vs);
+    adopt(sh->vs);
     int alive = 0;
     for (uint32_t r = 0; r < LL_SHARED_MAX_PROCS; r++)
         alive += proc_alive(&h->procs[r]);
