@@ -146,6 +146,18 @@ def test_a_full_segment_refuses_the_next_bind_and_changes_nothing(c_impl, name):
     assert vs.snapshot() == before and vs.services == ("s1", "s2")
 
 
+def test_replay_runs_on_a_private_vserver_only(c_impl, name):
+    np = pytest.importorskip("numpy", reason="a trace (leastload.sim) needs numpy")
+    from leastload.sim.replay import replay
+    from leastload.sim.workloads import make_trace
+    clock = c_impl.ManualClock(0.0)
+    vs = c_impl.VirtualServer("LEASTCONNECTION", clock, shared=name)
+    trace = make_trace(3, 100, rate=100.0, seed=0)
+    with pytest.raises(ValueError, match=r"^replay runs on a private vserver; this one is shared"):
+        replay(vs, clock, trace)
+    assert vs.services == () and np is not None
+
+
 def test_a_service_name_must_fit_the_segment(c_impl, name):
     vs = c_impl.VirtualServer(shared=name)
     with pytest.raises(ValueError, match="^name must be at most 240 bytes of UTF-8 in a shared vserver"):

@@ -24,9 +24,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO
 def backends():
     started = []
 
-    def start(n):
+    def start(n, delay=0.0):
         for _ in range(n):
-            started.append(start_backend(0.0, 100))
+            started.append(start_backend(delay, 100))
         return started[-n:]
     yield start
     for b in started:
@@ -124,11 +124,14 @@ def _load(port, stop, count):
         conn.close()
 
 
-def _slow_start_run(tmp_path, backends, *extra):
-    """A new backend bound through the admin port while 8 clients keep both workers busy,
-    under manual slow start at 10 requests a second: its requests in each second after."""
+def slow_start_run(tmp_path, backends, *extra, new_delay=0.0, seconds=4, metrics_at_end=False):
+    """A new backend bound through the admin port while 8 clients keep the proxy (both
+    workers) busy, under slow start at 10 requests a second (manual unless `extra` says
+    otherwise); the new backend answers after `new_delay` s. Returns its requests in each
+    second after, the requests served, and (metrics_at_end) the admin port's /metrics then."""
     import threading
-    b1, b2, new = backends(3)
+    b1, b2 = backends(2)
+    new, = backends(1, new_delay)
     admin = free_ports(3)
     (tmp_path / "token").write_text("t0ken\n")
     cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
@@ -146,12 +149,14 @@ def _slow_start_run(tmp_path, backends, *extra):
         assert command(admin, "t0ken", "bind", "lb", "vserver", "leastload", "new")["ok"]
         per_second = []
         last = new.stats()["requests"]
-        for _ in range(4):
+        for _ in range(seconds):
             time.sleep(1.0)
             now = new.stats()["requests"]
             per_second.append(now - last)
             last = now
         served = sum(c[0] for c in counts)
+        if metrics_at_end:
+            return per_second, served, metrics(admin)
         return per_second, served
     finally:
         stop.set()
@@ -161,7 +166,7 @@ def _slow_start_run(tmp_path, backends, *extra):
 
 
 def test_slow_start_grants_its_rate_once_for_the_whole_proxy(tmp_path, backends):
-    per_second, served = _slow_start_run(tmp_path, backends)
+    per_second, served = slow_start_run(tmp_path, backends)
     assert served > 400, served  # the clients asked far more than the new backend may get
     # 10 a second, as one process would grant: each burst opens an engine second, so a wall-clock
     # second holds one burst (the first may hold part of the bind's second)
@@ -169,6 +174,6 @@ def test_slow_start_grants_its_rate_once_for_the_whole_proxy(tmp_path, backends)
 
 
 def test_private_engines_grant_the_rate_once_per_worker(tmp_path, backends):
-    per_second, served = _slow_start_run(tmp_path, backends, "--private-engines")
+    per_second, served = slow_start_run(tmp_path, backends, "--private-engines")
     assert served > 400, served
     assert sum(per_second[1:]) >= 1.5 * 30, per_second  # each worker's engine grants its own 10

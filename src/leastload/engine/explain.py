@@ -112,6 +112,9 @@ def explain(vs: Any) -> Explanation:
         record = vs._last_pick()
         snap = vs.snapshot()
         settings = (vs._key_settings, vs._hash_seed)
+        # slow_start_guard: the ramps its last boundary held back, and why
+        held = {info["name"]: ramp["held"] for info in snap["services"]
+                if info["cap"] is not None and (ramp := vs.slow_start(info["name"])) and ramp.get("held")}
     if record is None:
         raise LookupError("explain(): no pick to explain (none since the vserver was made or its "
                           "method set, or the service picked was unbound since)")
@@ -131,6 +134,8 @@ def explain(vs: Any) -> Explanation:
     candidates = []
     for i, s in enumerate(services):
         why = why_not(method, s, s.name in excluded)
+        if s.name in held:  # a capped service's cap, and why the closed loop keeps it there
+            why = tuple(w + f" (held back: {held[s.name]})" if w.startswith("slow start:") else w for w in why)
         if key_h is not None:  # the rank's first part (L / weight, scaled); none when not eligible
             key: Optional[int] = None if why else rank(key_h, s, i)[0]
         else:  # round robin compares no key; a hash method without a key is LEASTCONNECTION

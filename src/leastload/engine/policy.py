@@ -81,7 +81,8 @@ class _Outlier:
 class _Ramp:
     """Slow start of one service."""
 
-    __slots__ = ("start", "increments", "cap", "next_boundary", "selected_mark", "quiet", "paused_left", "holding")
+    __slots__ = ("start", "increments", "cap", "next_boundary", "selected_mark", "quiet", "paused_left", "holding",
+                 "failure_mark", "held")
 
     def __init__(self, start: Optional[float], interval: int, selected: int) -> None:
         self.start = start              # when it became new (bind, or DOWN -> UP)
@@ -97,6 +98,8 @@ class _Ramp:
         # ramp's clock stands: the time left to its next boundary, and next_boundary is inf
         self.paused_left: Optional[float] = None
         self.holding = False            # handing over (slow_start_handover="caught_up"): cap at the fair share
+        self.failure_mark = 0           # slow_start_guard: its failures at the last boundary
+        self.held: Optional[str] = None  # slow_start_guard: why the last boundary held it back (None: it did not)
 
 
 _Timer = Tuple[float, int, str, Union[_Ramp, _Outlier]]
@@ -114,7 +117,8 @@ class VirtualServerFacade(_EngineBase):
                  outlier_max_ejection_percent: int = 50, window_seconds: int = 14, name: str = "vserver",
                  netmask: object = DEFAULT_NETMASK, v6netmasklen: int = DEFAULT_V6NETMASKLEN,
                  hashlength: int = DEFAULT_HASHLENGTH, hash_seed: int = DEFAULT_HASH_SEED,
-                 slow_start_handover: str = "vendor", peakewma_decay: float = 10.0, shared: Optional[str] = None,
+                 slow_start_handover: str = "vendor", slow_start_guard: float = 0.0, peakewma_decay: float = 10.0,
+                 shared: Optional[str] = None,
                  shared_capacity: int = 1024) -> None:
         given = locals()  # the keywords above are the table's settings (test_settings_table holds them to it)
         v = check_settings({s.name: given[s.name] for s in SETTINGS})  # everything checked first
@@ -147,6 +151,7 @@ class VirtualServerFacade(_EngineBase):
         self._unit: str = v["new_service_request_unit"]
         self._interval: int = v["new_service_request_increment_interval"]
         self._handover: str = v["slow_start_handover"]
+        self._guard: float = v["slow_start_guard"]
         self._outlier_k: int = v["outlier_failures"]
         self._ejection_time: float = v["outlier_ejection_time"]
         self._max_ejection_percent: int = v["outlier_max_ejection_percent"]
@@ -235,6 +240,11 @@ class VirtualServerFacade(_EngineBase):
         return self._handover
 
     @property
+    def slow_start_guard(self) -> float:
+        self._fresh()
+        return self._guard
+
+    @property
     def shared(self) -> Optional[str]:
         return self._shared
 
@@ -274,6 +284,8 @@ class VirtualServerFacade(_EngineBase):
                 self._seed_draws(self._hash_seed)
             if "slow_start_handover" in v:  # a ramp holding already holds on until it caught up
                 self._handover = v["slow_start_handover"]
+            if "slow_start_guard" in v:  # judged from the next boundary on
+                self._guard = v["slow_start_guard"]
             if "peakewma_decay" in v:
                 self._peakewma_decay = v["peakewma_decay"]
                 self._set_peak_decay(check_peakewma_decay(self._peakewma_decay))
@@ -339,6 +351,7 @@ class VirtualServerFacade(_EngineBase):
         settings = {"netmask": self._netmask, "v6netmasklen": self._key_settings.v6len,
                     "hashlength": self._key_settings.hashlength, "hash_seed": self._hash_seed,
                     "slow_start_handover": self._handover, "peakewma_decay": self._peakewma_decay,
+                    "slow_start_guard": self._guard,
                     "new_service_request": self._rate, "new_service_request_unit": self._unit,
                     "new_service_request_increment_interval": self._interval, "outlier_failures": self._outlier_k,
                     "outlier_ejection_time": self._ejection_time,
@@ -360,6 +373,7 @@ class VirtualServerFacade(_EngineBase):
                                          settings["hashlength"])
         self._set_hash_settings(self._key_settings, self._hash_seed)
         self._handover, self._peakewma_decay = settings["slow_start_handover"], settings["peakewma_decay"]
+        self._guard = settings["slow_start_guard"]
         self._rate, self._unit = settings["new_service_request"], settings["new_service_request_unit"]
         self._interval = settings["new_service_request_increment_interval"]
         self._ejection_time = settings["outlier_ejection_time"]
@@ -456,8 +470,11 @@ class VirtualServerFacade(_EngineBase):
             ramp = self._ramps.get(name)
             if ramp is None:
                 return None
-            return {"cap": ramp.cap, "increments": ramp.increments, "since": ramp.start,
-                    "mode": "manual" if self._interval == 0 else "automated"}
+            state = {"cap": ramp.cap, "increments": ramp.increments, "since": ramp.start,
+                     "mode": "manual" if self._interval == 0 else "automated"}
+            if self._guard:  # closed loop: why the last boundary held it back (None: it did not)
+                state["held"] = ramp.held
+            return state
 
     def _maybe_begin_ramp(self, name: str, now: Optional[float]) -> None:
         if self._rate and (self._is_ejected(name) or name in self._draining) and self.state(name) == "UP":
@@ -473,6 +490,8 @@ class VirtualServerFacade(_EngineBase):
                 self._plan()
             return
         ramp = _Ramp(now, self._interval, self._selections(name)[0])
+        if self._guard:
+            ramp.failure_mark = self.info(name)["failures"]
         self._ramps[name] = ramp
         if self._interval == 0:
             ramp.cap = self._cap_for(ramp)
@@ -568,6 +587,12 @@ class VirtualServerFacade(_EngineBase):
                 return self._end(name, "its window caught up with the others'", now)
             ramp.cap = self._fair_cap()
             return None
+        if self._guard:
+            ramp.held = self._unhealthy(name, ramp, traffic)
+            if ramp.held is not None:  # closed loop: one increment back, never below the first
+                ramp.increments = max(1, ramp.increments - 1) if ramp.increments else 0
+                ramp.cap = self._cap_for(ramp) if ramp.increments else 0
+                return None
         ramp.increments += 1
         why = None
         if ramp.increments >= MAX_INCREMENTS:
@@ -587,6 +612,30 @@ class VirtualServerFacade(_EngineBase):
             ramp.cap = self._fair_cap()
             return None
         return self._end(name, why, now)
+
+    def _unhealthy(self, name: str, ramp: _Ramp, traffic: int) -> Optional[str]:
+        """slow_start_guard: why `name` should not step up now (None: it may). Its TTFB
+        average against the mean of its peers' (the services that take what slow start
+        holds back; past its first step it needs one of its own), and its failures per
+        request since the last boundary against its peers' since they were bound (and
+        above 1 %). O(n), at a boundary only."""
+        info = self.info(name)
+        failures, ramp.failure_mark = info["failures"] - ramp.failure_mark, info["failures"]
+        peers = [self.info(n) for n in self.services if n != name and self._is_open(n)]
+        ttfbs = [p["ttfb"] for p in peers if p["ttfb"] is not None]
+        if info["ttfb"] is None and ttfbs and ramp.increments:  # past its first step: judged on evidence only
+            return "no TTFB of its own yet"
+        if info["ttfb"] is not None and ttfbs and sum(ttfbs) > 0:
+            ratio = info["ttfb"] / (sum(ttfbs) / len(ttfbs))
+            if ratio > self._guard:
+                return f"TTFB {ratio:.1f}x its peers'"
+        if traffic:
+            rate = failures / traffic
+            picked = sum(p["selected"] for p in peers)
+            peers_rate = sum(p["failures"] for p in peers) / picked if picked else 0.0
+            if rate > 0.01 and rate > self._guard * peers_rate:
+                return f"failures {rate:.0%} of its requests, its peers' {peers_rate:.0%}"
+        return None
 
     def _fair_cap(self) -> int:
         """The cap of a ramp that holds: the others' rate, rounded up (at least 1)."""
@@ -730,7 +779,10 @@ class VirtualServerFacade(_EngineBase):
         ramp = self._ramps.get(name)
         if ramp is None:
             return "normal"
-        return "slow start (manual)" if self._interval == 0 else f"slow start ({ramp.increments} increments)"
+        if self._interval == 0:
+            return "slow start (manual)"
+        held = f", held back: {ramp.held}" if ramp.held else ""
+        return f"slow start ({ramp.increments} increments{held})"
 
     def _show(self) -> VServerView:
         services = []

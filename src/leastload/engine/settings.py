@@ -75,6 +75,14 @@ def _handover(value: object) -> str:
     return check_choice("slow_start_handover", value, HANDOVERS)
 
 
+def _guard(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad_type("slow_start_guard", value, "a number: 0 (off), or 1 to 100")
+    if not (value == 0 or 1 <= value <= 100):
+        raise bad_value("slow_start_guard", value, "0 (off), or a number from 1 to 100")
+    return float(value)
+
+
 def _shared(value: object) -> Optional[str]:
     return None if value is None else check_shared_name(value)
 
@@ -137,6 +145,13 @@ SETTINGS: Tuple[Setting, ...] = (
             methods=WINDOWED, flag="--slow-start-handover",
             flag_help="vendor: a ramp ends at its exits; caught_up (LEASTBANDWIDTH, LEASTPACKETS): it ends when "
                       "the new backend's window caught up with the others' (default {default})"),
+    Setting("slow_start_guard", 0.0, _guard,
+            "Closed-loop slow start (not the vendor's): an automated ramp steps up only while the new service's "
+            "TTFB average and failure rate are within this factor of its peers', and steps back one increment "
+            "when not (0: off).",
+            flag="--slow-start-guard",
+            flag_help="closed-loop slow start: a ramp steps up only while the new backend's TTFB and failure "
+                      "rate stay within this factor of the others' (e.g. 2; default {default}: off)"),
     Setting("peakewma_decay", 10.0, _peakewma_decay,
             "PEAKEWMA: seconds for the latency estimate to decay to 1/e (default 10).", methods=("PEAKEWMA",)),
     Setting("shared", None, _shared,

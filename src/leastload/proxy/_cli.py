@@ -173,6 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     _setting_flag(g, "new_service_request_unit", choices=UNITS)
     _setting_flag(g, "new_service_request_increment_interval", type=int, metavar="SECONDS")
     _setting_flag(g, "slow_start_handover", choices=HANDOVERS)
+    _setting_flag(g, "slow_start_guard", type=float, metavar="FACTOR")
     _setting_flag(g, "startup_rr_factor", type=int, metavar="N")
     g = p.add_argument_group("running")
     g.add_argument("--admin", type=_admin_address, default=None, metavar="[HOST:]PORT",

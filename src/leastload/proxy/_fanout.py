@@ -93,6 +93,7 @@ FAMILIES: Dict[str, str] = {
     "leastload_service_state": PER_WORKER,                  # 1 for the state, 0 for the others
     "leastload_service_weight": PER_WORKER,                 # a setting, not an amount
     "leastload_service_slow_start_cap": PER_WORKER,         # each engine's own ramp
+    "leastload_service_slow_start_held": PER_WORKER,        # 1/0
     "leastload_service_load": PER_WORKER,                   # the method's N: its unit varies by method
     "leastload_service_consecutive_failures": PER_WORKER,   # a run of failures in one engine
     "leastload_service_window_bytes": SUM,
@@ -124,7 +125,8 @@ ENGINE = "engine"
 ENGINE_FAMILIES = frozenset((
     "leastload_service_bound", "leastload_service_active_transactions", "leastload_service_ejections_total",
     "leastload_service_ejected", "leastload_service_draining", "leastload_service_state",
-    "leastload_service_weight", "leastload_service_slow_start_cap", "leastload_service_load",
+    "leastload_service_weight", "leastload_service_slow_start_cap", "leastload_service_slow_start_held",
+    "leastload_service_load",
     "leastload_service_consecutive_failures", "leastload_service_window_bytes",
     "leastload_service_window_packets", "leastload_service_ttfb_average_seconds", "leastload_vserver_info",
     "leastload_vserver_window_seconds"))

@@ -35,6 +35,8 @@ Per service (labels `vserver`, `service`; `_total` are counters, the rest gauges
     leastload_service_weight                      its weight (1..100)
     leastload_service_slow_start_cap              requests per second slow start allows it now
                                                   (no series while it is not in slow start)
+    leastload_service_slow_start_held             1 while closed-loop slow start (slow_start_guard) holds its
+                                                  ramp back, else 0 (a series only in slow start, guard on)
     leastload_service_load                        the method's N for it now (info "load": connections, bytes,
                                                   packets, seconds, ... as the method counts)
     leastload_service_consecutive_failures        its failures in a row now (what outlier ejection counts)
@@ -281,6 +283,8 @@ def _add(w: _Writer, proxy: Observed) -> None:
     state_f = service("state", "gauge", "1 for the service's state now, 0 for the other states.")
     weight_f = service("weight", "gauge", "The service's weight.")
     cap_f = service("slow_start_cap", "gauge", "Requests per second slow start allows the service now.")
+    held_f = service("slow_start_held", "gauge", "1 while closed-loop slow start holds the service's ramp back "
+                     "(slow_start_guard), else 0.")
     load_f = service("load", "gauge", "The method's N for the service now (connections, bytes, packets, "
                      "seconds, ... as the method counts).")
     in_row_f = service("consecutive_failures", "gauge", "Failures of the service in a row now.")
@@ -319,6 +323,7 @@ def _add(w: _Writer, proxy: Observed) -> None:
         window = int(vs.window_seconds)
         ejected_counts = ejections(proxy)
         bound: Dict[str, Dict[str, Any]] = {name: vs.info(name) for name in vs.services}
+        ramps = {name: vs.slow_start(name) for name, info in bound.items() if info["cap"] is not None}
     names = list(dict.fromkeys([*proxy.backends, *stats.backends, *bound]))  # in order, each once
     picks = 0
     for name in names:
@@ -356,6 +361,9 @@ def _add(w: _Writer, proxy: Observed) -> None:
             weight_f.add(labels, info["weight"])
             if info["cap"] is not None:
                 cap_f.add(labels, info["cap"])
+                ramp = ramps.get(name)
+                if ramp is not None and "held" in ramp:  # slow_start_guard on
+                    held_f.add(labels, 1 if ramp["held"] else 0)
             load_f.add(labels, info["load"])
             in_row_f.add(labels, info["consecutive_failures"])
             window_bytes_f.add(labels, info["bytes"])

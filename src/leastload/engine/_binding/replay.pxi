@@ -43,6 +43,8 @@ cdef int _replay_run(Engine self, trace, result, events) except -1:
 cdef int _replay_check(Engine self, clock, trace) except -1:
     """What the C replay refuses: leastload.sim.replay calls it before it binds
     anything, and _replay_locked again before C reads the arrays."""
+    if self._sh != NULL:  # its picks would bypass the ledger of the processes' transactions
+        raise ValueError("replay runs on a private vserver; this one is shared (shared=...)")
     if self._clock_kind != CLOCK_KIND_MANUAL or clock is not self._clock:
         raise ValueError("replay needs the vserver's own ManualClock as clock")
     if self._key_form is not None and self._method_name in _NEEDS_KEY:
