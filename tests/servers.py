@@ -29,11 +29,11 @@ def first_line(stream, timeout):
 
 
 class BackendProcess:
-    def __init__(self, delay=0.0, size=1024, port=0):
+    def __init__(self, delay=0.0, size=1024, port=0, args=()):
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "leastload.cli.backends", "--listen", f"127.0.0.1:{port}",
-             "--delay", str(delay), "--size", str(size)],
+             "--delay", str(delay), "--size", str(size), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
         line = first_line(self.proc.stdout, START_TIMEOUT)
         if not line.startswith("listening on 127.0.0.1:"):
@@ -66,8 +66,9 @@ class BackendProcess:
                 stream.close()
 
 
-def start_backend(delay=0.0, size=1024, port=0):
-    return BackendProcess(delay, size, port)
+def start_backend(delay=0.0, size=1024, port=0, args=()):
+    """`args`: more flags of `leastload backends` (--report-load U, say)."""
+    return BackendProcess(delay, size, port, args)
 
 
 def free_port():

@@ -515,3 +515,28 @@ def test_packets_are_counted(impl, backends):
     else:  # the estimate: one segment each way per MSS of body
         assert first == second == 1
     assert_idle(t)
+
+
+def test_load_reports_reach_the_weights_from_utilization_mode(impl, tmp_path):
+    """A backend's endpoint-load-metrics header is read when weights_from_utilization is on,
+    and only then."""
+    hot = start_backend(0.0, 10, args=("--report-load", "0.9"))
+    try:
+        t = Transport([f"hot={hot.address}"], method="ROUNDROBIN", engine=impl.VirtualServer)
+        seen = []
+        real = t.vserver.report_utilization
+
+        def spy(name, **report):
+            seen.append((name, report["cpu_utilization"]))
+            return real(name, **report)
+
+        t.vserver.report_utilization = spy
+        with client_for(t, base_url="http://app") as client:
+            assert client.get("/").status_code == 200
+            assert seen == []  # off: not read
+            t.vserver.set(weights_from_utilization=True)
+            for _ in range(3):
+                assert client.get("/").status_code == 200
+        assert seen == [("hot", 0.9)] * 3
+    finally:
+        hot.stop()

@@ -35,11 +35,22 @@ __all__ = ["Counters", "BackendProtocol", "serve", "main"]
 
 
 class Counters:
-    __slots__ = ("requests", "bytes")
+    __slots__ = ("requests", "bytes", "second", "in_second", "last_second")
 
     def __init__(self) -> None:
         self.requests = 0
         self.bytes = 0
+        self.second = 0         # --report-load: the clock's second being counted,
+        self.in_second = 0      # the requests answered in it,
+        self.last_second = 0    # and in the whole second before it (the report's rps_fractional)
+
+    def count(self, now: float) -> None:
+        self.requests += 1
+        second = int(now)
+        if second != self.second:
+            self.last_second = self.in_second if second == self.second + 1 else 0
+            self.second, self.in_second = second, 0
+        self.in_second += 1
 
 
 class BackendProtocol(asyncio.Protocol):
@@ -47,8 +58,9 @@ class BackendProtocol(asyncio.Protocol):
 
     transport: asyncio.Transport  # set by connection_made, before any other callback
 
-    def __init__(self, delay: float, size: int, counters: Counters) -> None:
+    def __init__(self, delay: float, size: int, counters: Counters, report_load: Optional[float] = None) -> None:
         self.delay, self.size, self.counters = delay, size, counters
+        self.report_load = report_load  # cpu_utilization to report in each answer (ORCA), None: no report
         self.parser = httptools.HttpRequestParser(self)
         self.url = b""
         # complete requests waiting for their turn: (url, keep_alive, HEAD)
@@ -112,7 +124,7 @@ class BackendProtocol(asyncio.Protocol):
             await asyncio.sleep(delay)
         if self.transport.is_closing():
             return
-        self.counters.requests += 1
+        self.counters.count(asyncio.get_running_loop().time())
         if head:
             return self.send_head(status, size, keep_alive)
         if size <= CHUNK:
@@ -134,18 +146,21 @@ class BackendProtocol(asyncio.Protocol):
 
     def send_head(self, status: int, length: int, keep_alive: Optional[bool], body: bytes = b"") -> None:
         connection = b"" if keep_alive is None or keep_alive else b"Connection: close\r\n"
+        if self.report_load is not None:  # ORCA's TEXT form: its utilization, and its rate of the last second
+            connection += b"endpoint-load-metrics: TEXT cpu_utilization=%s, rps_fractional=%d\r\n" % (
+                repr(self.report_load).encode(), max(1, self.counters.last_second))
         self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Length: %d\r\nContent-Type: text/plain\r\n%s\r\n%s" % (
             status, b"OK" if status == 200 else b"Status", length, connection, body))
         if keep_alive is False:
             self.transport.close()
 
 
-async def serve(host: str, port: int, delay: float = 0.0,
-                size: int = 1024) -> Tuple[asyncio.Server, Counters]:
+async def serve(host: str, port: int, delay: float = 0.0, size: int = 1024,
+                report_load: Optional[float] = None) -> Tuple[asyncio.Server, Counters]:
     """Starts one backend; returns (server, counters). The caller closes the server."""
     counters = Counters()
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: BackendProtocol(delay, size, counters), host, port,
+    server = await loop.create_server(lambda: BackendProtocol(delay, size, counters, report_load), host, port,
                                       reuse_address=True, backlog=1024)
     return server, counters
 
@@ -163,13 +178,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="one backend per --listen (port 0: a free port)")
     p.add_argument("--delay", type=float, default=0.0, help="seconds before each answer (default 0)")
     p.add_argument("--size", type=int, default=1024, help="body bytes of each answer (default 1024)")
+    p.add_argument("--report-load", type=float, default=None, metavar="UTILIZATION",
+                   help="each answer carries an ORCA load report (endpoint-load-metrics, TEXT form): this "
+                        "cpu_utilization, and the requests answered in the last second as rps_fractional "
+                        "(default: no report)")
     return p
 
 
 async def _main(args: argparse.Namespace) -> None:
     servers: List[asyncio.Server] = []
     for host, port in args.listen:
-        server, _ = await serve(host, port, args.delay, args.size)
+        server, _ = await serve(host, port, args.delay, args.size, args.report_load)
         servers.append(server)
         bound = server.sockets[0].getsockname()
         print(f"listening on {bound[0]}:{bound[1]}", flush=True)
@@ -180,6 +199,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.delay < 0 or args.size < 0:
         _parser().error("--delay and --size must not be negative")
+    if args.report_load is not None and not 0 <= args.report_load < float("inf"):
+        _parser().error(f"--report-load must be a utilization >= 0, got {args.report_load}")
     if hasattr(signal, "SIGPIPE"):  # `leastload` set it to SIG_DFL: a write to a reset connection would kill us
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     run: Any = asyncio.run

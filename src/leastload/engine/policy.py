@@ -34,6 +34,7 @@ from .explain import Explanation, explain as explain_last_pick
 from .settings import SETTABLE, SETTING, SETTINGS, SHARED_RECORD, WINDOWED, check_rate, check_settings
 from .show import ServiceView, VServerView
 from .types import Clock, Info, Totals
+from .utilization import UPDATE_PERIOD, UtilizationWeights
 
 if TYPE_CHECKING:  # what the facade uses of the engine it is mixed in before (C or reference)
     from ._interface import EngineAPI as _EngineBase
@@ -102,7 +103,16 @@ class _Ramp:
         self.held: Optional[str] = None  # slow_start_guard: why the last boundary held it back (None: it did not)
 
 
-_Timer = Tuple[float, int, str, Union[_Ramp, _Outlier]]
+class _Tick:
+    """weights_from_utilization: the next time the reported loads are applied as weights."""
+
+    __slots__ = ("due",)
+
+    def __init__(self, due: float) -> None:
+        self.due = due
+
+
+_Timer = Tuple[float, int, str, Union[_Ramp, _Outlier, _Tick]]
 
 
 class VirtualServerFacade(_EngineBase):
@@ -117,8 +127,8 @@ class VirtualServerFacade(_EngineBase):
                  outlier_max_ejection_percent: int = 50, window_seconds: int = 14, name: str = "vserver",
                  netmask: object = DEFAULT_NETMASK, v6netmasklen: int = DEFAULT_V6NETMASKLEN,
                  hashlength: int = DEFAULT_HASHLENGTH, hash_seed: int = DEFAULT_HASH_SEED,
-                 slow_start_handover: str = "vendor", slow_start_guard: float = 0.0, peakewma_decay: float = 10.0,
-                 shared: Optional[str] = None,
+                 slow_start_handover: str = "vendor", slow_start_guard: float = 0.0,
+                 weights_from_utilization: bool = False, peakewma_decay: float = 10.0, shared: Optional[str] = None,
                  shared_capacity: int = 1024) -> None:
         given = locals()  # the keywords above are the table's settings (test_settings_table holds them to it)
         v = check_settings({s.name: given[s.name] for s in SETTINGS})  # everything checked first
@@ -134,6 +144,8 @@ class VirtualServerFacade(_EngineBase):
         self.slow_start_exits: List[Tuple[float, str, str]] = []
         # (time, service, what): ejections, returns, ejections refused
         self.outlier_events: List[Tuple[float, str, str]] = []
+        self._util = UtilizationWeights()  # weights_from_utilization: each service's reports
+        self._weights_tick: Optional[_Tick] = None  # ... and the next time they become weights
         self._shared: Optional[str] = v["shared"]
         self._shared_capacity: int = v["shared_capacity"]
         created = self._shared is None or self._share(v)
@@ -152,6 +164,7 @@ class VirtualServerFacade(_EngineBase):
         self._interval: int = v["new_service_request_increment_interval"]
         self._handover: str = v["slow_start_handover"]
         self._guard: float = v["slow_start_guard"]
+        self._by_utilization: bool = v["weights_from_utilization"]
         self._outlier_k: int = v["outlier_failures"]
         self._ejection_time: float = v["outlier_ejection_time"]
         self._max_ejection_percent: int = v["outlier_max_ejection_percent"]
@@ -161,6 +174,8 @@ class VirtualServerFacade(_EngineBase):
                 self._set_window(v["window_seconds"])
             if not created:  # the settings and policy state as the segment has them now
                 self._reload_policy()
+            elif self._by_utilization:
+                self._start_ticks(self.now())
 
     def _share(self, v: Dict[str, Any]) -> bool:
         """Puts the vserver in the shared segment v["shared"]: True when this process
@@ -245,6 +260,11 @@ class VirtualServerFacade(_EngineBase):
         return self._guard
 
     @property
+    def weights_from_utilization(self) -> bool:
+        self._fresh()
+        return self._by_utilization
+
+    @property
     def shared(self) -> Optional[str]:
         return self._shared
 
@@ -286,6 +306,9 @@ class VirtualServerFacade(_EngineBase):
                 self._handover = v["slow_start_handover"]
             if "slow_start_guard" in v:  # judged from the next boundary on
                 self._guard = v["slow_start_guard"]
+            if "weights_from_utilization" in v and v["weights_from_utilization"] != self._by_utilization:
+                self._by_utilization = v["weights_from_utilization"]
+                self._start_ticks(now if now is not None else self.now())
             if "peakewma_decay" in v:
                 self._peakewma_decay = v["peakewma_decay"]
                 self._set_peak_decay(check_peakewma_decay(self._peakewma_decay))
@@ -351,21 +374,21 @@ class VirtualServerFacade(_EngineBase):
         settings = {"netmask": self._netmask, "v6netmasklen": self._key_settings.v6len,
                     "hashlength": self._key_settings.hashlength, "hash_seed": self._hash_seed,
                     "slow_start_handover": self._handover, "peakewma_decay": self._peakewma_decay,
-                    "slow_start_guard": self._guard,
+                    "slow_start_guard": self._guard, "weights_from_utilization": self._by_utilization,
                     "new_service_request": self._rate, "new_service_request_unit": self._unit,
                     "new_service_request_increment_interval": self._interval, "outlier_failures": self._outlier_k,
                     "outlier_ejection_time": self._ejection_time,
                     "outlier_max_ejection_percent": self._max_ejection_percent,
                     "startup_rr_factor": self.startup_rr_factor, "rtsp_nat": self.rtsp_nat}
         return pickle.dumps((self._ramps, self._outliers, self._draining, self._timers, self._timer_seq,
-                             self.slow_start_exits, self.outlier_events, self._deadline_at(), settings),
-                            protocol=pickle.HIGHEST_PROTOCOL)
+                             self.slow_start_exits, self.outlier_events, self._deadline_at(), settings,
+                             self._util, self._weights_tick), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _policy_load(self, record: bytes) -> None:
         if not record:
             return
         (self._ramps, self._outliers, self._draining, self._timers, self._timer_seq, self.slow_start_exits,
-         self.outlier_events, deadline, settings) = pickle.loads(record)
+         self.outlier_events, deadline, settings, self._util, self._weights_tick) = pickle.loads(record)
         self._set_deadline(deadline)
         # the settings set() changed in another process (what the engine keeps is shared already)
         self._netmask, self._hash_seed = settings["netmask"], settings["hash_seed"]
@@ -374,6 +397,7 @@ class VirtualServerFacade(_EngineBase):
         self._set_hash_settings(self._key_settings, self._hash_seed)
         self._handover, self._peakewma_decay = settings["slow_start_handover"], settings["peakewma_decay"]
         self._guard = settings["slow_start_guard"]
+        self._by_utilization = settings["weights_from_utilization"]
         self._rate, self._unit = settings["new_service_request"], settings["new_service_request_unit"]
         self._interval = settings["new_service_request_increment_interval"]
         self._ejection_time = settings["outlier_ejection_time"]
@@ -399,6 +423,7 @@ class VirtualServerFacade(_EngineBase):
             now = self.now() if self._ramps else None
             super().unbind(name)
             self._outliers.pop(name, None)  # its heap entry goes stale
+            self._util.forget(name)
             self._draining.discard(name)
             if self._ramps.pop(name, None) is not None:
                 self._plan()
@@ -534,13 +559,15 @@ class VirtualServerFacade(_EngineBase):
 
     # ---- the policy ----------------------------------------------------------
 
-    def _schedule(self, t: float, name: str, token: Union[_Ramp, _Outlier]) -> None:
+    def _schedule(self, t: float, name: str, token: Union[_Ramp, _Outlier, _Tick]) -> None:
         if t < math.inf:
             self._timer_seq += 1
             heapq.heappush(self._timers, (t, self._timer_seq, name, token))
 
     def _is_stale(self, entry: _Timer) -> bool:
         t, _, name, token = entry
+        if isinstance(token, _Tick):
+            return token is not self._weights_tick or token.due != t
         if isinstance(token, _Outlier):
             return self._outliers.get(name) is not token or token.until != t
         return self._ramps.get(name) is not token or token.next_boundary != t
@@ -556,6 +583,9 @@ class VirtualServerFacade(_EngineBase):
             if self._is_stale(entry):
                 continue
             _, _, name, token = entry
+            if isinstance(token, _Tick):
+                self._apply_utilization(now)
+                continue
             if isinstance(token, _Outlier):
                 self._return(name, token, now)
                 continue
@@ -763,6 +793,49 @@ class VirtualServerFacade(_EngineBase):
             if record is None or record.until is None:
                 return None
             return {"until": record.until, "ejections": record.count, "since": record.since}
+
+    # ---- weights from the backends' reported load ------------------------------
+
+    @_policy_step
+    def report_utilization(self, name: str, *, cpu_utilization: float = 0.0, application_utilization: float = 0.0,
+                           rps_fractional: float = 0.0, eps: float = 0.0) -> float:
+        """A load report of `name` (what ORCA's `endpoint-load-metrics` carries): its
+        queries and errors per second and its utilization. Returns the weight it gives
+        by gRPC's formula (0.0: none; see leastload.engine.utilization). With
+        weights_from_utilization on, the weights become the engine's once a second."""
+        values = {"cpu_utilization": cpu_utilization, "application_utilization": application_utilization,
+                  "rps_fractional": rps_fractional, "eps": eps}
+        for arg, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise bad_type(arg, value, "a number >= 0")
+            if not (math.isfinite(value) and value >= 0):
+                raise bad_value(arg, value, "a finite number >= 0")
+        with self.atomic():
+            self.weight(name)  # raises UnknownService / TypeError for a bad name
+            utilization = application_utilization if application_utilization > 0 else cpu_utilization
+            return self._util.report(name, self.now(), float(rps_fractional), float(eps), float(utilization))
+
+    def utilization_weights(self) -> Dict[str, Optional[float]]:
+        """Each bound service's weight from its reports now (None: no report, in its 10 s
+        blackout, or its last report over 3 minutes old)."""
+        with self.atomic():
+            now = self.now()
+            return {name: self._util.weight(name, now) for name in self.services}
+
+    def _start_ticks(self, now: float) -> None:
+        self._weights_tick = None
+        if self._by_utilization:
+            self._weights_tick = _Tick(now + UPDATE_PERIOD)
+            self._schedule(self._weights_tick.due, "", self._weights_tick)
+        self._plan(now)
+
+    def _apply_utilization(self, now: float) -> None:
+        """The reports' weights become the engine's (O(n), once a second)."""
+        names = list(self.services)
+        for name, weight in self._util.engine_weights(names, now).items():
+            if self.weight(name) != weight:
+                self.set_weight(name, weight)
+        self._start_ticks(now)
 
     # ---- show ------------------------------------------------------------
 

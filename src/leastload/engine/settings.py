@@ -83,6 +83,10 @@ def _guard(value: object) -> float:
     return float(value)
 
 
+def _by_utilization(value: object) -> bool:
+    return check_bool("weights_from_utilization", value)
+
+
 def _shared(value: object) -> Optional[str]:
     return None if value is None else check_shared_name(value)
 
@@ -152,6 +156,12 @@ SETTINGS: Tuple[Setting, ...] = (
             flag="--slow-start-guard",
             flag_help="closed-loop slow start: a ramp steps up only while the new backend's TTFB and failure "
                       "rate stay within this factor of the others' (e.g. 2; default {default}: off)"),
+    Setting("weights_from_utilization", False, _by_utilization,
+            "Weights from the load the services report (report_utilization(), ORCA), by gRPC's weighted round "
+            "robin formula, applied once a second (not the vendor's).",
+            flag="--weights-from-utilization",
+            flag_help="weights from the backends' endpoint-load-metrics reports, after gRPC's weighted round "
+                      "robin (default: off)"),
     Setting("peakewma_decay", 10.0, _peakewma_decay,
             "PEAKEWMA: seconds for the latency estimate to decay to 1/e (default 10).", methods=("PEAKEWMA",)),
     Setting("shared", None, _shared,

@@ -23,6 +23,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 import asyncio
 import ipaddress
+import logging
 import socket
 import threading
 import time
@@ -31,12 +32,14 @@ from collections import deque
 from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Iterable, Iterator, List, Optional,
                     Tuple, Type, Union)
 
-from ..net import tcpinfo
+from ..net import orca, tcpinfo
 from ..net import upstream
-from ..engine.errors import NoServiceAvailable
+from ..engine.errors import NoServiceAvailable, UnknownService
 from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
 from ..net.upstream import Backend, Outcome
 from ..net.tcpinfo import SegmentCounter
+
+log = logging.getLogger("leastload.httpx")
 
 # A transaction handle of either engine (the C engine's or the reference's: the same interface).
 _Handle = Any
@@ -421,6 +424,9 @@ class _Exchange:
                                self.transport._packet_counter(network_stream))
             sent = len(self.body) if isinstance(self.body, bytes) else self.body.count
             account.charge(sent=sent)
+            vserver = self.transport.vserver
+            if getattr(vserver, "_by_utilization", False):  # weights_from_utilization: the backend's ORCA report
+                _report_load(vserver, backend.name, response.headers.get(orca.HEADER))
             response.stream = body_class(response.stream, account, self.transport._orphans)
             response.extensions["leastload_backend"] = backend.name
             return response
@@ -428,6 +434,21 @@ class _Exchange:
             if not t.done:
                 t.fail()
             raise
+
+
+def _report_load(vserver: Any, name: str, value: Optional[str]) -> None:
+    """A response's endpoint-load-metrics header, to the vserver; a bad one is dropped (logged)."""
+    if value is None:
+        return
+    try:
+        report = orca.parse(value)
+        vserver.report_utilization(name, cpu_utilization=report.cpu_utilization,
+                                   application_utilization=report.application_utilization,
+                                   rps_fractional=report.rps_fractional, eps=report.eps)
+    except ValueError as exc:
+        log.debug("backend %s: load report dropped: %s", name, exc)
+    except UnknownService:
+        pass  # unbound meanwhile
 
 
 def _status(code: int) -> int:

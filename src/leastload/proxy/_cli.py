@@ -175,6 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     _setting_flag(g, "slow_start_handover", choices=HANDOVERS)
     _setting_flag(g, "slow_start_guard", type=float, metavar="FACTOR")
     _setting_flag(g, "startup_rr_factor", type=int, metavar="N")
+    g = p.add_argument_group("load reported by the backends (ORCA's endpoint-load-metrics)")
+    _setting_flag(g, "weights_from_utilization", action="store_true")
     g = p.add_argument_group("running")
     g.add_argument("--admin", type=_admin_address, default=None, metavar="[HOST:]PORT",
                    help="the admin port: status, /metrics, /healthz, the runtime API (default: off; a bare "

@@ -92,6 +92,11 @@ class Upstream(Protocol):
 
     def note_failure(self, name: str, why: object) -> None: ...
 
+    @property
+    def load_reports(self) -> bool: ...  # read the backends' endpoint-load-metrics reports
+
+    def note_load_report(self, name: str, value: bytes) -> None: ...
+
     def note_local_error(self, what: str, exc: BaseException) -> None: ...
 
 
@@ -199,6 +204,10 @@ class Exchange:
                 t.record(packets=packets)
                 self.counters.packets += packets
             status = conn.status
+            if proxy.load_reports:  # weights_from_utilization: the backend's ORCA report, if it sent one
+                report = conn.reader.header(b"endpoint-load-metrics")
+                if report is not None:
+                    proxy.note_load_report(name, report)
             t.finish(ttfb=conn.ttfb, status=status)
             if conn.ttfb is not None:
                 self.counters.add_ttfb(conn.ttfb)

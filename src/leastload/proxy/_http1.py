@@ -688,6 +688,14 @@ class ResponseReader:
         self._skipped = 0           # empty lines before the head
         self._out: List[bytes] = []  # de-chunked pieces for an HTTP/1.0 client
 
+    def header(self, lowered: bytes) -> Optional[bytes]:
+        """The value of the response's first header named `lowered` (lowercase), None if
+        it has none: read after the head came in, before the next start()."""
+        for name, _, value in self._headers:
+            if name == lowered:
+                return value
+        return None
+
     # ---- input --------------------------------------------------------------------
 
     def feed(self, data: bytes) -> List[Piece]:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union
 
 from ..engine import errors as _errors
-from ..net import upstream
+from ..net import orca, upstream
 from ..net.request_keys import KeyRule
 from ..net.upstream import Backend, check_int
 from . import _admin, _backend, _client, _health, _http1, _listen
@@ -319,6 +319,25 @@ class Proxy:
             return {}
         return {"active": listener.active, "accepted": listener.accepted, "paused": listener.paused,
                 "shortages": listener.shortages}
+
+    @property
+    def load_reports(self) -> bool:
+        """Whether the backends' ORCA reports are read (the vserver's weights_from_utilization;
+        read without the engine's lock: a change reaches the next responses)."""
+        return bool(getattr(self.vserver, "_by_utilization", False))
+
+    def note_load_report(self, name: str, value: bytes) -> None:
+        """A backend's `endpoint-load-metrics` header: its report, to the engine. A bad one
+        is counted (local error "load_report") and dropped; the response goes on."""
+        try:
+            report = orca.parse(value.decode("latin-1"))
+            if name in self.vserver:
+                self.vserver.report_utilization(
+                    name, cpu_utilization=report.cpu_utilization,
+                    application_utilization=report.application_utilization,
+                    rps_fractional=report.rps_fractional, eps=report.eps)
+        except ValueError as exc:
+            self.note_local_error("load_report", exc)
 
     def note_failure(self, name: str, why: object) -> None:
         log.debug("backend %s failed: %s", name, why)

@@ -1,0 +1,59 @@
+"""Load reported by the backends (ORCA's endpoint-load-metrics) through `leastload proxy
+--weights-from-utilization`: a backend reporting cpu_utilization=0.9 among peers at 0.3
+gets less traffic once the 10 s blackout is over. Real proxy and `leastload backends
+--report-load` processes on 127.0.0.1; every wait is bounded."""
+import json
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from servers import free_ports, start_backend
+from test_proxy_shared_workers import _load
+from test_proxy_workers import Cli
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the workers' harness reads /proc")
+
+
+def test_a_backend_reporting_high_utilization_gets_less_traffic(tmp_path):
+    hot = start_backend(0.0, 100, args=("--report-load", "0.9"))
+    cool = [start_backend(0.0, 100, args=("--report-load", "0.3")) for _ in range(2)]
+    admin = free_ports(1)
+    cli = None
+    try:
+        cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--method", "ROUNDROBIN", "--weights-from-utilization",
+                  "--health-check", "none", "--admin", f"127.0.0.1:{admin}",
+                  "--backend", f"hot={hot.address}", "--backend", f"cool1={cool[0].address}",
+                  "--backend", f"cool2={cool[1].address}").started()
+        stop = threading.Event()
+        counts = [[0] for _ in range(4)]
+        clients = [threading.Thread(target=_load, args=(cli.port, stop, counts[i]), daemon=True) for i in range(4)]
+        for c in clients:
+            c.start()
+        try:
+            time.sleep(2.0)
+            before = [b.stats()["requests"] for b in (hot, *cool)]
+            time.sleep(2.0)
+            early = [b.stats()["requests"] - n for b, n in zip((hot, *cool), before)]
+            time.sleep(9.0)  # the blackout (10 s from the first reports) is over
+            before = [b.stats()["requests"] for b in (hot, *cool)]
+            time.sleep(3.0)
+            late = [b.stats()["requests"] - n for b, n in zip((hot, *cool), before)]
+        finally:
+            stop.set()
+            for c in clients:
+                c.join(15)
+        # before the blackout's end: plain round robin, a third each
+        assert min(early) > 0 and max(early) <= 1.2 * min(early) + 5, early
+        # after: the hot one's weight is qps/0.9 against qps/0.3: far less traffic
+        assert late[0] * 2 < min(late[1:]), late
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin}/leastload/status", timeout=10) as r:
+            status = json.loads(r.read())
+        assert "hot" in json.dumps(status)
+    finally:
+        if cli is not None:
+            assert cli.stop() == 0
+        for b in (hot, *cool):
+            b.stop()
