@@ -41,3 +41,24 @@ def test_a_bad_report_is_refused_by_name(value, message):
     with pytest.raises(ValueError) as refused:
         orca.parse(value)
     assert message in str(refused.value) and str(refused.value).startswith("endpoint-load-metrics: ")
+
+
+def test_a_report_as_customload_s_metrics():
+    table = orca.check_metric_table({"cpu_utilization": (2, 80), "rps_fractional": (1, orca.NO_THRESHOLD),
+                                     "named_metrics.queue": (5, 10), "named_metrics.absent": (1, 1)})
+    r = orca.parse("TEXT cpu_utilization=0.907, rps_fractional=12.4, named_metrics.queue=3")
+    assert orca.custom_load(r, table) == {"cpu_utilization": (91, 2, 80), "rps_fractional": (12, 1, orca.NO_THRESHOLD),
+                                          "named_metrics.queue": (3, 5, 10)}
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"gpu": (1, 1)}, "'gpu' is not a report field"),
+    ({"named_metrics.": (1, 1)}, "is not a report field"),
+    ({"eps": (0, 1)}, "load_metrics['eps'] must be (weight 1..100, threshold >= 1), got (0, 1)"),
+    ({"eps": (1, 0)}, "got (1, 0)"),
+    ({"eps": [1, 1]}, "got [1, 1]"),
+])
+def test_a_bad_metric_table_is_refused_by_name(table, message):
+    with pytest.raises(ValueError) as refused:
+        orca.check_metric_table(table)
+    assert message in str(refused.value)

@@ -57,3 +57,34 @@ def test_a_backend_reporting_high_utilization_gets_less_traffic(tmp_path):
             assert cli.stop() == 0
         for b in (hot, *cool):
             b.stop()
+
+
+def test_reports_feed_customload_by_the_metric_table(tmp_path):
+    hot = start_backend(0.0, 100, args=("--report-load", "0.9"))
+    cool = start_backend(0.0, 100, args=("--report-load", "0.3"))
+    cli = None
+    try:
+        cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--method", "CUSTOMLOAD", "--health-check", "none",
+                  "--load-metric", "cpu_utilization=1:80",
+                  "--backend", f"hot={hot.address}", "--backend", f"cool={cool.address}").started()
+        stop = threading.Event()
+        counts = [[0] for _ in range(4)]
+        clients = [threading.Thread(target=_load, args=(cli.port, stop, counts[i]), daemon=True) for i in range(4)]
+        for c in clients:
+            c.start()
+        try:
+            time.sleep(1.0)  # every backend has answered with its report by now
+            before = [b.stats()["requests"] for b in (hot, cool)]
+            time.sleep(2.0)
+            served = [b.stats()["requests"] - n for b, n in zip((hot, cool), before)]
+        finally:
+            stop.set()
+            for c in clients:
+                c.join(15)
+        # 90 % is at the threshold of 80: the hot backend is left out; the cool one takes it all
+        assert served[0] == 0 and served[1] > 100, served
+    finally:
+        if cli is not None:
+            assert cli.stop() == 0
+        for b in (hot, cool):
+            b.stop()

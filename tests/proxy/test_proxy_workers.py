@@ -262,6 +262,7 @@ def test_the_client_limit_and_forwarding_flags_reach_proxy(monkeypatch):
     ("--max-request-line", "10"), ("--max-header-size", "big"), ("--max-headers", "0"),
     ("--max-body", "-1"), ("--header-timeout", "0"), ("--body-timeout", "nan"),
     ("--client-timeout", "1e9"), ("--max-connections", "-5"), ("--xff", "drop"),
+    ("--load-metric", "gpu=1"), ("--load-metric", "cpu_utilization=0:5"),
 ])
 def test_a_bad_flag_value_is_one_line_naming_the_flag_and_exit_2(capsys, flag, value):
     from leastload.__main__ import main

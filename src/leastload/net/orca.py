@@ -93,3 +93,41 @@ def format_text(report: LoadReport) -> str:
     items = [f"{name}={getattr(report, name):g}" for name in FIELDS if getattr(report, name)]
     items += [f"named_metrics.{k}={v:g}" for k, v in report.named_metrics.items()]
     return "TEXT " + ", ".join(items)
+
+
+UTILIZATIONS = ("cpu_utilization", "mem_utilization", "application_utilization")  # fractions: as percents
+NO_THRESHOLD = 1 << 62  # a metric table entry without a threshold never makes a service ineligible
+
+
+def check_metric_table(table: object) -> Dict[str, "tuple[int, int]"]:
+    """A CUSTOMLOAD metric table for the reports: {field or named_metrics.NAME: (weight 1..100,
+    threshold >= 1)}; ValueError/TypeError naming the entry."""
+    if not isinstance(table, dict) or not table:
+        raise TypeError(f"load_metrics must be a non-empty dict {{metric: (weight, threshold)}}, got {table!r}")
+    out = {}
+    for name, spec in table.items():
+        if not isinstance(name, str) or not (name in FIELDS or (name.startswith("named_metrics.")
+                                                                 and len(name) > len("named_metrics."))):
+            raise ValueError(f"load_metrics: {name!r} is not a report field ({', '.join(FIELDS)}) "
+                             "or named_metrics.NAME")
+        if not (isinstance(spec, tuple) and len(spec) == 2 and all(type(v) is int for v in spec)
+                and 1 <= spec[0] <= 100 and spec[1] >= 1):
+            raise ValueError(f"load_metrics[{name!r}] must be (weight 1..100, threshold >= 1), got {spec!r}")
+        out[name] = spec
+    return out
+
+
+def custom_load(report: LoadReport, table: Dict[str, "tuple[int, int]"]) -> Dict[str, "tuple[int, int, int]"]:
+    """The report as CUSTOMLOAD's report_load() takes it, by the metric table: each value an
+    integer (utilizations in percent, rounded; the rest rounded), with its weight and threshold.
+    A named metric the report does not carry is left out."""
+    out = {}
+    for name, (weight, threshold) in table.items():
+        if name.startswith("named_metrics."):
+            value = report.named_metrics.get(name[len("named_metrics."):])
+            if value is None:
+                continue
+        else:
+            value = getattr(report, name)
+        out[name] = (round(value * 100) if name in UTILIZATIONS else round(value), weight, threshold)
+    return out

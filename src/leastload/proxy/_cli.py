@@ -35,6 +35,7 @@ from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Set
 from .. import unlink_shared
 from ..engine.methods import METHODS
 from ..engine.settings import HANDOVERS, SETTING, SETTINGS, UNITS, flag_dest
+from ..net import orca
 from ..net.upstream import parse_host_port
 from ..config import ConfigError
 from ..cli.ctl import read_token
@@ -83,6 +84,17 @@ def _seconds(text: str) -> float:
     if not 0 < value <= 86400:  # Proxy's own bound; also rejects NaN
         raise argparse.ArgumentTypeError(f"expected seconds in (0, 86400], got {text!r}")
     return value
+
+
+def _load_metric(text: str) -> Tuple[str, Tuple[int, int]]:
+    """--load-metric NAME=WEIGHT[:THRESHOLD] -> (NAME, (WEIGHT, THRESHOLD))."""
+    name, eq, rest = text.partition("=")
+    weight, _, threshold = rest.partition(":")
+    try:
+        spec = (int(weight), int(threshold) if threshold else orca.NO_THRESHOLD)
+        return name, orca.check_metric_table({name: spec})[name]
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(f"NAME=WEIGHT[:THRESHOLD], got {text!r}: {exc}") from None
 
 
 def _setting_flag(group: Any, name: str, **kw: Any) -> None:
@@ -177,6 +189,10 @@ def _parser() -> argparse.ArgumentParser:
     _setting_flag(g, "startup_rr_factor", type=int, metavar="N")
     g = p.add_argument_group("load reported by the backends (ORCA's endpoint-load-metrics)")
     _setting_flag(g, "weights_from_utilization", action="store_true")
+    g.add_argument("--load-metric", action="append", type=_load_metric, default=None, metavar="NAME=WEIGHT[:THRESHOLD]",
+                   help="a CUSTOMLOAD metric from the reports (repeat for each): a field (cpu_utilization, "
+                        "mem_utilization, application_utilization in percent; rps_fractional, eps) or "
+                        "named_metrics.NAME, its weight 1..100 and the value at which a backend is left out")
     g = p.add_argument_group("running")
     g.add_argument("--admin", type=_admin_address, default=None, metavar="[HOST:]PORT",
                    help="the admin port: status, /metrics, /healthz, the runtime API (default: off; a bare "
@@ -247,6 +263,7 @@ def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
         health_ends_ejection=not args.outlier_keep_on_health,
         admin=args.admin, admin_token=args.admin_token, reuse_port=args.reuse_port,
         token_header=args.token_header, health_probes=not args.no_probes,
+        load_metrics=None if args.load_metric is None else dict(args.load_metric),
         **({} if args.shared_engine is None else {"shared": args.shared_engine}),
         **{name: value for name, value in flags.items() if value is not None})  # None: a hash flag not given
 

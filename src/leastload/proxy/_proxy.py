@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union
 
 from ..engine import errors as _errors
+from ..engine.errors import UnknownService
 from ..net import orca, upstream
 from ..net.request_keys import KeyRule
 from ..net.upstream import Backend, check_int
@@ -33,7 +34,9 @@ class Proxy:
     health_path ["/"], health_interval [5 s], health_timeout [2 s], health_fall [3],
     health_rise [1], health_ends_ejection [True: a passed probe of an UP backend ends its
     passive ejection; False: the ejection lasts its time], health_probes [True; False: no
-    probes here, another process probes the shared engine's backends], admin [None, or (host, port):
+    probes here, another process probes the shared engine's backends], load_metrics [None,
+    or CUSTOMLOAD's metric table for the backends' ORCA reports: {"cpu_utilization": (weight,
+    threshold), "named_metrics.queue": ...}; utilizations count in percent], admin [None, or (host, port):
     loopback unless admin_token is set],
     admin_token [None: the admin port is read-only; else the token its writes need],
     reuse_port [False], name ["leastload":
@@ -61,7 +64,8 @@ class Proxy:
                  max_connections: Optional[int] = None, xff: str = "append", forwarded: bool = False,
                  via: bool = False, name: str = "leastload", access_log: Optional[AccessLog] = None,
                  admin_token: Optional[str] = None, health_ends_ejection: bool = True,
-                 health_probes: bool = True, **vserver_settings: Any) -> None:
+                 health_probes: bool = True, load_metrics: Optional[Dict[str, Tuple[int, int]]] = None,
+                 **vserver_settings: Any) -> None:
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
         if not name or not name.isprintable() or '"' in name or "\\" in name:
@@ -75,6 +79,8 @@ class Proxy:
         self.admin_token = admin_token
         self.backends = {b.name: b for b in upstream.parse_backends(backends)}
         self.keys = KeyRule(token_header)
+        # CUSTOMLOAD's metric table for the backends' ORCA reports (None: reports feed no CUSTOMLOAD)
+        self.load_metrics = None if load_metrics is None else orca.check_metric_table(load_metrics)
         if method == "TOKEN" and token_header is None:
             raise ValueError("token_header must name the request header TOKEN hashes (e.g. 'X-Session'), "
                              "got None")
@@ -324,20 +330,26 @@ class Proxy:
     def load_reports(self) -> bool:
         """Whether the backends' ORCA reports are read (the vserver's weights_from_utilization;
         read without the engine's lock: a change reaches the next responses)."""
-        return bool(getattr(self.vserver, "_by_utilization", False))
+        return self.load_metrics is not None or bool(getattr(self.vserver, "_by_utilization", False))
 
     def note_load_report(self, name: str, value: bytes) -> None:
         """A backend's `endpoint-load-metrics` header: its report, to the engine. A bad one
         is counted (local error "load_report") and dropped; the response goes on."""
         try:
             report = orca.parse(value.decode("latin-1"))
-            if name in self.vserver:
+            if name not in self.vserver:
+                return
+            if self.load_metrics is not None:
+                self.vserver.report_load(name, orca.custom_load(report, self.load_metrics))
+            if getattr(self.vserver, "_by_utilization", False):
                 self.vserver.report_utilization(
                     name, cpu_utilization=report.cpu_utilization,
                     application_utilization=report.application_utilization,
                     rps_fractional=report.rps_fractional, eps=report.eps)
         except ValueError as exc:
             self.note_local_error("load_report", exc)
+        except UnknownService:
+            pass  # unbound meanwhile (by another worker of a shared engine): nothing to weigh
 
     def note_failure(self, name: str, why: object) -> None:
         log.debug("backend %s failed: %s", name, why)
