@@ -13,7 +13,7 @@ it listens, and on SIGTERM/SIGINT stops them all and exits 0; SIGHUP is passed
 on to every worker (a --config reload). With `--admin HOST:PORT` the supervisor
 serves the admin port itself (_fanout.py: /metrics merged over the workers,
 status as a list, commands and reloads sent to every worker) and worker i
-answers on PORT + 1 + i (its own engine; a restarted worker gets its index's
+answers on PORT + 1 + i (its own view; a restarted worker gets its index's
 port again).
 """
 
