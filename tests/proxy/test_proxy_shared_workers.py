@@ -177,3 +177,36 @@ def test_private_engines_grant_the_rate_once_per_worker(tmp_path, backends):
     per_second, served = slow_start_run(tmp_path, backends, "--private-engines")
     assert served > 400, served
     assert sum(per_second[1:]) >= 1.5 * 30, per_second  # each worker's engine grants its own 10
+
+
+def test_a_worker_that_has_not_learned_of_a_backend_yet_picks_again(backends):
+    """Two in-process proxies on one shared engine: A binds a new backend; B, which has not
+    heard of it (no address, no pool), picks it (least connection: it is idle), ends that pick
+    with no outcome and picks again. Every request is answered, nothing stays open."""
+    import asyncio
+    import uuid
+
+    import leastload
+    from leastload.proxy import Proxy
+    from test_proxy import load
+
+    b1, new = backends(2)
+    name = "test-" + uuid.uuid4().hex[:12]
+    from leastload.engine import native
+    settings = dict(listen=("127.0.0.1", 0), health_check="none", shared=name, engine=native.VirtualServer)
+
+    async def main():
+        async with Proxy([f"b1={b1.address}"], **settings) as a, \
+                Proxy([f"b1={b1.address}"], health_probes=False, **settings) as b:
+            a.add_backend(f"new={new.address}")
+            assert "new" in b.vserver and "new" not in b.backends
+            outcome = await load(f"http://127.0.0.1:{b.address[1]}/?size=10", 20, 2)
+            assert outcome == {200: 20}
+            assert b.vserver.info("new")["selected"] >= 1  # picked, and picked again
+            assert b.stats.backends.get("new") is None or b.stats.backends["new"].requests == 0
+            assert [b.vserver.active(s) for s in b.vserver.services] == [0, 0]
+
+    try:
+        asyncio.run(main())
+    finally:
+        leastload.unlink_shared(name)

@@ -147,9 +147,15 @@ class Exchange:
                 self._answer_error(503, "no backend available")
             return
         name = t.service
+        pool = proxy.pools.get(name)
+        if pool is None:
+            # a shared engine's backend this worker has not learned of yet (another worker bound it a
+            # moment ago, and the same command is on its way here): no outcome to charge, pick again
+            t.finish(status=CLIENT_CLOSED)
+            self.tried.append(name)
+            return self.start()
         self.counters = counters = proxy.stats.of(name)
         counters.requests += 1
-        pool = proxy.pools[name]
         conn = pool.take()
         self.reused = conn is not None
         if conn is None:
