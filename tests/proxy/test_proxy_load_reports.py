@@ -4,14 +4,13 @@ gets less traffic once the 10 s blackout is over. Real proxy and `leastload back
 --report-load` processes on 127.0.0.1; every wait is bounded."""
 import json
 import sys
-import threading
 import time
 import urllib.request
 
 import pytest
 
 from servers import free_ports, start_backend
-from test_proxy_shared_workers import _load
+from test_proxy_shared_workers import busy, requests_in
 from test_proxy_workers import Cli
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the workers' harness reads /proc")
@@ -27,24 +26,11 @@ def test_a_backend_reporting_high_utilization_gets_less_traffic(tmp_path):
                   "--health-check", "none", "--admin", f"127.0.0.1:{admin}",
                   "--backend", f"hot={hot.address}", "--backend", f"cool1={cool[0].address}",
                   "--backend", f"cool2={cool[1].address}").started()
-        stop = threading.Event()
-        counts = [[0] for _ in range(4)]
-        clients = [threading.Thread(target=_load, args=(cli.port, stop, counts[i]), daemon=True) for i in range(4)]
-        for c in clients:
-            c.start()
-        try:
+        with busy(cli.port, clients=4):
             time.sleep(2.0)
-            before = [b.stats()["requests"] for b in (hot, *cool)]
-            time.sleep(2.0)
-            early = [b.stats()["requests"] - n for b, n in zip((hot, *cool), before)]
+            early = requests_in((hot, *cool), 2.0)
             time.sleep(9.0)  # the blackout (10 s from the first reports) is over
-            before = [b.stats()["requests"] for b in (hot, *cool)]
-            time.sleep(3.0)
-            late = [b.stats()["requests"] - n for b, n in zip((hot, *cool), before)]
-        finally:
-            stop.set()
-            for c in clients:
-                c.join(15)
+            late = requests_in((hot, *cool), 3.0)
         # before the blackout's end: plain round robin, a third each
         assert min(early) > 0 and max(early) <= 1.2 * min(early) + 5, early
         # after: the hot one's weight is qps/0.9 against qps/0.3: far less traffic
@@ -67,20 +53,9 @@ def test_reports_feed_customload_by_the_metric_table(tmp_path):
         cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--method", "CUSTOMLOAD", "--health-check", "none",
                   "--load-metric", "cpu_utilization=1:80",
                   "--backend", f"hot={hot.address}", "--backend", f"cool={cool.address}").started()
-        stop = threading.Event()
-        counts = [[0] for _ in range(4)]
-        clients = [threading.Thread(target=_load, args=(cli.port, stop, counts[i]), daemon=True) for i in range(4)]
-        for c in clients:
-            c.start()
-        try:
+        with busy(cli.port, clients=4):
             time.sleep(1.0)  # every backend has answered with its report by now
-            before = [b.stats()["requests"] for b in (hot, cool)]
-            time.sleep(2.0)
-            served = [b.stats()["requests"] - n for b, n in zip((hot, cool), before)]
-        finally:
-            stop.set()
-            for c in clients:
-                c.join(15)
+            served = requests_in((hot, cool), 2.0)
         # 90 % is at the threshold of 80: the hot backend is left out; the cool one takes it all
         assert served[0] == 0 and served[1] > 100, served
     finally:

@@ -7,8 +7,10 @@ an engine per worker. Real `python -m leastload proxy` processes in front of
 `leastload.cli.backends` processes on 127.0.0.1; every wait is bounded.
 """
 
+import contextlib
 import json
 import sys
+import threading
 import time
 import urllib.request
 
@@ -124,12 +126,37 @@ def _load(port, stop, count):
         conn.close()
 
 
+@contextlib.contextmanager
+def busy(port, clients=8):
+    """`clients` threads sending keep-alive GETs to `port` as fast as answered, for the block's
+    length; yields a list whose sum is the requests they got answered (read it after the block)."""
+    stop = threading.Event()
+    counts = [[0] for _ in range(clients)]
+    threads = [threading.Thread(target=_load, args=(port, stop, counts[i]), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    served = []
+    try:
+        yield served
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(15)
+        served.append(sum(c[0] for c in counts))
+
+
+def requests_in(backends, seconds):
+    """Each backend's requests answered in the next `seconds`."""
+    before = [b.stats()["requests"] for b in backends]
+    time.sleep(seconds)
+    return [b.stats()["requests"] - n for b, n in zip(backends, before)]
+
+
 def slow_start_run(tmp_path, backends, *extra, new_delay=0.0, seconds=4, metrics_at_end=False):
     """A new backend bound through the admin port while 8 clients keep the proxy (both
     workers) busy, under slow start at 10 requests a second (manual unless `extra` says
     otherwise); the new backend answers after `new_delay` s. Returns its requests in each
     second after, the requests served, and (metrics_at_end) the admin port's /metrics then."""
-    import threading
     b1, b2 = backends(2)
     new, = backends(1, new_delay)
     admin = free_ports(3)
@@ -138,30 +165,17 @@ def slow_start_run(tmp_path, backends, *extra, new_delay=0.0, seconds=4, metrics
               "--admin-token-file", str(tmp_path / "token"), "--health-check", "none",
               "--new-service-request", "10", "--backend", f"b1={b1.address}", "--backend", f"b2={b2.address}",
               *extra).started()
-    stop = threading.Event()
-    counts = [[0] for _ in range(8)]
-    clients = [threading.Thread(target=_load, args=(cli.port, stop, counts[i]), daemon=True) for i in range(8)]
     try:
-        for c in clients:
-            c.start()
-        time.sleep(1.0)
-        assert command(admin, "t0ken", "add", "service", "new", "127.0.0.1", "HTTP", str(new.port))["ok"]
-        assert command(admin, "t0ken", "bind", "lb", "vserver", "leastload", "new")["ok"]
-        per_second = []
-        last = new.stats()["requests"]
-        for _ in range(seconds):
+        with busy(cli.port) as served:
             time.sleep(1.0)
-            now = new.stats()["requests"]
-            per_second.append(now - last)
-            last = now
-        served = sum(c[0] for c in counts)
+            assert command(admin, "t0ken", "add", "service", "new", "127.0.0.1", "HTTP", str(new.port))["ok"]
+            assert command(admin, "t0ken", "bind", "lb", "vserver", "leastload", "new")["ok"]
+            per_second = [requests_in([new], 1.0)[0] for _ in range(seconds)]
+            text = metrics(admin) if metrics_at_end else None
         if metrics_at_end:
-            return per_second, served, metrics(admin)
-        return per_second, served
+            return per_second, served[0], text
+        return per_second, served[0]
     finally:
-        stop.set()
-        for c in clients:
-            c.join(15)
         assert cli.stop() == 0
 
 
