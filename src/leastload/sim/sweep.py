@@ -26,13 +26,14 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from ..config import Config, load
 
 COLUMNS = ("config", "workload", "seed", "vserver", "method", "service", "requests", "share", "bytes",
            "packets", "dropped", "load", "state")
 PATTERNS = ("poisson", "bursty", "diurnal")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -144,16 +145,32 @@ def sweep(configs: Mapping[str, ConfigLike], workloads: Mapping[str, Generated],
         if not config.vservers:
             raise ValueError(f"configs[{config_name!r}] has no lb vserver")
     cells = _cells(parsed, dict(workloads), seed_list)
+    rows: List[Dict[str, Any]] = []
+    for cell_rows in run_cells(run_cell, cells, executor):
+        rows.extend(cell_rows)
+    return Table(rows)
+
+
+def run_cells(fn: Callable[..., T], cells: Sequence[Tuple[Any, ...]],
+              executor: Optional[concurrent.futures.Executor] = None,
+              on_done: Optional[Callable[[int], None]] = None) -> List[T]:
+    """`fn(*cell)` for each cell, on `executor`; the results in cell order, whatever
+    order they finished in. `fn` must be a module-level function and the cells plain
+    data, so that any executor can ship them. executor None: a local process pool (as
+    many processes as CPUs, at most one a cell), shut down before this returns; a given
+    executor is left running. `on_done(n)` is called as the n-th cell finishes (progress)."""
+    if not cells:
+        return []
     own = executor is None
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(len(cells), os.cpu_count() or 1)) if own \
         else executor
     assert pool is not None
     try:
-        futures = [pool.submit(run_cell, *cell) for cell in cells]
-        rows: List[Dict[str, Any]] = []
-        for future in futures:  # cell order, not completion order
-            rows.extend(future.result())
+        futures = [pool.submit(fn, *cell) for cell in cells]
+        if on_done is not None:
+            for done, _ in enumerate(concurrent.futures.as_completed(futures), 1):
+                on_done(done)
+        return [future.result() for future in futures]  # cell order, not completion order
     finally:
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
-    return Table(rows)
