@@ -58,11 +58,11 @@ ConfigLike = Union[str, Path, Config]
 
 
 class Table:
-    """The sweep's rows (dicts keyed by COLUMNS), in cell order."""
+    """The sweep's rows (dicts keyed by `columns`, COLUMNS by default), in cell order."""
 
-    def __init__(self, rows: Sequence[Dict[str, Any]]) -> None:
+    def __init__(self, rows: Sequence[Dict[str, Any]], columns: Sequence[str] = COLUMNS) -> None:
         self.rows: List[Dict[str, Any]] = list(rows)
-        self.columns = COLUMNS
+        self.columns = tuple(columns)
 
     def __len__(self) -> int:
         return len(self.rows)
