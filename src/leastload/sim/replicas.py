@@ -162,6 +162,7 @@ class Run:
 
     backends: Tuple[str, ...]
     arrival: np.ndarray      # float64 [requests]
+    client: np.ndarray       # int64 [requests]
     replica: np.ndarray      # int64 [requests]
     picks: np.ndarray        # int64 [requests], an index into backends, -1 dropped
     response: np.ndarray     # float64 [requests], NaN for a dropped one
@@ -185,8 +186,8 @@ def _client_hash(client: int) -> int:
 
 
 def _requests(model: Model, scenario: str, replicas: int, spreader: str,
-              seed: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Arrival times, the replica of each, standard exponential service draws, response bytes."""
+              seed: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Arrival times, the client and the replica of each, standard exponential service draws, response bytes."""
     arrivals, clients, service, sizes, spread = _streams(seed)
     end = model.arrivals_end(scenario)
     n = int(arrivals.poisson(model.rate * end))
@@ -200,7 +201,7 @@ def _requests(model: Model, scenario: str, replicas: int, spreader: str,
     else:
         table = np.array([_client_hash(c) % replicas for c in range(model.clients)], dtype=np.int64)
         replica = table[client]
-    return times, replica.astype(np.int64), work, nbytes
+    return times, client.astype(np.int64), replica.astype(np.int64), work, nbytes
 
 
 def _engine_module(implementation: str) -> Any:
@@ -280,7 +281,7 @@ def simulate(scenario: str, method: str, reports: bool, mode: str, replicas: int
     index = {name: i for i, name in enumerate(names)}
     engines = [_new_engine(engine, clock, method, reports, model) for _ in range(replicas if mode == "replicas" else 1)]
     scale = replicas if mode == "replicas" else 1  # a replica's view of a backend: R x its own in-flight count
-    times, replica, work, nbytes = _requests(model, scenario, replicas, spreader, seed)
+    times, client, replica, work, nbytes = _requests(model, scenario, replicas, spreader, seed)
     n = len(times)
     picks = np.full(n, -1, dtype=np.int64)
     response = np.full(n, math.nan)
@@ -343,7 +344,7 @@ def simulate(scenario: str, method: str, reports: bool, mode: str, replicas: int
             queues.waiting[b].append(i)
     while pending:  # the queues drain after the last arrival
         complete(*heapq.heappop(pending))
-    return Run(names, times, replica, picks, response, work, error_sum, inflight_sum)
+    return Run(names, times, client, replica, picks, response, work, error_sum, inflight_sum)
 
 
 def _new_engine(engine: Any, clock: Any, method: str, reports: bool, model: Model) -> Any:
