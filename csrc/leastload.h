@@ -265,7 +265,7 @@ size_t ll_memory_bytes(const ll_vserver *vs);
  * most every LL_SHARED_SWEEP_NS, run by any process's lock), and a lock whose
  * holder died is repaired before it is handed on. */
 #define LL_SHARED_MAGIC 0x31444552414853ULL   /* "SHARED1" */
-#define LL_SHARED_VERSION 1u
+#define LL_SHARED_VERSION 2u
 #define LL_SHARED_MAX_PROCS 64u               /* processes attached at once */
 #define LL_SHARED_NAME_BYTES 240u             /* a service name's bytes at most */
 #define LL_SHARED_SETTINGS_BYTES 4096u        /* the creator's settings record */
@@ -314,6 +314,8 @@ typedef struct {
     uint64_t policy_gen;      /* moves whenever the policy record is written */
     uint32_t policy_len;      /* bytes of the policy record (0: none yet)    */
     uint32_t reserved;
+    uint64_t holder;          /* the tag of the handle that locked last (0: none) */
+    uint64_t next_tag;        /* the last tag handed to a handle             */
     pthread_mutex_t lock;     /* robust, process-shared                      */
     ll_shared_proc procs[LL_SHARED_MAX_PROCS];
     unsigned char settings[LL_SHARED_SETTINGS_BYTES]; /* the creator's, opaque */
@@ -344,6 +346,18 @@ int ll_shared_unlink(const char *name);
 int ll_shared_lock(ll_shared *sh, ll_vserver **vs);
 /* As ll_shared_lock(), but -EBUSY at once if another holds the lock. */
 int ll_shared_trylock(ll_shared *sh, ll_vserver **vs);
+/* What a caller last saw of the header's generations (ll_shared_tryenter). */
+typedef struct {
+    uint64_t names_gen;
+    uint64_t policy_gen;
+    uint64_t reclaimed;
+} ll_shared_seen;
+/* ll_shared_trylock() for a caller that keeps `seen`, its hot path: 0 when
+ * the lock was taken and none of names_gen, policy_gen and reclaimed moved
+ * since `seen`; 1 when it was taken and one did (or the state was repaired):
+ * the caller reads the header; -EBUSY or -errno as ll_shared_trylock().
+ * *seq gets the header's seq and *vs the vserver when the lock was taken. */
+int ll_shared_tryenter(ll_shared *sh, const ll_shared_seen *seen, uint64_t *seq, ll_vserver **vs);
 /* As ll_shared_trylock(), tried again up to `spins` times (a CPU pause
  * between tries) before -EBUSY: a call holds the lock for a fraction of a
  * microsecond, so a short spin usually beats sleeping in the kernel. */

@@ -49,6 +49,7 @@ struct ll_shared {
     ll_vserver *vs;
     uint32_t me;          /* this process's entry in procs[] and row of the ledger */
     uint64_t fork_gen;    /* the fork generation `me` was taken in */
+    uint64_t tag;         /* this handle's, unique in the segment: see locked() */
     uint32_t locks;       /* locks taken here: every 16th reads the sweep's clock */
 };
 
@@ -197,6 +198,7 @@ static int join(ll_shared *sh)
     procs[r].started = started;
     sh->me = r;
     sh->fork_gen = fork_generation;
+    sh->tag = ++sh->hdr->next_tag;
     return 0;
 }
 
@@ -228,6 +230,7 @@ static void recover(ll_shared *sh)
     ll_repair(vs);
     sh->hdr->names_gen++;
     sh->hdr->repairs++;
+    sh->hdr->holder = 0;  /* the next lock lays the vserver out for itself */
 }
 
 /* ---- the lock ---------------------------------------------------------- */
@@ -243,15 +246,21 @@ static int locked(ll_shared *sh, int rc, ll_vserver **out)
         return -rc;
     }
     ll_vserver *vs = sh->vs;
-    adopt(vs);
-    if (sh->fork_gen != fork_generation) {
-        int j = join(sh);
-        if (j < 0) {
-            pthread_mutex_unlock(&sh->hdr->lock);
-            return j;
+    /* The vserver's per-process parts (its layout, the method table, this
+     * process's ledger row) are set by whoever locks; they need setting again
+     * only when another handle, or this one before a fork, locked last. */
+    if (sh->hdr->holder != sh->tag || sh->fork_gen != fork_generation) {
+        adopt(vs);
+        if (sh->fork_gen != fork_generation) {
+            int j = join(sh);
+            if (j < 0) {
+                pthread_mutex_unlock(&sh->hdr->lock);
+                return j;
+            }
         }
+        vs->ledger_row = vs->ledger + (size_t)sh->me * vs->capacity;
+        sh->hdr->holder = sh->tag;
     }
-    vs->ledger_row = vs->ledger + (size_t)sh->me * vs->capacity;
     sh->hdr->seq++;
     if ((++sh->locks & 15u) == 0)
         maybe_sweep(sh);
@@ -267,6 +276,23 @@ int ll_shared_lock(ll_shared *sh, ll_vserver **vs)
 int ll_shared_trylock(ll_shared *sh, ll_vserver **vs)
 {
     return locked(sh, pthread_mutex_trylock(&sh->hdr->lock), vs);
+}
+
+int ll_shared_tryenter(ll_shared *sh, const ll_shared_seen *seen, uint64_t *seq, ll_vserver **vs)
+{
+    ll_shared_header *h = sh->hdr;
+    int rc = pthread_mutex_trylock(&h->lock);
+    if (rc == 0 && h->holder == sh->tag && sh->fork_gen == fork_generation && (sh->locks & 15u) != 15u) {
+        /* locked(), for the case it has nothing to do but count */
+        sh->locks++;
+        h->seq++;
+        *vs = sh->vs;
+    } else if ((rc = locked(sh, rc, vs)) < 0) {
+        return rc;
+    }
+    *seq = h->seq;
+    return rc == 0 && h->names_gen == seen->names_gen && h->policy_gen == seen->policy_gen
+           && h->reclaimed == seen->reclaimed ? 0 : 1;
 }
 
 static inline void cpu_relax(void)

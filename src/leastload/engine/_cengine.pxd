@@ -143,6 +143,8 @@ cdef extern from "leastload.h" nogil:
         uint32_t settings_len
         uint64_t policy_gen
         uint32_t policy_len
+        uint64_t holder
+        uint64_t next_tag
         ll_shared_proc procs[64]
         unsigned char settings[4096]
 
@@ -155,6 +157,12 @@ cdef extern from "leastload.h" nogil:
     int ll_shared_unlink(const char *name)
     int ll_shared_lock(ll_shared *sh, ll_vserver **vs)
     int ll_shared_trylock(ll_shared *sh, ll_vserver **vs)
+    ctypedef struct ll_shared_seen:
+        uint64_t names_gen
+        uint64_t policy_gen
+        uint64_t reclaimed
+
+    int ll_shared_tryenter(ll_shared *sh, const ll_shared_seen *seen, uint64_t *seq, ll_vserver **vs)
     int ll_shared_lock_spinning(ll_shared *sh, ll_vserver **vs, unsigned spins)
     void ll_shared_unlock(ll_shared *sh)
     ll_shared_header *ll_shared_header_of(const ll_shared *sh)

@@ -97,9 +97,7 @@ cdef class Engine:
     # process has read, the lock's place in the global order at this call
     cdef ll_shared *_sh
     cdef ll_shared_header *_hdr
-    cdef uint64_t _names_gen
-    cdef uint64_t _policy_gen
-    cdef uint64_t _reclaimed
+    cdef ll_shared_seen _seen  # names_gen, policy_gen, reclaimed as this process last read them
     cdef uint64_t _seq
     cdef str _shared_name
 
@@ -195,18 +193,10 @@ cdef class Engine:
     cdef inline int _lock_shared(self) except -1:
         """Takes the shared segment's lock for the call this thread now holds the vserver for."""
         cdef ll_vserver *vs = NULL
-        cdef int rc = ll_shared_trylock(self._sh, &vs)
-        cdef ll_shared_header *h = self._hdr
-        if rc == 0 and h.names_gen == self._names_gen and h.policy_gen == self._policy_gen \
-                and h.reclaimed == self._reclaimed:
-            self._seq = h.seq  # the common case: nobody else changed names, policy or ledger
+        cdef int rc = ll_shared_tryenter(self._sh, &self._seen, &self._seq, &vs)
+        if rc == 0:  # the common case: nobody else changed names, policy or ledger
             return 0
-        try:  # the lock held by another process, or news to read (_binding/shared.pxi)
-            _shared_lock_slow(self, rc, vs)
-        except BaseException:
-            self._leave_unlocked()  # the vserver is not held after all
-            raise
-        return 0
+        return _shared_lock_slow(self, rc, vs)  # held by another process, or news (_binding/shared.pxi)
 
     cdef int _wait_turn(self, unsigned long me) except -1:
         """Another thread holds the vserver: sleep (GIL released) until it leaves."""

@@ -29,6 +29,17 @@ DEF LOCK_SPINS = 200  # tries, a CPU pause apart (about 2-4 us), before sleeping
 
 
 cdef int _shared_lock_slow(Engine self, int rc, ll_vserver *vs) except -1:
+    """The lock when ll_shared_tryenter() did not take it, or took it with news to read
+    (rc 1); on an exception the vserver is left, not held."""
+    try:
+        _shared_lock_taken(self, rc, vs)
+    except BaseException:
+        self._leave_unlocked()
+        raise
+    return 0
+
+
+cdef int _shared_lock_taken(Engine self, int rc, ll_vserver *vs) except -1:
     if rc == -EBUSY:  # another process holds it: briefly spin, then sleep in the kernel
         rc = ll_shared_lock_spinning(self._sh, &vs, LOCK_SPINS)
     if rc == -EBUSY:
@@ -39,15 +50,16 @@ cdef int _shared_lock_slow(Engine self, int rc, ll_vserver *vs) except -1:
     self._vs = vs
     cdef ll_shared_header *h = self._hdr
     self._seq = h.seq
-    if h.names_gen != self._names_gen or h.policy_gen != self._policy_gen or h.reclaimed != self._reclaimed:
+    if h.names_gen != self._seen.names_gen or h.policy_gen != self._seen.policy_gen \
+            or h.reclaimed != self._seen.reclaimed:
         try:
-            if h.names_gen != self._names_gen:
+            if h.names_gen != self._seen.names_gen:
                 _shared_sync_names(self)
-            if h.policy_gen != self._policy_gen:  # another process ran the policy: its state
-                self._policy_gen = h.policy_gen
+            if h.policy_gen != self._seen.policy_gen:  # another process ran the policy: its state
+                self._seen.policy_gen = h.policy_gen
                 self._policy_load(ll_shared_policy(self._sh)[:h.policy_len])
-            if h.reclaimed != self._reclaimed:  # a dead process's transactions ended
-                self._reclaimed = h.reclaimed
+            if h.reclaimed != self._seen.reclaimed:  # a dead process's transactions ended
+                self._seen.reclaimed = h.reclaimed
                 _unbind_drained(self)
         except BaseException:
             ll_shared_unlock(self._sh)
@@ -74,7 +86,7 @@ cdef int _shared_store_policy(Engine self, bytes record) except -1:
     if rc < 0:
         raise OverflowError(f"the policy's state ({len(record)} bytes) outgrew its place in the shared segment"
                             f" ({LL_SHARED_POLICY_BYTES} bytes)")
-    self._policy_gen = ll_shared_header_of(self._sh).policy_gen
+    self._seen.policy_gen = ll_shared_header_of(self._sh).policy_gen
     return 0
 
 
@@ -100,7 +112,7 @@ cdef int _shared_sync_names(Engine self) except -1:
     self._gen += 1
     self._bind_gen += 1
     self._services = None
-    self._names_gen = ll_shared_header_of(self._sh).names_gen
+    self._seen.names_gen = ll_shared_header_of(self._sh).names_gen
     return 0
 
 
@@ -110,13 +122,13 @@ cdef uint64_t _shared_name_slot(Engine self, uint32_t slot, object name) except 
     cdef int rc = ll_shared_set_name(self._sh, slot, data, len(data))
     if rc < 0:
         raise SystemError(f"leastload C core: naming a shared slot returned {rc} (a binding bug)")
-    self._names_gen = ll_shared_header_of(self._sh).names_gen
+    self._seen.names_gen = ll_shared_header_of(self._sh).names_gen
     return ll_shared_labels(self._sh)[slot].serial
 
 
 cdef int _shared_unname_slot(Engine self, uint32_t slot) except -1:
     ll_shared_set_name(self._sh, slot, NULL, 0)
-    self._names_gen = ll_shared_header_of(self._sh).names_gen
+    self._seen.names_gen = ll_shared_header_of(self._sh).names_gen
     return 0
 
 
@@ -152,8 +164,8 @@ cdef object _shared_open(Engine self, str name, uint32_t capacity, bytes record)
     cdef ll_vserver *private = self._vs
     self._sh = sh
     self._hdr = ll_shared_header_of(sh)
-    self._names_gen = <uint64_t>-1  # the first lock reads the names
-    self._policy_gen = 0  # ... and the policy's state, once there is one
+    self._seen.names_gen = <uint64_t>-1  # the first lock reads the names
+    self._seen.policy_gen = 0  # ... and the policy's state, once there is one
     self._shared_name = name
     self._enter()  # now takes the segment's lock, which puts the shared vserver in _vs
     try:
@@ -207,7 +219,7 @@ cdef int _shared_reload_policy(Engine self) except -1:
     self._enter()
     try:
         h = ll_shared_header_of(self._sh)
-        self._policy_gen = h.policy_gen
+        self._seen.policy_gen = h.policy_gen
         self._policy_load(ll_shared_policy(self._sh)[:h.policy_len])
     finally:
         self._leave()
