@@ -567,8 +567,10 @@ def figure(lines: Sequence[Line], model: Model = STUDY_MODEL, spreader: str = "r
         ax.set_xticks([1, 2, 4, 8, 16], labels=["1 (global)", "2", "4", "8", "16"])
         if attr == "p99":
             ax.set_yscale("log")
-        if attr == "overshoot":  # what R replicas each allowing ramp_rate a second give
-            ax.plot([1, 16], [1, 16], color="0.5", linestyle=":", linewidth=1, label="_R")
+        if attr == "overshoot":  # R: what R replicas each allowing ramp_rate a second give
+            ax.set_yscale("log", base=2)
+            ax.set_yticks([1, 2, 4, 8, 16], labels=["1", "2", "4", "8", "16"])
+            ax.plot([1, 2, 4, 8, 16], [1, 2, 4, 8, 16], color="0.5", linestyle=":", linewidth=1, label="_R")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel(f"replicas R ({spreader} spreader)")
         ax.grid(True, alpha=0.3)
