@@ -241,6 +241,18 @@ def test_the_command_prints_the_table_and_writes_the_rows_and_the_chart(tmp_path
         assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_command_on_a_dask_scheduler(tmp_path):
+    distributed = pytest.importorskip("dask.distributed", reason="dask.distributed is optional (the sweep extra)")
+    args = ["--seeds", "1", "--replicas", "3", "--duration", "12", "--warmup", "4"]
+    local = command(*args, "--csv", tmp_path / "local.csv")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        remote = command(*args, "--scheduler", cluster.scheduler_address, "--csv", tmp_path / "dask.csv")
+    assert (local.returncode, remote.returncode) == (0, 0), remote.stderr
+    assert remote.stdout == local.stdout
+    assert (tmp_path / "dask.csv").read_text() == (tmp_path / "local.csv").read_text()
+
+
 def _has_matplotlib():
     try:
         import matplotlib  # noqa: F401
