@@ -303,7 +303,7 @@ def simulate(scenario: str, method: str, reports: bool, mode: str, replicas: int
         clock.set(t)
         queues.roll(t)
         response[i] = t - times[i]
-        _respond(vs, name, method, reports, queues, b, t, response[i], int(nbytes[i]))
+        _respond(vs, name, method, reports, queues, b, response[i], int(nbytes[i]))
         own[e][b] -= 1
         inflight[b] -= 1
         queues.done_now[b] += 1
@@ -312,15 +312,19 @@ def simulate(scenario: str, method: str, reports: bool, mode: str, replicas: int
         else:
             queues.change(b, t, -1)
 
+    def complete_until(limit: float) -> None:
+        while pending and pending[0][0] <= limit:
+            complete(*heapq.heappop(pending))
+
     for i in range(n):
         t = float(times[i])
-        while pending and pending[0][0] <= t:
-            complete(*heapq.heappop(pending))
         if unbound and t >= model.bind_at:
+            complete_until(model.bind_at)  # in time order: the clock never goes back
             clock.set(float(model.bind_at))
             for vs in engines:
                 vs.bind(model.new_backend.name)
             unbound = False
+        complete_until(t)
         clock.set(t)
         queues.roll(t)
         e = int(replica[i]) if mode == "replicas" else 0
@@ -359,8 +363,8 @@ def _new_engine(engine: Any, clock: Any, method: str, reports: bool, model: Mode
     return vs
 
 
-def _respond(vs: Any, name: str, method: str, reports: bool, queues: _Backends, b: int, t: float,
-             seconds: float, nbytes: int) -> None:
+def _respond(vs: Any, name: str, method: str, reports: bool, queues: _Backends, b: int, seconds: float,
+             nbytes: int) -> None:
     """The response of backend b reaches the replica that sent the request."""
     vs.finish(name, ttfb=seconds, status=200)
     vs.record(name, bytes=nbytes, packets=1 + nbytes // BYTES_PER_PACKET)
