@@ -4,6 +4,9 @@
 - `leastload.sim.replay`: a trace replayed through a vserver, inside C for the C engine.
 - `leastload.sim.simulate`: a steady request rate on a virtual clock, requests per service per second
   (the simulation in `leastload.sim.steady`, the `leastload simulate` command here).
+- `leastload.sim.sweep`: configs x workloads x seeds on any concurrent.futures executor.
+- `leastload.sim.replicas`: the replica study, R replicas each with an engine against one
+  global engine (`python -m leastload.sim.replicas`, docs/replicas.md).
 
 The engine itself (`import leastload`) needs none of this and never imports numpy.
 """
