@@ -6,7 +6,9 @@
   (the simulation in `leastload.sim.steady`, the `leastload simulate` command here).
 - `leastload.sim.sweep`: configs x workloads x seeds on any concurrent.futures executor.
 - `leastload.sim.replicas`: the replica study, R replicas each with an engine against one
-  global engine (`python -m leastload.sim.replicas`, docs/replicas.md).
+  global engine (`python -m leastload.sim.replicas`, docs/replicas.md); one cell's
+  discrete-event simulation (backends as queues, the spreader, the engines) in
+  `leastload.sim.replica_sim`.
 
 The engine itself (`import leastload`) needs none of this and never imports numpy.
 """
