@@ -9,7 +9,10 @@ checks), then three measured wrk runs at the same connection count:
 2. under `perf record` (cpu-clock, the proxy process): the CPU split by
    shared object: the interpreter running the proxy's Python code, the
    kernel (system calls, the TCP stack), uvloop/libuv, httptools, the
-   compiled HTTP/1.1 layer, the engine, libc;
+   compiled HTTP/1.1 layer, the engine, libc; and, from the call graphs, the
+   kernel's part by what it was doing (`KERNEL_PARTS`: the TCP send path
+   with the receiver's side it runs on loopback, waking the receiving
+   process, reads, epoll, TCP_INFO);
 3. under `py-spy record --nonblocking`: the split by the proxy's own Python
    code, each sample charged to the innermost frame of leastload's code
    (module and function; a C call's time goes to the Python function that
@@ -53,6 +56,16 @@ DSO_PARTS = (
     ("kernel (system calls, TCP)", re.compile(r"kernel|vmlinux")),
     ("interpreter (Python code)", re.compile(r"libpython|^python3")),
     ("libc (malloc, memcpy, ...)", re.compile(r"^libc[.-]|^libm[.-]")),
+)
+# kernel functions whose time with their callees' (perf's "children") says what a
+# request's system calls cost; the rows overlap (waking is part of sending)
+KERNEL_PARTS = (
+    ("all system calls", "do_syscall_64"),
+    ("sending (tcp_sendmsg; on loopback the receiver's TCP work too)", "tcp_sendmsg"),
+    ("  of which waking the receiving process (sock_def_readable)", "sock_def_readable"),
+    ("reading (tcp_recvmsg)", "tcp_recvmsg"),
+    ("waiting for events (do_epoll_wait)", "do_epoll_wait"),
+    ("TCP_INFO (getsockopt)", "__x64_sys_getsockopt"),
 )
 LEASTLOAD_FRAME = re.compile(r"\((?:.*/)?(leastload/[\w/]+)\.py:\d+\)")
 
@@ -110,22 +123,33 @@ def sampled_run(cmd, port, args, backends):
 
 
 def perf_split(pid, port, args, backends, workdir):
+    """(shares by shared object, shares of KERNEL_PARTS) in per cent of the samples, or
+    (None, None) and a message."""
     data = os.path.join(workdir, "perf.data")
-    cmd = ["perf", "record", "-e", "cpu-clock", "-F", str(args.rate), "-p", str(pid), "-o", data]
+    cmd = ["perf", "record", "-e", "cpu-clock", "-F", str(args.rate), "-g", "-p", str(pid), "-o", data]
     rc, err, _ = sampled_run(cmd, port, args, backends)
     if not os.path.exists(data):
-        return None, f"perf record failed ({rc}): {err.strip()[-300:]}"
-    report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio",
-                             "-q", "--percent-limit", "0"], capture_output=True, text=True, timeout=120)
+        return None, None, f"perf record failed ({rc}): {err.strip()[-300:]}"
+
+    def report(*how):
+        return subprocess.run(["perf", "report", "-i", data, "--stdio", "-q", "--percent-limit", "0", "-g", "none",
+                               *how], capture_output=True, text=True, timeout=300).stdout
+
     shares = collections.Counter()
-    for line in report.stdout.splitlines():
+    for line in report("--no-children", "--sort", "dso").splitlines():
         m = re.match(r"\s*([\d.]+)%\s+(.+?)\s*$", line)
         if not m:
             continue
         dso = m[2]
         part = next((name for name, rx in DSO_PARTS if rx.search(dso)), f"other ({dso})")
         shares[part] += float(m[1])
-    return dict(shares.most_common()), None
+    with_callees = {}
+    for line in report("--children", "--sort", "sym").splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+[\d.]+%\s+\[k\]\s+(\S+)", line)
+        if m:
+            with_callees[m[2]] = float(m[1])
+    kernel = {label: with_callees.get(symbol, 0.0) for label, symbol in KERNEL_PARTS}
+    return dict(shares.most_common()), kernel, None
 
 
 def pyspy_split(pid, port, args, backends, workdir):
@@ -207,8 +231,10 @@ def main(argv=None):
                   f"proxy CPU {plain['cpu_us_per_request']:.1f} us a request")
             cpu_us = plain["cpu_us_per_request"]
             if shutil.which("perf"):
-                results["perf"], problem = perf_split(proxy.pid, port, args, backends, workdir)
-                print(problem or "\n" + table("by shared object (perf)", results["perf"], cpu_us))
+                results["perf"], results["perf_kernel"], problem = perf_split(proxy.pid, port, args, backends,
+                                                                              workdir)
+                print(problem or "\n" + table("by shared object (perf)", results["perf"], cpu_us) + "\n\n"
+                      + table("the kernel, by what it did (perf, with callees)", results["perf_kernel"], cpu_us))
             else:
                 print("perf not found (Debian: linux-perf): no split by shared object")
             if args.proxy != "leastload":
