@@ -8,6 +8,7 @@ crash cases: a worker killed with transactions open, and one killed while it hol
 the lock. C engine only (the reference keeps its state in one process).
 """
 import multiprocessing
+import gc
 import os
 import pickle
 import random
@@ -82,6 +83,24 @@ def test_attached_processes_see_one_vserver(c_impl, name):
     assert a.services == ("s1", "s3")
     stats = a._shared_stats()
     assert stats["processes"] == [os.getpid(), os.getpid()] and stats["capacity"] == 1024
+
+
+def test_handles_taking_turns_keep_their_own_transactions(c_impl, name):
+    """Two handles of one process lock in turns: a lock after the other handle's sets
+    this handle's ledger row again, so closing one ends its own open transactions only."""
+    a = c_impl.VirtualServer(shared=name)
+    for s in ("s1", "s2", "s3"):
+        a.bind(s)
+    b = c_impl.VirtualServer(shared=name)
+    mine, theirs = [], []
+    for _ in range(4):
+        mine.append(a.select())
+        theirs += [b.select(), b.select()]
+    assert sum(a.active(s) for s in a.services) == 12
+    del b
+    gc.collect()  # the handle closes: its transactions end with no outcome
+    assert {s: a.active(s) for s in a.services} == {s: mine.count(s) for s in a.services}
+    assert a._shared_stats()["processes"] == [os.getpid()]
 
 
 @pytest.mark.parametrize("setting, value", [("method", "ROUNDROBIN"), ("window_seconds", 20),
