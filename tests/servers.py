@@ -7,6 +7,7 @@ served, read over HTTP), `.kill()` (SIGKILL: its connections are reset) and
 """
 
 import asyncio
+import io
 import json
 import os
 import selectors
@@ -110,14 +111,51 @@ def wait_until(predicate, timeout, step=0.02):
         time.sleep(step)
 
 
+CLEANUP_TIMEOUT = 10.0  # what the tasks left at the end get to finish once cancelled
+
+
 def run_loop(coro, timeout):
     """Runs an end-to-end test's event loop, bounded by `timeout` seconds; any error
-    the loop reports (a callback or task that raised) fails the test."""
+    the loop reports (a callback or task that raised) fails the test. The tasks still
+    running at the end are cancelled, as asyncio.run() does, but given CLEANUP_TIMEOUT
+    seconds: one that ignores its cancellation fails the test, its stack printed,
+    instead of hanging the run."""
     errors = []
-
-    async def guarded():
-        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context))
-        return await asyncio.wait_for(coro, timeout)
-    result = asyncio.run(guarded())
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda loop, context: errors.append(context))
+    asyncio.set_event_loop(loop)
+    stuck = []
+    try:
+        return_value = loop.run_until_complete(asyncio.wait_for(coro, timeout))
+    finally:
+        try:
+            stuck = _cancel_the_rest(loop, errors)
+            loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), CLEANUP_TIMEOUT))
+            loop.run_until_complete(asyncio.wait_for(loop.shutdown_default_executor(), CLEANUP_TIMEOUT))
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+    assert not stuck, "tasks that ignored their cancellation:\n" + "\n".join(stuck)
     assert not errors, errors
-    return result
+    return return_value
+
+
+def _cancel_the_rest(loop, errors):
+    """Cancels the loop's unfinished tasks and waits for them (bounded); returns the
+    stacks of those still running. What the others raised goes to `errors`."""
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not tasks:
+        return []
+    for task in tasks:
+        task.cancel()
+    done, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=CLEANUP_TIMEOUT))
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            errors.append({"message": "a task raised while it was cancelled at the end",
+                           "exception": task.exception(), "task": task})
+    stacks = []
+    for task in pending:
+        out = io.StringIO()
+        task.print_stack(file=out)
+        stacks.append(out.getvalue())
+    return stacks
