@@ -153,10 +153,10 @@ def test_the_same_table_from_a_process_pool_and_a_thread_pool(local_table):
         assert pool.submit(lambda: 7).result() == 7  # left running
 
 
-def test_the_same_table_from_a_dask_local_cluster(local_table):
-    distributed = pytest.importorskip("dask.distributed", reason="dask.distributed is optional (the sweep extra)")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+def test_the_same_table_from_a_dask_local_cluster(local_table, dask_cluster):
+    from dask.distributed import Client
+
+    with Client(dask_cluster) as client:
         assert study(SMALL, executor=client.get_executor()) == local_table
 
 
@@ -241,13 +241,10 @@ def test_the_command_prints_the_table_and_writes_the_rows_and_the_chart(tmp_path
         assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_command_on_a_dask_scheduler(tmp_path):
-    distributed = pytest.importorskip("dask.distributed", reason="dask.distributed is optional (the sweep extra)")
+def test_the_command_on_a_dask_scheduler(tmp_path, dask_cluster):
     args = ["--seeds", "1", "--replicas", "3", "--duration", "12", "--warmup", "4"]
     local = command(*args, "--csv", tmp_path / "local.csv")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:
-        remote = command(*args, "--scheduler", cluster.scheduler_address, "--csv", tmp_path / "dask.csv")
+    remote = command(*args, "--scheduler", dask_cluster.scheduler_address, "--csv", tmp_path / "dask.csv")
     assert (local.returncode, remote.returncode) == (0, 0), remote.stderr
     assert remote.stdout == local.stdout
     assert (tmp_path / "dask.csv").read_text() == (tmp_path / "local.csv").read_text()

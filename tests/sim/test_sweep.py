@@ -94,10 +94,10 @@ def test_to_pandas(local_table):
     assert isinstance(frame, pandas.DataFrame)
 
 
-def test_a_dask_local_cluster_gives_the_same_table(local_table):
-    distributed = pytest.importorskip("dask.distributed", reason="dask.distributed is optional (the sweep extra)")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+def test_a_dask_local_cluster_gives_the_same_table(local_table, dask_cluster):
+    from dask.distributed import Client
+
+    with Client(dask_cluster) as client:
         table = sweep(CONFIGS, WORKLOADS, SEEDS, executor=client.get_executor())
         workers = client.run(lambda: __import__("os").getpid())
     assert table == local_table
@@ -188,14 +188,11 @@ def test_the_command_writes_the_table_and_prints_the_shares(sweep_dir, local_tab
     assert sum(float(x[6]) for x in lc_poisson) == pytest.approx(100 * sum(shares) / len(SEEDS), abs=0.02)
 
 
-def test_the_command_on_a_dask_scheduler(sweep_dir, local_table):
-    distributed = pytest.importorskip("dask.distributed", reason="dask.distributed is optional (the sweep extra)")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:
-        done = simulate("--sweep", sweep_dir / "sweep.toml", "--scheduler", cluster.scheduler_address,
-                        "--csv", sweep_dir / "dask.csv")
+def test_the_command_on_a_dask_scheduler(sweep_dir, local_table, dask_cluster):
+    done = simulate("--sweep", sweep_dir / "sweep.toml", "--scheduler", dask_cluster.scheduler_address,
+                    "--csv", sweep_dir / "dask.csv")
     assert done.returncode == 0, done.stderr
-    assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+    assert dask_cluster.scheduler_address.startswith("tcp://127.0.0.1:")
     assert csv_rows(sweep_dir / "dask.csv") == as_text(local_table)
 
 

@@ -217,18 +217,6 @@ def _replica_list(text: str) -> List[int]:
     return values
 
 
-def _csv(table: Any) -> str:
-    import csv
-    import io
-
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(COLUMNS)
-    for r in table:
-        w.writerow(["" if r[c] is None else r[c] for c in COLUMNS])
-    return out.getvalue()
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from ..cli.args import MissingExtra, UserError, write_file
     from .progress import Progress
@@ -258,7 +246,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     lines = summary(table.rows, model)
     print(summary_text(lines, model))
     if args.csv is not None:
-        data = _csv(table).encode()
+        data = table.to_csv().encode()
 
         def write(fh: Any) -> None:
             fh.write(data)

@@ -102,7 +102,7 @@ def _sweep(args: Any) -> int:
     table = sweep_file.run(args.sweep, args.scheduler)
     print(sweep_file.summary(table))
     if args.csv is not None:
-        report.write_atomically(args.csv, sweep_file.csv_text(table))
+        report.write_atomically(args.csv, table.to_csv())
     return 0
 
 

@@ -21,7 +21,9 @@ with what the service served and its state at the end (`COLUMNS`).
 from __future__ import annotations
 
 import concurrent.futures
+import csv
 import importlib
+import io
 import math
 import os
 from dataclasses import dataclass
@@ -75,6 +77,15 @@ class Table:
 
     def __repr__(self) -> str:
         return f"<leastload.sim.sweep.Table: {len(self.rows)} rows x {len(self.columns)} columns>"
+
+    def to_csv(self) -> str:
+        """The rows as CSV text: a header of the columns, None as an empty cell."""
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(self.columns)
+        for r in self.rows:
+            w.writerow(["" if r[c] is None else r[c] for c in self.columns])
+        return out.getvalue()
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame of the rows (needs pandas)."""

@@ -15,16 +15,14 @@ requests, the mean over the seeds with the lowest and highest.
 """
 from __future__ import annotations
 
-import csv
 import importlib
-import io
 import os
 import statistics
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..cli.args import FileError, MissingExtra, UserError
-from .sweep import COLUMNS, Generated, Table, sweep
+from .sweep import Generated, Table, sweep
 
 KEYS = ("seeds", "configs", "workloads")
 WORKLOAD_KEYS = ("pattern", "rate", "duration")
@@ -128,15 +126,6 @@ def summary(table: Table) -> str:
              for row in rows]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
-
-
-def csv_text(table: Table) -> str:
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(COLUMNS)
-    for r in table:
-        w.writerow(["" if r[c] is None else r[c] for c in COLUMNS])
-    return out.getvalue()
 
 
 def run(path: str, scheduler: Optional[str]) -> Table:
