@@ -44,9 +44,11 @@ def test_types_ship_with_the_package():
 @needs_a_wheel
 def test_the_http_layer_ships_compiled_and_as_python():
     files = installed_files()
-    # the proxy's HTTP/1.1 layer: _http1.py compiled, and the .py itself (LEASTLOAD_IMPLEMENTATION=python)
-    assert any(f.startswith("leastload/proxy/_http1.") and f.endswith((".so", ".pyd")) for f in files), sorted(files)
-    assert "leastload/proxy/_http1.py" in files
+    # the proxy's per-request path: each module compiled, and each .py itself (LEASTLOAD_IMPLEMENTATION=python)
+    for module in ("_http1", "_stats", "_backend", "_exchange", "_client"):
+        assert any(f.startswith(f"leastload/proxy/{module}.") and f.endswith((".so", ".pyd")) for f in files), \
+            (module, sorted(files))
+        assert f"leastload/proxy/{module}.py" in files
 
 
 def test_no_build_leftovers():

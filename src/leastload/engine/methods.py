@@ -53,6 +53,7 @@ METHODS = tuple(m.name for m in TABLE if m.supported)  # what VirtualServer(meth
 ALL_METHODS = tuple(m.name for m in TABLE)              # the vendor's, this engine's or not
 HASH_METHODS = tuple(m.name for m in TABLE if m.family == "hash")
 IN_SECONDS = frozenset(m.name for m in TABLE if m.unit == "seconds")
+BY_PACKETS = frozenset(m.name for m in TABLE if m.unit == "packets")  # a proxy reads TCP_INFO per response
 # the hash methods whose select() needs the request's key (DOMAINHASH without one is LEASTCONNECTION)
 NEEDS_KEY = frozenset(m.name for m in TABLE if m.family == "hash" and m.name != "DOMAINHASH")
 KEYLESS_METHODS = tuple(m for m in METHODS if m not in NEEDS_KEY)  # select() works without a key

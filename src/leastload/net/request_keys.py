@@ -154,6 +154,7 @@ _DERIVE: Dict[str, Callable[[KeyRule, RequestView], object]] = {
     "CALLIDHASH": KeyRule._call_id,
     "TOKEN": KeyRule._token,
 }
+KEYED_METHODS = frozenset(_DERIVE)  # the methods whose picks need a key (KeyRule.key is None for the rest)
 
 
 def ip_or_none(text: object) -> Optional[Address]:

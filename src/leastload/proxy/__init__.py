@@ -27,20 +27,35 @@ except ImportError as exc:
 from .. import IMPLEMENTATION as _IMPLEMENTATION
 
 
-def _http1_layer() -> str:
-    """Which HTTP/1.1 layer (_http1) the proxy uses, chosen before anything imports it: the
-    compiled module (_http1.py built with Cython) when it is there, the pure _http1.py when
-    it is not or under LEASTLOAD_IMPLEMENTATION=python."""
+# The per-request path: the HTTP/1.1 layer, the counters, and the three modules that carry a
+# request, each compiled from its .py with the .pxd beside it (Cython's pure-Python mode),
+# lowest layer first. The compiled ones cimport each other's types: all of them or none.
+_COMPILED_PATH = ("_http1", "_stats", "_backend", "_exchange", "_client")
+
+
+def _request_path() -> str:
+    """Which per-request path the proxy uses, chosen before anything imports it: the compiled
+    modules (built from the .py files with Cython) when they are there, the plain .py files
+    when one is missing or under LEASTLOAD_IMPLEMENTATION=python."""
     import importlib.machinery
     import importlib.util
     import os
     import sys
 
-    name = __name__ + "._http1"
-    if _IMPLEMENTATION == "python":
-        # an ordinary import would find the extension module beside _http1.py first: the .py
-        # is loaded by its path, under the name the other modules import
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), "_http1.py"))
+    def compiled(name: str) -> bool:
+        spec = importlib.util.find_spec(name)
+        return spec is not None and (spec.origin or "").endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+    names = [__name__ + "." + module for module in _COMPILED_PATH]
+    if _IMPLEMENTATION != "python" and all(compiled(name) for name in names):
+        for name in names:
+            importlib.import_module(name)
+        return "compiled"
+    # an ordinary import would find an extension module beside its .py first: each .py is
+    # loaded by its path, under the name the other modules import, lowest layer first
+    for name in names:
+        path = os.path.join(os.path.dirname(__file__), name.rsplit(".", 1)[1] + ".py")
+        spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
@@ -49,14 +64,12 @@ def _http1_layer() -> str:
         except BaseException:
             del sys.modules[name]
             raise
-    else:
-        module = importlib.import_module(name)
-    origin = getattr(module, "__file__", None) or ""
-    return "compiled" if origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) else "python"
+    return "python"
 
 
-HTTP_LAYER = _http1_layer()
-"""`"compiled"` or `"python"`: the HTTP/1.1 layer in use (see _http1_layer)."""
+HTTP_LAYER = _request_path()
+"""`"compiled"` or `"python"`: the per-request path in use, the HTTP/1.1 layer and the
+connections and exchanges over it (see _request_path)."""
 
 from ._accesslog import AccessLog  # noqa: E402
 from ._cli import main  # noqa: E402 (after the layer is chosen)

@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """Connections to one backend: the keep-alive pool and one response's trip back.
 
 A `BackendConnection` carries one request at a time. Its response goes
@@ -20,7 +21,7 @@ connections that carry a request a few times per timeout period.
 import asyncio
 import os
 import socket
-from typing import Any, Dict, List, Optional, Protocol, Set, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Protocol, Set, Tuple, cast
 
 from ..net.tcpinfo import SegmentCounter
 from ._http1 import Buffer, Limits, Piece, ResponseReader
@@ -33,6 +34,12 @@ TIMEOUT = "timeout"        # no first byte (or no further byte) within the timeo
 BAD_RESPONSE = "bad"       # unparsable response before anything was passed on
 CLIENT_GONE = "client-gone"
 CLIENT_STALLED = "client-stalled"  # the client did not read its answer for `timeout`
+
+# With a method that does not pick by packets, a connection's TCP_INFO is read after every
+# PACKETS_EVERY-th response, after one it is closed after, and once more when it is lost
+# (the pool's on_late_packets), rather than after each: the segments in between are charged
+# to the response that reads them, and the totals stay exact (docs/proxy.md).
+PACKETS_EVERY = 16
 
 
 def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socket], Optional[socket.socket]]:
@@ -83,9 +90,9 @@ class ExchangeSide(Protocol):
     def on_outcome(self, outcome: str, conn: "Optional[BackendConnection]") -> None: ...
 
 
-class BackendConnection(asyncio.Protocol):
+class BackendConnection:
     __slots__ = ("pool", "loop", "transport", "reader", "counter", "dup", "exchange", "client", "t",
-                 "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held")
+                 "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held", "unread")
 
     # set by connection_made / send(), before they are read
     transport: asyncio.Transport
@@ -107,8 +114,9 @@ class BackendConnection(asyncio.Protocol):
         self.dup: Optional[socket.socket] = None
         self.exchange: Optional[ExchangeSide] = None
         self.held = False  # reading paused because the client does not read
+        self.unread = 0  # exchanges sent on it since TCP_INFO was last read
 
-    # ---- asyncio.Protocol -------------------------------------------------
+    # ---- asyncio.Protocol (not its subclass: compiled, this is an extension type) --------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -127,6 +135,11 @@ class BackendConnection(asyncio.Protocol):
                 self._end(RESET)
             else:
                 self._end(BROKEN)
+        if self.unread and self.counter.exact:  # segments not read yet: the socket is still open here
+            late = self.counter.take()
+            self.unread = 0
+            if late and self.pool.on_late_packets is not None:
+                self.pool.on_late_packets(late)
         if self.dup is not None:
             self.dup.close()
             self.dup = None
@@ -152,6 +165,15 @@ class BackendConnection(asyncio.Protocol):
                 self.transport.close()
             self._end(OK)
 
+    def eof_received(self) -> Optional[bool]:
+        return None  # the backend closed its side: the transport closes, connection_lost() ends the exchange
+
+    def pause_writing(self) -> None:
+        pass  # a request is one write; a backend that does not read it times out
+
+    def resume_writing(self) -> None:
+        pass
+
     def _pass_on(self, out: List[Piece]) -> None:
         if out and not self.client.gone:
             self.passed = True
@@ -168,6 +190,7 @@ class BackendConnection(asyncio.Protocol):
         self.reader.start(head_only, http10, keep_alive)
         self.sent, self.received, self.passed = len(payload), 0, False
         self.ttfb = None
+        self.unread += 1
         self.pool.busy.add(self)
         if self.held and not self.client.paused:  # held for an earlier client: this one reads
             self.held = False
@@ -218,8 +241,20 @@ class BackendConnection(asyncio.Protocol):
         self.pool.busy.discard(self)
         exchange.on_outcome(outcome, self)  # last: it may reuse this connection at once
 
-    def packets(self) -> int:
-        return self.counter.take(self.sent, self.received)
+    def packets(self, every: bool) -> int:
+        """TCP segments both ways since the last read, at the end of an exchange that went well.
+
+        `every`: read TCP_INFO now (the method picks by packets). Otherwise it is read after
+        every PACKETS_EVERY-th exchange and after one the connection is not reused after; the
+        others return 0 (their segments go to the next read, or to the pool's on_late_packets
+        when the connection is lost). Without TCP_INFO each exchange gets its estimate from
+        the bytes, which costs no system call.
+        """
+        counter = self.counter
+        if every or self.unread >= PACKETS_EVERY or not self.reusable() or not counter.exact:
+            self.unread = 0
+            return counter.take(self.sent, self.received)
+        return 0
 
     def reusable(self) -> bool:
         # a connection held unread (its client stopped reading) would hide bytes the backend
@@ -253,9 +288,12 @@ class Pool:
     """Keep-alive connections to one backend: the idle ones (newest reused first), the busy ones."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int, max_idle: int,
-                 limits: Limits, budget: ConnectionBudget) -> None:
+                 limits: Limits, budget: ConnectionBudget,
+                 on_late_packets: Optional[Callable[[int], None]] = None) -> None:
         self.loop, self.host, self.port, self.max_idle = loop, host, port, max_idle
         self.limits, self.budget = limits, budget
+        # segments a lost connection had not reported with an exchange (see PACKETS_EVERY)
+        self.on_late_packets = on_late_packets
         self.idle: Dict[BackendConnection, None] = {}  # insertion-ordered: popitem() takes the newest
         self.busy: Set[BackendConnection] = set()
         self.opened = 0
@@ -264,9 +302,10 @@ class Pool:
     async def connect(self, timeout: float) -> BackendConnection:
         self.opened += 1
         self.budget.make_room()
-        _, conn = await asyncio.wait_for(
-            self.loop.create_connection(lambda: BackendConnection(self), self.host, self.port), timeout)
-        return conn
+        # BackendConnection is a protocol without asyncio.Protocol's base (an extension type compiled)
+        _, conn = await asyncio.wait_for(self.loop.create_connection(
+            lambda: cast(asyncio.Protocol, BackendConnection(self)), self.host, self.port), timeout)
+        return cast(BackendConnection, conn)
 
     def opened_one(self) -> None:
         self.budget.open += 1

@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """The client side: bytes into the I/O-free reader, each complete request to an Exchange.
 
 One `ClientConnection` per client connection, one request in flight: the
@@ -21,7 +22,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
-from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
+from ..net.request_keys import KEYED_METHODS, Address, KeyRule, MissingKey, ip_or_none
 from . import _http1
 from ._exchange import Exchange, Request, Upstream
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, error_response
@@ -73,7 +74,7 @@ class ClientContext(Upstream, Protocol):
     def client_closed(self, client: "ClientConnection") -> None: ...
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection:
     transport: asyncio.Transport  # set by connection_made, before any other callback
 
     def __init__(self, proxy: ClientContext) -> None:
@@ -217,8 +218,9 @@ class ClientConnection(asyncio.Protocol):
         head = reader.head
         assert head is not None  # COMPLETE carries it
         method = _METHOD_NAMES.get(head.method) or head.method.decode("ascii", "replace")
+        vs_method = proxy.vserver.method
         try:
-            key = proxy.keys.key(proxy.vserver.method, self)
+            key = proxy.keys.key(vs_method, self) if vs_method in KEYED_METHODS else None
         except MissingKey as exc:  # answered in turn, like any request; the connection goes on
             proxy.stats.answered_by_proxy[400] += 1
             answer = error_response(400, str(exc), not head.keep_alive, head.method == b"HEAD")

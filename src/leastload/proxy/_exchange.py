@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """One request's way through the engine and the backends, retries included.
 
 Callback-driven, no task or future per request: `start()` picks a backend
@@ -26,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
 
 from .. import NoServiceAvailable
+from ..engine.methods import BY_PACKETS
 from ..net import upstream
 from ..net.upstream import Outcome
 from . import _backend, _http1
@@ -205,15 +207,15 @@ class Exchange:
             self.counters.bytes_out += conn.received
         if outcome is _backend.OK:
             assert conn is not None  # an answer came on it
-            packets = conn.packets()
+            packets = conn.packets(proxy.vserver.method in BY_PACKETS)
             if packets:
                 t.record(packets=packets)
                 self.counters.packets += packets
             status = conn.status
-            if proxy.load_reports:  # weights_from_utilization: the backend's ORCA report, if it sent one
-                report = conn.reader.header(b"endpoint-load-metrics")
-                if report is not None:
-                    proxy.note_load_report(name, report)
+            # the backend's ORCA report, if it sent one and weights_from_utilization reads them
+            report = conn.reader.header(b"endpoint-load-metrics")
+            if report is not None and proxy.load_reports:
+                proxy.note_load_report(name, report)
             t.finish(ttfb=conn.ttfb, status=status)
             if conn.ttfb is not None:
                 self.counters.add_ttfb(conn.ttfb)

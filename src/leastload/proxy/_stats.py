@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """What the proxy counts (per backend, and its own answers) and the time it shows: small
 types with no I/O, below every part that counts (_exchange, _metrics) or shows (_proxy)."""
 

@@ -1,0 +1,27 @@
+# Augmenting declarations for _backend.py (Cython's pure-Python mode), as _http1.pxd is
+# for _http1.py: the build compiles the .py with these types; the .py runs as it is where
+# there is no compiled module, or under LEASTLOAD_IMPLEMENTATION=python. Every attribute
+# the .py sets must be declared here (the suite runs both). Pool stays a Python class
+# (compiled, not an extension type): tests replace its methods on an instance.
+cimport cython
+
+from leastload.proxy._http1 cimport ResponseReader
+
+
+@cython.final
+cdef class BackendConnection:
+    cdef public object pool, loop, transport, counter, dup, exchange, client, t, ttfb
+    cdef public ResponseReader reader
+    cdef public double timeout, sent_at, last_data
+    cdef public Py_ssize_t sent, received, unread
+    cdef public bint passed, held
+
+    cdef _pass_on(self, list out)
+    cpdef send(self, object exchange, object payload, double timeout, bint head_only, bint http10,
+               bint keep_alive)
+    cpdef hold(self)
+    cpdef resume(self, double now)
+    cpdef abandon(self, bint stalled=*)
+    cdef _end(self, str outcome)
+    cpdef Py_ssize_t packets(self, bint every) except -1
+    cpdef bint reusable(self) except -1

@@ -1,0 +1,29 @@
+# Augmenting declarations for _client.py (Cython's pure-Python mode; see _backend.pxd).
+cimport cython
+
+from leastload.proxy._backend cimport BackendConnection
+from leastload.proxy._http1 cimport RequestReader, RequestHead
+
+cdef dict _METHOD_NAMES
+cdef int WAIT_HEAD, WAIT_BODY, WAIT_IDLE, WAIT_NONE
+
+
+@cython.final
+cdef class ClientConnection:
+    cdef public object proxy, loop, transport, _addresses
+    cdef public RequestReader reader
+    cdef public bytes peer
+    cdef public tuple peername, sockname
+    cdef public bint busy, gone, closing, paused, reading, half_closed, in_pump
+    cdef public double paused_since, deadline
+    cdef public BackendConnection backend
+    cdef public int wait
+
+    cdef _stop_reading(self)
+    cdef _start_reading(self)
+    @cython.locals(reader=RequestReader, head=RequestHead)
+    cdef _pump(self)
+    @cython.locals(reader=RequestReader, head=RequestHead)
+    cdef _dispatch(self)
+    cpdef exchange_done(self, bint keep_going)
+    cdef _request_done(self, bint keep_going)

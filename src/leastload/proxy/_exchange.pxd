@@ -1,0 +1,26 @@
+# Augmenting declarations for _exchange.py (Cython's pure-Python mode; see _backend.pxd).
+cimport cython
+
+from leastload.proxy._backend cimport BackendConnection
+from leastload.proxy._stats cimport BackendCounters
+
+
+@cython.final
+cdef class Request:
+    cdef public str method
+    cdef public object payload, key, head
+    cdef public bint keep_alive, head_only, http10
+
+
+@cython.final
+cdef class Exchange:
+    cdef public object proxy, client, t, began
+    cdef public BackendCounters counters
+    cdef public Request request
+    cdef public list tried
+    cdef public bint reused
+    cdef public Py_ssize_t retried
+
+    cpdef start(self)
+    cdef _send(self, BackendConnection conn)
+    cpdef on_outcome(self, str outcome, BackendConnection conn)

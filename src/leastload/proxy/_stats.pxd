@@ -1,0 +1,21 @@
+# Augmenting declarations for _stats.py (Cython's pure-Python mode; see _backend.pxd): the
+# counters an exchange adds to on every request, as C integers.
+cimport cython
+
+
+@cython.final
+cdef class BackendCounters:
+    cdef public long long requests, retries, failures, stale, bytes_in, bytes_out, packets
+    cdef public list by_class, ttfb_buckets
+    cdef public double ttfb_sum
+
+    cpdef add_ttfb(self, double seconds)
+
+
+@cython.final
+cdef class Stats:
+    cdef public dict backends
+    cdef public object answered_by_proxy
+    cdef public long long no_service
+
+    cpdef BackendCounters of(self, str name)
