@@ -14,7 +14,7 @@ cdef class BackendConnection:
     cdef public ResponseReader reader
     cdef public double timeout, sent_at, last_data
     cdef public Py_ssize_t sent, received, unread
-    cdef public bint passed, held
+    cdef public bint passed, held, exact
 
     cdef _pass_on(self, list out)
     cpdef send(self, object exchange, object payload, double timeout, bint head_only, bint http10,

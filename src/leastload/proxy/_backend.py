@@ -92,7 +92,7 @@ class ExchangeSide(Protocol):
 
 class BackendConnection:
     __slots__ = ("pool", "loop", "transport", "reader", "counter", "dup", "exchange", "client", "t",
-                 "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held", "unread")
+                 "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held", "unread", "exact")
 
     # set by connection_made / send(), before they are read
     transport: asyncio.Transport
@@ -123,6 +123,7 @@ class BackendConnection:
         sock, self.dup = _own_socket(transport)
         # the connection's first request is charged its handshake too
         self.counter = SegmentCounter(sock, from_start=True)
+        self.exact = self.counter.exact  # TCP_INFO is read (not estimated); kept here, read per request
         self.pool.opened_one()
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
@@ -135,7 +136,7 @@ class BackendConnection:
                 self._end(RESET)
             else:
                 self._end(BROKEN)
-        if self.unread and self.counter.exact:  # segments not read yet: the socket is still open here
+        if self.unread and self.exact:  # segments not read yet: the socket is still open here
             late = self.counter.take()
             self.unread = 0
             if late and self.pool.on_late_packets is not None:
@@ -250,10 +251,12 @@ class BackendConnection:
         when the connection is lost). Without TCP_INFO each exchange gets its estimate from
         the bytes, which costs no system call.
         """
-        counter = self.counter
-        if every or self.unread >= PACKETS_EVERY or not self.reusable() or not counter.exact:
+        if every or self.unread >= PACKETS_EVERY or not self.exact or not self.reusable():
             self.unread = 0
-            return counter.take(self.sent, self.received)
+            counter = self.counter
+            packets = counter.take(self.sent, self.received)
+            self.exact = counter.exact  # a failed read: estimates from now on
+            return packets
         return 0
 
     def reusable(self) -> bool:
