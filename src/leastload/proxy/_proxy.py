@@ -216,8 +216,11 @@ class Proxy:
         backend = upstream.parse_backend(spec) if isinstance(spec, str) else spec
         if backend.name in self.vserver and not (self.shared and backend.name not in self.backends):
             raise ValueError(f"backend {backend.name!r} is already bound")
-        if backend.name not in self.vserver:  # a shared engine: another worker may have bound it already
-            self.vserver.bind(backend.name, backend.weight)
+        # a shared engine: another worker may have bound it already, or bind it this moment (the
+        # fan-out asks every worker at once): the check and the bind under the engine's lock
+        with self.vserver.atomic():
+            if backend.name not in self.vserver:
+                self.vserver.bind(backend.name, backend.weight)
         self.backends[backend.name] = backend
         if self.loop is not None:
             old = self.pools.get(backend.name)
