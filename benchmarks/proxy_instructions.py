@@ -130,6 +130,7 @@ def main(argv=None):
     p.add_argument("--method", default="LEASTCONNECTION", choices=pvh.METHODS)
     p.add_argument("--before", metavar="PYTHON", help="the Python of another leastload build: counted too")
     p.add_argument("--no-haproxy", action="store_true", help="leave HAProxy out")
+    p.add_argument("--keep", metavar="DIR", help="copy callgrind's dumps there (callgrind_annotate reads them)")
     args = p.parse_args(argv)
     if args.requests < 1 or args.warmup < 1 or args.connections < 1:
         p.error("--requests, --warmup and --connections must be at least 1")
@@ -148,6 +149,10 @@ def main(argv=None):
             for kind in kinds:
                 rows[kind] = measure(kind, backends, args, workdir)
                 print(f"{kind:10s} {rows[kind]:10,.0f} instructions a request", flush=True)
+            if args.keep:
+                os.makedirs(args.keep, exist_ok=True)
+                for path in glob.glob(os.path.join(workdir, "callgrind.out*")):
+                    shutil.copy(path, args.keep)
         finally:
             for server in servers:
                 server.stop()

@@ -22,6 +22,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
+from ..engine.methods import BY_PACKETS
 from ..net.request_keys import KEYED_METHODS, Address, KeyRule, MissingKey, ip_or_none
 from . import _http1
 from ._exchange import Exchange, Request, Upstream
@@ -232,7 +233,8 @@ class ClientConnection:
         payload = _http1.encode_request(head, reader.body, self.peer, proxy.forwarding)
         self.busy = True
         self.wait = WAIT_NONE
-        Exchange(self, Request(method, payload, head.keep_alive, head.version == 10, key, head)).start()
+        request = Request(method, payload, head.keep_alive, head.version == 10, key, head, vs_method in BY_PACKETS)
+        Exchange(self, request).start()
 
     def exchange_done(self, keep_going: bool) -> None:
         self.busy = False

@@ -9,7 +9,7 @@ from leastload.proxy._stats cimport BackendCounters
 cdef class Request:
     cdef public str method
     cdef public object payload, key, head
-    cdef public bint keep_alive, head_only, http10
+    cdef public bint keep_alive, head_only, http10, by_packets
 
 
 @cython.final

@@ -27,7 +27,6 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
 
 from .. import NoServiceAvailable
-from ..engine.methods import BY_PACKETS
 from ..net import upstream
 from ..net.upstream import Outcome
 from . import _backend, _http1
@@ -54,10 +53,11 @@ _OUTCOMES = {
 
 
 class Request:
-    __slots__ = ("method", "payload", "keep_alive", "head_only", "http10", "key", "head")
+    __slots__ = ("method", "payload", "keep_alive", "head_only", "http10", "key", "head", "by_packets")
 
     def __init__(self, method: str, payload: _http1.Buffer, keep_alive: bool, http10: bool,
-                 key: object = None, head: "Optional[_http1.RequestHead]" = None) -> None:
+                 key: object = None, head: "Optional[_http1.RequestHead]" = None,
+                 by_packets: bool = False) -> None:
         self.head = head  # what the access log reads (target, version, Referer, User-Agent)
         self.method = method
         self.payload = payload
@@ -65,6 +65,7 @@ class Request:
         self.head_only = method == "HEAD"
         self.http10 = http10
         self.key = key  # what the vserver's hash method picks by (None for the other methods)
+        self.by_packets = by_packets  # the vserver's method picks by packets: TCP_INFO after the answer
 
 
 class Upstream(Protocol):
@@ -207,7 +208,7 @@ class Exchange:
             self.counters.bytes_out += conn.received
         if outcome is _backend.OK:
             assert conn is not None  # an answer came on it
-            packets = conn.packets(proxy.vserver.method in BY_PACKETS)
+            packets = conn.packets(self.request.by_packets)
             if packets:
                 t.record(packets=packets)
                 self.counters.packets += packets

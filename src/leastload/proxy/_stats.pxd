@@ -2,6 +2,9 @@
 # counters an exchange adds to on every request, as C integers.
 cimport cython
 
+cdef tuple _BOUNDS
+cdef Py_ssize_t _N_BOUNDS
+
 
 @cython.final
 cdef class BackendCounters:
@@ -9,6 +12,7 @@ cdef class BackendCounters:
     cdef public list by_class, ttfb_buckets
     cdef public double ttfb_sum
 
+    @cython.locals(i=Py_ssize_t, bounds=tuple)
     cpdef add_ttfb(self, double seconds)
 
 
