@@ -24,4 +24,5 @@ cdef class BackendConnection:
     cpdef abandon(self, bint stalled=*)
     cdef _end(self, str outcome)
     cpdef Py_ssize_t packets(self, bint every) except -1
+    cdef Py_ssize_t _take_segments(self, Py_ssize_t sent, Py_ssize_t received) except -1
     cpdef bint reusable(self) except -1

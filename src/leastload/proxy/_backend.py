@@ -137,8 +137,7 @@ class BackendConnection:
             else:
                 self._end(BROKEN)
         if self.unread and self.exact:  # segments not read yet: the socket is still open here
-            late = self.counter.take()
-            self.unread = 0
+            late = self._take_segments(0, 0)  # no estimate: a read that fails here counts nothing
             if late and self.pool.on_late_packets is not None:
                 self.pool.on_late_packets(late)
         if self.dup is not None:
@@ -252,12 +251,16 @@ class BackendConnection:
         the bytes, which costs no system call.
         """
         if every or self.unread >= PACKETS_EVERY or not self.exact or not self.reusable():
-            self.unread = 0
-            counter = self.counter
-            packets = counter.take(self.sent, self.received)
-            self.exact = counter.exact  # a failed read: estimates from now on
-            return packets
+            return self._take_segments(self.sent, self.received)
         return 0
+
+    def _take_segments(self, sent: int, received: int) -> int:
+        """Segments since the last read (without TCP_INFO: the estimate for `sent` and `received` bytes)."""
+        self.unread = 0
+        counter = self.counter
+        packets = counter.take(sent, received)
+        self.exact = counter.exact  # a failed read: estimates from now on
+        return packets
 
     def reusable(self) -> bool:
         # a connection held unread (its client stopped reading) would hide bytes the backend

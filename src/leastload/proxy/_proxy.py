@@ -310,7 +310,7 @@ class Proxy:
 
     def _late_packets(self, name: str, packets: int) -> None:
         """Segments a lost backend connection had not reported with an exchange (the method
-        does not pick by packets: TCP_INFO is read after every 16th exchange and at the end),
+        does not pick by packets: see _backend.PACKETS_EVERY),
         to the engine's window and the counters, so that their totals stay exact."""
         try:
             self.vserver.record(name, packets=packets)
