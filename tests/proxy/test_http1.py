@@ -723,6 +723,18 @@ def test_chunked_to_http_1_0_is_plain_bytes_then_close():
     assert out == b"HTTP/1.1 200 OK\r\nX-A: a\r\nConnection: close\r\n\r\nhello"
 
 
+def test_chunks_with_extensions_join_into_one_body_for_http_1_0():
+    # found by the pooled-connection fuzz target: a body whose chunks (each with an extension)
+    # split a string, then a trailer and an extra CRLF. The HTTP/1.0 client gets the chunks'
+    # data joined, no chunk line, extension or trailer, and the connection is closed after it
+    head = b"HTTP/1.1 301 Moved\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+    chunks = b"c;x=1\r\n{tag-0-00000\r\n2;x=1\r\n0}\r\n1;x=1\r\n)\r\n0\r\nT-0: t\r\n\r\n"
+    for pieces in ([head + chunks + b"\r\n"], [head + chunks[:9], chunks[9:20], chunks[20:] + b"\r\n"]):
+        out, reader = respond(None, pieces, http10=True)
+        assert reader.complete and reader.close_client and reader.extra and not reader.reusable
+        assert out == b"HTTP/1.1 301 Moved\r\nConnection: close\r\n\r\n{tag-0-000000})"
+
+
 def test_close_delimited_completes_at_eof_only():
     reader = ResponseReader(LIMITS)
     reader.start(False, False, True)
