@@ -28,6 +28,14 @@ apt-get when missing):
     python benchmarks/proxy_vs_haproxy.py                # 2 x 4 runs of 2 s warm-up + 10 s: about 2-3 minutes
     python benchmarks/proxy_vs_haproxy.py --quick        # 2 s runs, 32 connections only: about 30 s
     python benchmarks/proxy_vs_haproxy.py --json out.json --method ROUNDROBIN
+    python benchmarks/proxy_vs_haproxy.py --proxies leastload-1 --before OTHER/bin/python --rounds 6
+
+With --rounds N every run is made N times, and the proxies at each connection
+count take turns to go first (round 1 in the order given, round 2 reversed,
+...), so that neither side always meets the machine in the same state; the
+ratios are then printed per round and as their medians. On a shared machine,
+where one build's own figure moves by 10-30 % between runs, a comparison
+within a few percent needs the medians of several rounds.
 
 It is not part of CI or of the pytest suites (its name does not start with
 test_ and it defines no tests): a person runs it, and its numbers depend on
@@ -510,34 +518,61 @@ def fmt_errors(row):
 def results_table(rows, names, pairs):
     """One markdown row per run; leastload rows also give their req/s over HAProxy's at the same
     connections and threads = workers."""
-    ratio = {(p["connections"], p["workers_or_threads"]): p["ratio"] for p in pairs}
-    head = ["conns", "proxy", "req/s", "vs HAProxy", "p50", "p99", *(f"{n} %" for n in names),
+    ratio = {(p["round"], p["connections"], p["workers_or_threads"]): p["ratio"] for p in pairs}
+    rounds = max((r["round"] for r in rows), default=1) > 1
+    head = [*(["round"] if rounds else []), "conns", "proxy", "req/s", "vs HAProxy", "p50", "p99", *(f"{n} %" for n in names),
             "CPU us/req", "errors"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in rows:
+        first = [str(r["round"])] if rounds else []
         if r["requests_per_s"] is None:
-            cells = [str(r["connections"]), r["proxy"], *["-"] * (len(head) - 3), "failed (see above)"]
+            cells = [*first, str(r["connections"]), r["proxy"], *["-"] * (len(head) - 3 - len(first)),
+                     "failed (see above)"]
             lines.append("| " + " | ".join(cells) + " |")
             continue
-        key = (r["connections"], r["workers_or_threads"])
+        key = (r["round"], r["connections"], r["workers_or_threads"])
         versus = f"{ratio[key]:.2f}" if r["kind"] == "leastload" and key in ratio else ""
         cpu = "n/a" if r["cpu_us_per_request"] is None else f"{r['cpu_us_per_request']:.1f}"
-        cells = [str(r["connections"]), r["proxy"], f"{r['requests_per_s']:,.0f}", versus, fmt_ms(r["p50_ms"]),
+        cells = [*first, str(r["connections"]), r["proxy"], f"{r['requests_per_s']:,.0f}", versus, fmt_ms(r["p50_ms"]),
                  fmt_ms(r["p99_ms"]), *(f"{r['backend_percent'][n]:.1f}" for n in names), cpu, fmt_errors(r)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def ratios(rows):
-    """leastload / HAProxy req/s for each (connections, workers = threads) measured on both sides."""
-    by = {(r["kind"], r["workers_or_threads"], r["connections"]): r for r in rows}
+def ratios(rows, other="haproxy"):
+    """leastload / HAProxy (or / the --before build: other="before") for each (round, connections,
+    workers = threads) measured on both sides: req/s, and CPU per request where both have it."""
+    by = {(r["round"], r["kind"], r["workers_or_threads"], r["connections"]): r for r in rows}
+    kinds = ("leastload", "private") if other == "haproxy" else ("leastload",)
     out = []
-    for (kind, n, c), r in sorted(by.items(), key=lambda kv: (kv[0][2], kv[0][1])):
-        h = by.get(("haproxy", n, c))
-        if kind in ("leastload", "private") and r["requests_per_s"] and h and h["requests_per_s"]:
-            out.append({"connections": c, "workers_or_threads": n, "leastload_rps": r["requests_per_s"],
-                        "haproxy_rps": h["requests_per_s"], "ratio": r["requests_per_s"] / h["requests_per_s"]})
+    for (rnd, kind, n, c), r in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][2])):
+        h = by.get((rnd, other, n, c))
+        if kind in kinds and r["requests_per_s"] and h and h["requests_per_s"]:
+            cpu = (r["cpu_us_per_request"] / h["cpu_us_per_request"]
+                   if r["cpu_us_per_request"] and h["cpu_us_per_request"] else None)
+            out.append({"round": rnd, "connections": c, "workers_or_threads": n, "kind": kind,
+                        "leastload_rps": r["requests_per_s"], f"{other}_rps": h["requests_per_s"],
+                        "ratio": r["requests_per_s"] / h["requests_per_s"], "cpu_ratio": cpu})
     return out
+
+
+def print_medians(pairs, against):
+    """With several rounds: the median of each (kind, connections, workers) ratio over the rounds."""
+    groups = {}
+    for p in pairs:
+        groups.setdefault((p["kind"], p["connections"], p["workers_or_threads"]), []).append(p)
+    lines = []
+    for (kind, c, n), ps in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+        if len(ps) < 2:
+            continue
+        rps = [p["ratio"] for p in ps]
+        cpus = [p["cpu_ratio"] for p in ps if p["cpu_ratio"] is not None]
+        cpu = (f"; CPU/req median {median(cpus):.3f}x ({', '.join(f'{x:.3f}' for x in cpus)})" if cpus else "")
+        lines.append(f"  {kind}, {c} connections, {n} worker(s): req/s median {median(rps):.3f}x "
+                     f"({', '.join(f'{x:.3f}' for x in rps)}){cpu}")
+    if lines:
+        print(f"\nmedians over the rounds, against {against}:")
+        print("\n".join(lines))
 
 
 def engine_share(rows, engine_ns):
@@ -576,6 +611,9 @@ def parse_args(argv=None):
     p.add_argument("--size", type=int, default=1024, help="response body bytes (default 1024)")
     p.add_argument("--quick", action="store_true", help="2 s runs, 1 s warm-up, 32 connections only")
     p.add_argument("--json", metavar="PATH", help="also write every number to PATH as JSON")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="make every run N times, the proxies taking turns to go first; ratios per round and "
+                        "their medians (default 1)")
     p.add_argument("--before", metavar="PYTHON",
                    help="the Python of another leastload build (a venv of an earlier commit): its proxy runs "
                         "too, as before-N, in the same run; leastload rows then say how they compare")
@@ -595,6 +633,8 @@ def parse_args(argv=None):
         p.error("--proxies before-N needs --before PYTHON")
     if min(args.connections) < 2:
         p.error("--connections: wrk -t2 needs at least 2 connections")
+    if args.rounds < 1:
+        p.error(f"--rounds: at least 1, got {args.rounds}")
     if args.duration < 1 or args.warmup < 1:
         p.error("--duration and --warmup must be at least 1 s (wrk counts whole seconds)")
     if min(args.fast_delay, args.slow_delay) < 0 or args.size < 0:
@@ -614,6 +654,19 @@ def label(kind, n):
     return f"{kind}-{n}{'t' if kind == 'haproxy' else 'w'}"
 
 
+def schedule(proxies, connections, rounds):
+    """(round, connections, kind, n) for every run: each round measures every proxy at each connection
+    count, the proxies in the order given in odd rounds and reversed in even ones."""
+    return [(r, c, kind, n) for r in range(1, rounds + 1) for c in connections
+            for kind, n in (proxies if r % 2 else proxies[::-1])]
+
+
+def median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -627,18 +680,20 @@ def measure_engine(args):
 
 
 def run_all(args, specs, runs):
-    """Starts the backends, measures every run; returns the rows. Stops every process it started."""
+    """Starts the backends, measures every run (round, connections, kind, n); returns the rows. Stops
+    every process it started."""
     rows, servers = [], []
     with tempfile.TemporaryDirectory(prefix="proxy-bench-") as workdir:
         try:
             backends = start_backends(specs, args.size, workdir, servers)
-            for i, (c, kind, n) in enumerate(runs, 1):
+            for i, (rnd, c, kind, n) in enumerate(runs, 1):
                 name = label(kind, n)
                 print(f"[{i}/{len(runs)}] {name}, {c} connections ...", end=" ", file=sys.stderr, flush=True)
                 try:
                     row = measure(name, kind, n, c, args, backends, workdir)
                 except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
                     row = failed_row(name, kind, n, c, f"{type(exc).__name__}: {exc}")
+                row["round"] = rnd
                 rows.append(row)
                 rps = "failed" if row["requests_per_s"] is None else f"{row['requests_per_s']:,.0f} req/s"
                 print(rps + (" (see below)" if row["problem"] else ""), file=sys.stderr, flush=True)
@@ -668,18 +723,15 @@ def print_report(args, specs, rows, engine, pairs, share):
               f"(goal < {SHARE_GOAL_PERCENT:g} %: {verdict})")
 
 
-def print_before(rows):
-    """leastload against the --before build, same connections and workers."""
-    by = {(r["kind"], r["workers_or_threads"], r["connections"]): r for r in rows if r["requests_per_s"]}
+def print_before(pairs):
+    """leastload against the --before build, same round, connections and workers."""
+    rounds = len({p["round"] for p in pairs}) > 1
     lines = []
-    for (kind, n, c), r in sorted(by.items(), key=lambda kv: (kv[0][2], kv[0][1])):
-        b = by.get(("before", n, c))
-        if kind == "leastload" and b:
-            cpu = (f", CPU/req {r['cpu_us_per_request']:.1f} vs {b['cpu_us_per_request']:.1f} us "
-                   f"({r['cpu_us_per_request'] / b['cpu_us_per_request']:.3f}x)"
-                   if r["cpu_us_per_request"] and b["cpu_us_per_request"] else "")
-            lines.append(f"  {c} connections, {n} worker(s): {r['requests_per_s']:,.0f} vs "
-                         f"{b['requests_per_s']:,.0f} req/s ({r['requests_per_s'] / b['requests_per_s']:.3f}x){cpu}")
+    for p in pairs:
+        cpu = f", CPU/req {p['cpu_ratio']:.3f}x" if p["cpu_ratio"] is not None else ""
+        lines.append(f"  {'round %d, ' % p['round'] if rounds else ''}{p['connections']} connections, "
+                     f"{p['workers_or_threads']} worker(s): {p['leastload_rps']:,.0f} vs {p['before_rps']:,.0f} "
+                     f"req/s ({p['ratio']:.3f}x){cpu}")
     if lines:
         print("\nthis build against the --before build (same run):")
         print("\n".join(lines))
@@ -689,7 +741,7 @@ def print_packets(rows, window_s):
     """TCP_INFO packets against bytes, as the 1-worker leastload proxy's engine counted them."""
     for row in rows:
         window = row.get("engine_window")
-        if not window:
+        if not window or row["round"] != 1:
             continue
         print(f"\nTCP_INFO packets vs bytes in the engine's 14 s window (leastload-1w, {row['connections']} "
               f"connections{'' if window_s <= 13 else '; the run is longer than the window: per-request figures are low'}):")
@@ -704,9 +756,10 @@ def write_json(path, args, specs, rows, engine, pairs, share):
     settings = {"method": args.method, "haproxy_balance": HAPROXY_BALANCE.get(args.method, "leastconn"),
                 "duration_s": args.duration, "warmup_s": args.warmup, "connections": args.connections,
                 "backend_delays_s": dict(specs), "body_bytes": args.size, "wrk_threads": 2,
-                "cpu_count": os.cpu_count()}
+                "cpu_count": os.cpu_count(), "rounds": args.rounds}
     with open(path, "w") as f:
         json.dump({"settings": settings, "engine": engine, "results": rows, "ratios": pairs,
+                   "ratios_to_before": ratios(rows, other="before"),
                    "engine_share": share}, f, indent=2)
     print(f"\nwrote {path}", file=sys.stderr)
 
@@ -724,9 +777,9 @@ def main(argv=None):
     signal.signal(signal.SIGHUP, raise_interrupt)
 
     specs = [("fast1", args.fast_delay), ("fast2", args.fast_delay), ("slow", args.slow_delay)]
-    runs = [(c, kind, n) for c in args.connections for kind, n in args.proxies]
+    runs = schedule(args.proxies, args.connections, args.rounds)
     estimate = len(runs) * (args.duration + args.warmup + 2) + 5
-    print(f"{len(runs)} runs of {args.warmup} s warm-up + {args.duration} s, method {args.method}: "
+    print(f"{len(runs)} runs ({args.rounds} round(s)) of {args.warmup} s warm-up + {args.duration} s, method {args.method}: "
           f"about {estimate} s", file=sys.stderr, flush=True)
     try:
         engine = measure_engine(args)
@@ -736,7 +789,10 @@ def main(argv=None):
         return 130
     pairs, share = ratios(rows), engine_share(rows, engine["ns_per_request"])
     print_report(args, specs, rows, engine, pairs, share)
-    print_before(rows)
+    print_medians(pairs, "HAProxy")
+    against_before = ratios(rows, other="before")
+    print_before(against_before)
+    print_medians(against_before, "the --before build")
     print_packets(rows, args.warmup + args.duration)
     if args.json:
         write_json(args.json, args, specs, rows, engine, pairs, share)
