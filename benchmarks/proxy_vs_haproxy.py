@@ -66,6 +66,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -567,8 +568,8 @@ def print_medians(pairs, against):
             continue
         rps = [p["ratio"] for p in ps]
         cpus = [p["cpu_ratio"] for p in ps if p["cpu_ratio"] is not None]
-        cpu = (f"; CPU/req median {median(cpus):.3f}x ({', '.join(f'{x:.3f}' for x in cpus)})" if cpus else "")
-        lines.append(f"  {kind}, {c} connections, {n} worker(s): req/s median {median(rps):.3f}x "
+        cpu = (f"; CPU/req median {statistics.median(cpus):.3f}x ({', '.join(f'{x:.3f}' for x in cpus)})" if cpus else "")
+        lines.append(f"  {kind}, {c} connections, {n} worker(s): req/s median {statistics.median(rps):.3f}x "
                      f"({', '.join(f'{x:.3f}' for x in rps)}){cpu}")
     if lines:
         print(f"\nmedians over the rounds, against {against}:")
@@ -661,12 +662,6 @@ def schedule(proxies, connections, rounds):
             for kind, n in (proxies if r % 2 else proxies[::-1])]
 
 
-def median(values):
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -752,14 +747,14 @@ def print_packets(rows, window_s):
             print(f"  {name:<6} {w['packets']:>9,} packets {w['bytes']:>13,} bytes: {per_req}{bpp}")
 
 
-def write_json(path, args, specs, rows, engine, pairs, share):
+def write_json(path, args, specs, rows, engine, pairs, to_before, share):
     settings = {"method": args.method, "haproxy_balance": HAPROXY_BALANCE.get(args.method, "leastconn"),
                 "duration_s": args.duration, "warmup_s": args.warmup, "connections": args.connections,
                 "backend_delays_s": dict(specs), "body_bytes": args.size, "wrk_threads": 2,
                 "cpu_count": os.cpu_count(), "rounds": args.rounds}
     with open(path, "w") as f:
         json.dump({"settings": settings, "engine": engine, "results": rows, "ratios": pairs,
-                   "ratios_to_before": ratios(rows, other="before"),
+                   "ratios_to_before": to_before,
                    "engine_share": share}, f, indent=2)
     print(f"\nwrote {path}", file=sys.stderr)
 
@@ -795,7 +790,7 @@ def main(argv=None):
     print_medians(against_before, "the --before build")
     print_packets(rows, args.warmup + args.duration)
     if args.json:
-        write_json(args.json, args, specs, rows, engine, pairs, share)
+        write_json(args.json, args, specs, rows, engine, pairs, against_before, share)
     return 1 if any(r["problem"] for r in rows) else 0
 
 
