@@ -11,6 +11,8 @@ cdef frozenset _REQUEST_DROP, _RESPONSE_DROP, _PROTECTED, _CONNECTION_OPTIONS, _
 cdef frozenset _NO_NAMES, _REQUEST_SPECIAL, _RESPONSE_SPECIAL, _CLIENT_FORWARDING
 cdef dict _HOSTS_SEEN
 cdef object _HOST, _ABSOLUTE
+cdef bytes _TOKEN_TABLE, _VISIBLE_TABLE, _VALUE_TABLE, _DIGIT_TABLE
+cdef frozenset _PLAIN_METHODS
 cdef Py_ssize_t _MAX_CHUNK_LINE
 
 
@@ -55,7 +57,7 @@ cdef class RequestReader:
     cdef public RequestHead head
     cdef public bytearray body
     cdef public object error
-    cdef public Py_ssize_t requests
+    cdef public Py_ssize_t requests, plain_heads
     cdef list _url
     cdef RequestHead _next_head
     cdef bint _plain, _line_done, _headers_done, _complete
@@ -72,6 +74,9 @@ cdef class RequestReader:
     @cython.locals(limits=Limits, end=Py_ssize_t, first=Py_ssize_t, stop=Py_ssize_t, nl=Py_ssize_t,
                    head=RequestHead)
     cdef str _read_head(self)
+    @cython.locals(data=bytes, space=Py_ssize_t, method=bytes, version_at=Py_ssize_t, fields=list, field=tuple,
+                   lowered=bytes, host=bytes, head=RequestHead)
+    cdef bint _plain_head(self, object piece, Py_ssize_t first) except -1
     @cython.locals(length=object)
     cdef str _after_head(self, RequestHead head)
     @cython.locals(first=Py_ssize_t, line=Py_ssize_t)
@@ -86,6 +91,14 @@ cdef class RequestReader:
 cdef _special_header(RequestHead head, bytes lowered, bytes value)
 cdef _check_head(RequestHead head, object parser, bytes target, object line)
 cdef bint _host_ok(bytes host) except -1
+# data is read through a pointer in these two, after the bounds are checked
+@cython.locals(p=cython.p_uchar, allowed=cython.p_uchar, i=Py_ssize_t)
+cdef bint _all_in(bytes data, Py_ssize_t start, Py_ssize_t stop, bytes table) except -1
+@cython.locals(number=cython.longlong, c=cython.uchar)
+cdef cython.longlong _decimal(bytes value) except -2
+@cython.locals(p=cython.p_uchar, token=cython.p_uchar, visible=cython.p_uchar, in_value=cython.p_uchar,
+               fields=list, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, value_start=Py_ssize_t, name=bytes)
+cdef list _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_headers)
 cdef _forwarding_extras(list parts, RequestHead head, bytes client, Forwarding forwarding, object body)
 cpdef encode_request(RequestHead head, object body, bytes client, Forwarding forwarding)
 
@@ -99,6 +112,7 @@ cdef class ResponseReader:
     cdef bint _dechunk, _fast_http11, _backend10
     cdef public bint head_only, http10, client_keep_alive, complete, reusable, close_client, extra
     cdef public int status
+    cdef public Py_ssize_t plain_heads
     cdef public object failed
     cdef list _headers
     cdef object _tokens
@@ -116,6 +130,9 @@ cdef class ResponseReader:
     cdef object _fast(self, bytes data)
     cdef inline _emit(self, Py_ssize_t start, Py_ssize_t stop, list out)
     cdef _emit_bytes(self, object piece, list out)
+    @cython.locals(first=Py_ssize_t, status=int, fields=list, field=tuple, lowered=bytes,
+                   value=bytes, length=cython.longlong)
+    cdef bint _plain_response(self, bytes data, Py_ssize_t stop) except -1
     @cython.locals(limits=Limits, start=Py_ssize_t, end=Py_ssize_t, stop=Py_ssize_t, consumed=Py_ssize_t,
                    raw_at=Py_ssize_t, rest=Py_ssize_t)
     cdef Py_ssize_t _head_step(self, bytes data, Py_ssize_t i, list out) except -1

@@ -196,6 +196,77 @@ _NO_NAMES: "frozenset[bytes]" = frozenset()
 # headers whose presence needs a look when a request head is read (the rest pass as they are)
 _REQUEST_SPECIAL = _REQUEST_DROP | frozenset({b"host", b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"})
 _HOSTS_SEEN: Dict[bytes, bool] = {}  # Host values already checked (bounded): clients repeat theirs
+# What a plain head (read without llhttp: RequestReader._plain_head, ResponseReader._plain_response)
+# is made of: 256-byte tables, 1 for a byte in the set. Each set is a subset of what llhttp
+# takes: RFC 9110 5.6.2's token; visible ASCII; a field value's bytes without obs-text.
+def _table(allowed: bytes) -> bytes:
+    return bytes(1 if c in allowed else 0 for c in range(256))
+
+
+_TOKEN_TABLE = _table(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_VISIBLE_TABLE = _table(bytes(range(0x21, 0x7f)))
+_VALUE_TABLE = _table(bytes(range(0x21, 0x7f)) + b" \t")
+_DIGIT_TABLE = _table(b"0123456789")
+_PLAIN_METHODS = frozenset({b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"PATCH"})
+
+
+def _all_in(data: bytes, start: int, stop: int, table: bytes) -> bool:
+    """Every byte of data[start:stop] is in the table's set (the compiled build reads
+    both through pointers: the bounds are checked first)."""
+    if not 0 <= start <= stop <= len(data):
+        return False
+    p = data
+    allowed = table
+    for i in range(start, stop):
+        if not allowed[p[i]]:
+            return False
+    return True
+
+
+def _decimal(value: bytes) -> int:
+    """A Content-Length's value of 1 to 18 digits as a number; -1 for anything else."""
+    if not 0 < len(value) <= 18:
+        return -1
+    number = 0
+    for c in value:
+        if not 48 <= c <= 57:
+            return -1
+        number = number * 10 + c - 48
+    return number
+
+
+def _plain_fields(data: bytes, start: int, stop: int,
+                  max_headers: int) -> Optional[List[Tuple[bytes, bytes, bytes]]]:
+    """The header lines in data[start:stop] (each ending with CRLF) as (lowercase name,
+    name, value), when each is `token: value` with one space and a value that starts
+    visible and holds no control character but HTAB; None otherwise. llhttp reports
+    the same names and values for such lines (it strips the whitespace before a value
+    and keeps the whitespace after it)."""
+    if not 0 <= start <= stop <= len(data):
+        return None
+    p = data
+    token = _TOKEN_TABLE
+    visible = _VISIBLE_TABLE
+    in_value = _VALUE_TABLE
+    fields: List[Tuple[bytes, bytes, bytes]] = []
+    i = start
+    while i < stop:
+        j = i
+        while j < stop and token[p[j]]:
+            j += 1
+        if j == i or j + 2 >= stop or p[j] != 58 or p[j + 1] != 32 or not visible[p[j + 2]]:  # ": " then visible
+            return None
+        name_end = j
+        j += 2
+        value_start = j
+        while j < stop and in_value[p[j]]:
+            j += 1
+        if j + 1 >= stop or p[j] != 13 or p[j + 1] != 10 or len(fields) == max_headers:
+            return None
+        name = data[i:name_end]
+        fields.append((name.lower(), name, data[value_start:j]))
+        i = j + 2
+    return fields if fields else None
 
 
 def _host_ok(host: bytes) -> bool:
@@ -221,6 +292,7 @@ class RequestReader:
         self.body = bytearray()
         self.error: Optional[Tuple[int, str]] = None
         self.requests = 0         # requests completed on this stream
+        self.plain_heads = 0      # of their heads, those read without llhttp (_plain_head)
         self._begin()
 
     def _begin(self) -> None:
@@ -312,6 +384,10 @@ class RequestReader:
                 piece, self._buf = (buf, b"") if stop == len(buf) else (buf[:stop], buf[stop:])
                 self._line_done = True
                 self._head_bytes = stop
+                if self._plain_head(piece, first):
+                    self.requests += 1
+                    self._state = PAUSED  # a plain head has no body: the request is whole
+                    return COMPLETE
                 self._line = piece[:first]  # the request line: its method and version read from it
                 try:
                     self._parser.feed_data(piece)
@@ -379,6 +455,49 @@ class RequestReader:
                 head = self.head
                 assert head is not None  # set by on_headers_complete
                 return self._after_head(head)
+
+    def _plain_head(self, piece: Buffer, first: int) -> bool:
+        """Takes a whole head (`piece`, its request line ending at `first`) without llhttp
+        when it has the form nearly every client sends: True when it had (self.head is set),
+        False when llhttp must read it.
+
+        The form is a subset of what llhttp accepts, and every value is what its callbacks
+        would give: HTTP/1.1, a known method with no body framing header, an origin-form
+        target of visible ASCII, plain header lines (_plain_fields), one Host, no header
+        the proxy drops or rewrites. Anything else, including every head the proxy
+        refuses, goes the general way, which says why."""
+        data = piece if isinstance(piece, bytes) else bytes(piece)
+        space = data.find(b" ", 0, first)
+        version_at = first - 10
+        if space < 3 or version_at <= space + 1 or data[space + 1] != 47:  # "/"
+            return False
+        method = data[:space]
+        if (method not in _PLAIN_METHODS or data[version_at:first + 1] != b" HTTP/1.1\r\n"
+                or not _all_in(data, space + 1, version_at, _VISIBLE_TABLE)):
+            return False
+        fields = _plain_fields(data, first + 1, len(data) - 2, self.limits.max_headers)
+        if fields is None:
+            return False
+        host = None
+        for field in fields:
+            lowered = field[0]
+            if lowered in _REQUEST_SPECIAL:
+                if lowered != b"host" or host is not None:
+                    return False
+                host = field[2].strip()
+        if host is None or not (_HOSTS_SEEN.get(host) or _host_ok(host)):
+            return False
+        head = self._next_head
+        head.method = method
+        head.target = data[space + 1:version_at]
+        head.host = host
+        head.hosts = [host]
+        head.headers = fields
+        head.raw = data
+        self.head = head
+        self._headers_done = self._complete = True
+        self.plain_heads += 1
+        return True
 
     def _after_head(self, head: RequestHead) -> str:
         """The head is in and checked: COMPLETE when there is no body, else HEAD (the body follows)."""
@@ -647,6 +766,7 @@ class ResponseReader:
         self._parser = httptools.HttpResponseParser(self)
         self._data = b""
         self._clean = False
+        self.plain_heads = 0  # responses read without llhttp (_plain_response)
         self.start(False, False, True)
 
     def start(self, head_only: bool, http10: bool, keep_alive: bool) -> None:
@@ -735,6 +855,8 @@ class ResponseReader:
         end = data.find(b"\r\n\r\n")
         if not 0 < end <= self.limits.max_header_size - 4:
             return None
+        if self._plain_response(data, end + 4):
+            return [data]
         if data[:5] != b"HTTP/" or _STATUS_LINE_CTL.search(data, 0, data.find(b"\r\n")):
             return None  # the general path skips what comes before a status line, or refuses it
         self._fast_end = end + 4
@@ -745,8 +867,9 @@ class ResponseReader:
         except _PARSE_ERRORS as exc:
             self._parser = httptools.HttpResponseParser(self)
             self._begin_message()
-            if not isinstance(exc.__context__, _NotFast):
-                self.failed = "malformed response"  # the general path would say the same
+            cause = exc.__context__
+            if not isinstance(cause, _NotFast):  # refused: as the general path would say it
+                self.failed = cause.text if isinstance(cause, _Refuse) else "malformed response"
                 return []
             return None
         finally:
@@ -760,6 +883,47 @@ class ResponseReader:
             return [data]
         self._reason = _reason_of(data)
         return [self._rewrite_head(self.status, b""), data[end + 4:]]
+
+    def _plain_response(self, data: bytes, stop: int) -> bool:
+        """`data` is exactly one response (its head `stop` bytes) in the form nearly every
+        backend sends, read without llhttp: True when it was (then it is complete and goes
+        on as it came).
+
+        The form is a subset of what llhttp accepts, with the values its callbacks would
+        give: an HTTP/1.1 status line of a final status with a body (not 1xx, 204, 304),
+        a reason of visible ASCII, spaces and tabs, plain header lines (_plain_fields),
+        one Content-Length of digits that ends the body exactly at the end of `data`, no
+        header the proxy drops. Anything else goes to llhttp, which says what is wrong, if
+        anything."""
+        first = data.find(b"\r\n", 0, stop)
+        if (first < 13 or data[:9] != b"HTTP/1.1 " or data[12] != 32 or not _all_in(data, 9, 12, _DIGIT_TABLE)
+                or not _all_in(data, 13, first, _VALUE_TABLE)):
+            return False
+        status = (data[9] - 48) * 100 + (data[10] - 48) * 10 + data[11] - 48  # digits: checked above
+        if status < 200 or status > 599 or status == 204 or status == 304:
+            return False
+        fields = _plain_fields(data, first + 2, stop - 2, self.limits.max_headers)
+        if fields is None:
+            return False
+        length = -1
+        for field in fields:
+            lowered = field[0]
+            if lowered in _RESPONSE_SPECIAL:
+                value = field[2]
+                if lowered != b"content-length" or length >= 0:
+                    return False
+                length = _decimal(value)
+                if length < 0:
+                    return False
+        if length < 0 or stop + length != len(data):
+            return False
+        self._headers = fields
+        self._length = length
+        self.status = status
+        self._headers_done = self._message_done = True
+        self.complete = self._clean = self.reusable = True
+        self.plain_heads += 1
+        return True
 
     def _emit(self, start: int, stop: int, out: List[Piece]) -> None:
         """data[start:stop] goes on as it came."""
