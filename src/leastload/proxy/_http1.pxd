@@ -12,7 +12,9 @@ cdef frozenset _NO_NAMES, _REQUEST_SPECIAL, _RESPONSE_SPECIAL, _CLIENT_FORWARDIN
 cdef dict _HOSTS_SEEN
 cdef object _HOST, _ABSOLUTE
 cdef bytes _TOKEN_TABLE, _VISIBLE_TABLE, _VALUE_TABLE, _DIGIT_TABLE
-cdef frozenset _PLAIN_METHODS
+cdef dict _PLAIN_METHODS, _FIELD_NAMES
+cdef bytes _HTTP11_END, _HTTP11_START, _HOST_NAME, _CONTENT_LENGTH_NAME
+cdef int _NOT_PLAIN_REQUEST, _NOT_PLAIN_RESPONSE
 cdef Py_ssize_t _MAX_CHUNK_LINE
 
 
@@ -74,8 +76,8 @@ cdef class RequestReader:
     @cython.locals(limits=Limits, end=Py_ssize_t, first=Py_ssize_t, stop=Py_ssize_t, nl=Py_ssize_t,
                    head=RequestHead)
     cdef str _read_head(self)
-    @cython.locals(data=bytes, space=Py_ssize_t, method=bytes, version_at=Py_ssize_t, fields=list, field=tuple,
-                   lowered=bytes, host=bytes, head=RequestHead)
+    @cython.locals(data=bytes, p=cython.p_uchar, token=cython.p_uchar, space=Py_ssize_t, method=bytes,
+                   version_at=Py_ssize_t, fields=list, field=tuple, host=bytes, head=RequestHead)
     cdef bint _plain_head(self, object piece, Py_ssize_t first) except -1
     @cython.locals(length=object)
     cdef str _after_head(self, RequestHead head)
@@ -91,14 +93,19 @@ cdef class RequestReader:
 cdef _special_header(RequestHead head, bytes lowered, bytes value)
 cdef _check_head(RequestHead head, object parser, bytes target, object line)
 cdef bint _host_ok(bytes host) except -1
-# data is read through a pointer in these two, after the bounds are checked
+@cython.locals(known=tuple, lowered=bytes, flags=int)
+cdef tuple _field_name(bytes name)
+# data is read through a pointer in these (after the bounds are checked)
 @cython.locals(p=cython.p_uchar, allowed=cython.p_uchar, i=Py_ssize_t)
 cdef bint _all_in(bytes data, Py_ssize_t start, Py_ssize_t stop, bytes table) except -1
+@cython.locals(n=Py_ssize_t, p=cython.p_uchar, q=cython.p_uchar, i=Py_ssize_t)
+cdef bint _equal_at(bytes data, Py_ssize_t at, bytes text) except -1
 @cython.locals(number=cython.longlong, c=cython.uchar)
 cdef cython.longlong _decimal(bytes value) except -2
 @cython.locals(p=cython.p_uchar, token=cython.p_uchar, visible=cython.p_uchar, in_value=cython.p_uchar,
-               fields=list, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, value_start=Py_ssize_t, name=bytes)
-cdef list _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_headers)
+               fields=list, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, value_start=Py_ssize_t, name=bytes,
+               known=tuple)
+cdef list _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_headers, int not_plain)
 cdef _forwarding_extras(list parts, RequestHead head, bytes client, Forwarding forwarding, object body)
 cpdef encode_request(RequestHead head, object body, bytes client, Forwarding forwarding)
 
@@ -130,8 +137,8 @@ cdef class ResponseReader:
     cdef object _fast(self, bytes data)
     cdef inline _emit(self, Py_ssize_t start, Py_ssize_t stop, list out)
     cdef _emit_bytes(self, object piece, list out)
-    @cython.locals(first=Py_ssize_t, status=int, fields=list, field=tuple, lowered=bytes,
-                   value=bytes, length=cython.longlong)
+    @cython.locals(p=cython.p_uchar, digit=cython.p_uchar, in_value=cython.p_uchar, first=Py_ssize_t, status=int,
+                   fields=list, field=tuple, length=cython.longlong)
     cdef bint _plain_response(self, bytes data, Py_ssize_t stop) except -1
     @cython.locals(limits=Limits, start=Py_ssize_t, end=Py_ssize_t, stop=Py_ssize_t, consumed=Py_ssize_t,
                    raw_at=Py_ssize_t, rest=Py_ssize_t)

@@ -207,18 +207,66 @@ _TOKEN_TABLE = _table(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcde
 _VISIBLE_TABLE = _table(bytes(range(0x21, 0x7f)))
 _VALUE_TABLE = _table(bytes(range(0x21, 0x7f)) + b" \t")
 _DIGIT_TABLE = _table(b"0123456789")
-_PLAIN_METHODS = frozenset({b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"PATCH"})
+# the methods a plain request may have, each to itself (the head keeps this one object)
+_PLAIN_METHODS = {m: m for m in (b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"PATCH")}
+_HTTP11_END = b" HTTP/1.1\r\n"   # a plain request line's end
+_HTTP11_START = b"HTTP/1.1 "        # a plain status line's start
 
+# A header name as received -> (its lowercase form, flags), so that the names clients and
+# backends repeat are lowered and classified once. The lowercase forms of Host and
+# Content-Length are these very objects (compared by identity). Bounded: cleared when full.
+_HOST_NAME = b"host"
+_CONTENT_LENGTH_NAME = b"content-length"
+_NOT_PLAIN_REQUEST = 1   # a request header the proxy drops or rewrites (Host aside)
+_NOT_PLAIN_RESPONSE = 2  # a response header the proxy drops (Content-Length aside)
+_FIELD_NAMES: Dict[bytes, Tuple[bytes, int]] = {}
+
+
+def _field_name(name: bytes) -> Tuple[bytes, int]:
+    """(lowercase name, flags) for a header name, from _FIELD_NAMES or made and kept there."""
+    known = _FIELD_NAMES.get(name)
+    if known is None:
+        lowered = name.lower()
+        if lowered == _HOST_NAME:
+            lowered = _HOST_NAME
+        elif lowered == _CONTENT_LENGTH_NAME:
+            lowered = _CONTENT_LENGTH_NAME
+        flags = 0
+        if lowered in _REQUEST_SPECIAL and lowered is not _HOST_NAME:
+            flags |= _NOT_PLAIN_REQUEST
+        if lowered in _RESPONSE_SPECIAL and lowered is not _CONTENT_LENGTH_NAME:
+            flags |= _NOT_PLAIN_RESPONSE
+        known = (lowered, flags)
+        if len(_FIELD_NAMES) >= 4096:
+            _FIELD_NAMES.clear()
+        _FIELD_NAMES[name] = known
+    return known
+
+
+# The scans below read `data` through a pointer in the compiled build (the .pxd): each
+# checks its bounds against len(data) before the first read.
 
 def _all_in(data: bytes, start: int, stop: int, table: bytes) -> bool:
-    """Every byte of data[start:stop] is in the table's set (the compiled build reads
-    both through pointers: the bounds are checked first)."""
+    """Every byte of data[start:stop] is in the table's set."""
     if not 0 <= start <= stop <= len(data):
         return False
     p = data
     allowed = table
     for i in range(start, stop):
         if not allowed[p[i]]:
+            return False
+    return True
+
+
+def _equal_at(data: bytes, at: int, text: bytes) -> bool:
+    """data[at:at + len(text)] == text, without making the slice."""
+    n = len(text)
+    if not 0 <= at <= len(data) - n:
+        return False
+    p = data
+    q = text
+    for i in range(n):
+        if p[at + i] != q[i]:
             return False
     return True
 
@@ -235,13 +283,13 @@ def _decimal(value: bytes) -> int:
     return number
 
 
-def _plain_fields(data: bytes, start: int, stop: int,
-                  max_headers: int) -> Optional[List[Tuple[bytes, bytes, bytes]]]:
+def _plain_fields(data: bytes, start: int, stop: int, max_headers: int,
+                  not_plain: int) -> Optional[List[Tuple[bytes, bytes, bytes]]]:
     """The header lines in data[start:stop] (each ending with CRLF) as (lowercase name,
     name, value), when each is `token: value` with one space and a value that starts
-    visible and holds no control character but HTAB; None otherwise. llhttp reports
-    the same names and values for such lines (it strips the whitespace before a value
-    and keeps the whitespace after it)."""
+    visible and holds no control character but HTAB, and no name has a flag of
+    `not_plain`; None otherwise. llhttp reports the same names and values for such
+    lines (it strips the whitespace before a value and keeps the whitespace after it)."""
     if not 0 <= start <= stop <= len(data):
         return None
     p = data
@@ -263,8 +311,13 @@ def _plain_fields(data: bytes, start: int, stop: int,
             j += 1
         if j + 1 >= stop or p[j] != 13 or p[j + 1] != 10 or len(fields) == max_headers:
             return None
-        name = data[i:name_end]
-        fields.append((name.lower(), name, data[value_start:j]))
+        name = p[i:name_end]
+        known = _FIELD_NAMES.get(name)
+        if known is None:
+            known = _field_name(name)
+        if known[1] & not_plain:
+            return None
+        fields.append((known[0], name, p[value_start:j]))
         i = j + 2
     return fields if fields else None
 
@@ -467,29 +520,38 @@ class RequestReader:
         the proxy drops or rewrites. Anything else, including every head the proxy
         refuses, goes the general way, which says why."""
         data = piece if isinstance(piece, bytes) else bytes(piece)
-        space = data.find(b" ", 0, first)
-        version_at = first - 10
-        if space < 3 or version_at <= space + 1 or data[space + 1] != 47:  # "/"
+        if not 0 < first < len(data):
             return False
-        method = data[:space]
-        if (method not in _PLAIN_METHODS or data[version_at:first + 1] != b" HTTP/1.1\r\n"
+        p = data
+        if p[first] != 10:
+            return False
+        token = _TOKEN_TABLE
+        space = 0
+        while token[p[space]]:  # stops at the request line's LF at the latest
+            space += 1
+        version_at = first - 10
+        if p[space] != 32 or version_at <= space + 1 or p[space + 1] != 47:  # " /"
+            return False
+        method = _PLAIN_METHODS.get(p[:space])
+        if (method is None or not _equal_at(data, version_at, _HTTP11_END)
                 or not _all_in(data, space + 1, version_at, _VISIBLE_TABLE)):
             return False
-        fields = _plain_fields(data, first + 1, len(data) - 2, self.limits.max_headers)
+        fields = _plain_fields(data, first + 1, len(data) - 2, self.limits.max_headers, _NOT_PLAIN_REQUEST)
         if fields is None:
             return False
         host = None
         for field in fields:
-            lowered = field[0]
-            if lowered in _REQUEST_SPECIAL:
-                if lowered != b"host" or host is not None:
+            if field[0] is _HOST_NAME:
+                if host is not None:
                     return False
-                host = field[2].strip()
+                host = field[2]
+                if host[len(host) - 1] in (32, 9):  # llhttp keeps the whitespace after a value
+                    host = host.strip()
         if host is None or not (_HOSTS_SEEN.get(host) or _host_ok(host)):
             return False
         head = self._next_head
         head.method = method
-        head.target = data[space + 1:version_at]
+        head.target = p[space + 1:version_at]
         head.host = host
         head.hosts = [host]
         head.headers = fields
@@ -895,24 +957,30 @@ class ResponseReader:
         one Content-Length of digits that ends the body exactly at the end of `data`, no
         header the proxy drops. Anything else goes to llhttp, which says what is wrong, if
         anything."""
-        first = data.find(b"\r\n", 0, stop)
-        if (first < 13 or data[:9] != b"HTTP/1.1 " or data[12] != 32 or not _all_in(data, 9, 12, _DIGIT_TABLE)
-                or not _all_in(data, 13, first, _VALUE_TABLE)):
+        if not 13 < stop <= len(data) or not _equal_at(data, 0, _HTTP11_START) or data[12] != 32:
             return False
-        status = (data[9] - 48) * 100 + (data[10] - 48) * 10 + data[11] - 48  # digits: checked above
+        p = data
+        digit = _DIGIT_TABLE
+        in_value = _VALUE_TABLE
+        if not (digit[p[9]] and digit[p[10]] and digit[p[11]]):
+            return False
+        status = (p[9] - 48) * 100 + (p[10] - 48) * 10 + p[11] - 48
         if status < 200 or status > 599 or status == 204 or status == 304:
             return False
-        fields = _plain_fields(data, first + 2, stop - 2, self.limits.max_headers)
+        first = 13
+        while in_value[p[first]]:  # the reason; stops at the head's CR at the latest
+            first += 1
+        if first + 2 > stop or p[first] != 13 or p[first + 1] != 10:
+            return False
+        fields = _plain_fields(data, first + 2, stop - 2, self.limits.max_headers, _NOT_PLAIN_RESPONSE)
         if fields is None:
             return False
         length = -1
         for field in fields:
-            lowered = field[0]
-            if lowered in _RESPONSE_SPECIAL:
-                value = field[2]
-                if lowered != b"content-length" or length >= 0:
+            if field[0] is _CONTENT_LENGTH_NAME:
+                if length >= 0:
                     return False
-                length = _decimal(value)
+                length = _decimal(field[2])
                 if length < 0:
                     return False
         if length < 0 or stop + length != len(data):
