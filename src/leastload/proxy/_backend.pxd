@@ -8,16 +8,26 @@ cimport cython
 from leastload.proxy._http1 cimport ResponseReader
 
 
+cdef class BackendConnection
+
+
+cdef class ExchangeSide:
+    cdef public object client, t
+
+    cpdef on_outcome(self, str outcome, BackendConnection conn)
+
+
 @cython.final
 cdef class BackendConnection:
-    cdef public object pool, loop, transport, counter, dup, exchange, client, t, ttfb
+    cdef public object pool, loop, transport, counter, dup, client, t, ttfb
+    cdef public ExchangeSide exchange
     cdef public ResponseReader reader
     cdef public double timeout, sent_at, last_data
     cdef public Py_ssize_t sent, received, unread
     cdef public bint passed, held, exact
 
     cdef _pass_on(self, list out)
-    cpdef send(self, object exchange, object payload, double timeout, bint head_only, bint http10,
+    cpdef send(self, ExchangeSide exchange, object payload, double timeout, bint head_only, bint http10,
                bint keep_alive)
     cpdef hold(self)
     cpdef resume(self, double now)

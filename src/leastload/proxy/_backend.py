@@ -11,8 +11,8 @@ exchange ends, the connection calls `exchange.on_outcome(outcome, conn)`
 once, as its last step, so the request's accounting sits in one place.
 
 What a connection uses of the exchange it carries and of the client it answers is
-spelled out below (`ExchangeSide`, `ClientSide`: _exchange.Exchange and
-_client.ClientConnection are such), so this module imports neither.
+spelled out below (`ExchangeSide`, the base class of _exchange.Exchange, and
+`ClientSide`, which _client.ClientConnection is), so this module imports neither.
 
 No timer per request: the proxy's sweep calls `check_timeout(now)` on the
 connections that carry a request a few times per timeout period.
@@ -78,16 +78,18 @@ class ClientSide(Protocol):
     def paused_since(self) -> float: ...
 
 
-class ExchangeSide(Protocol):
-    """What a backend connection uses of the exchange it carries."""
+class ExchangeSide:
+    """What a backend connection uses of the exchange it carries: _exchange.Exchange
+    subclasses it. A base class rather than a Protocol, so that the compiled build reads
+    `client` and `t` and calls on_outcome() as C, not through Python attribute lookups."""
 
-    @property
-    def client(self) -> ClientSide: ...
+    __slots__ = ("client", "t")
 
-    @property
-    def t(self) -> Any: ...  # the attempt's transaction handle (either engine's)
+    client: ClientSide
+    t: Any  # the attempt's transaction handle (either engine's)
 
-    def on_outcome(self, outcome: str, conn: "Optional[BackendConnection]") -> None: ...
+    def on_outcome(self, outcome: str, conn: "Optional[BackendConnection]") -> None:
+        raise NotImplementedError
 
 
 class BackendConnection:
@@ -154,7 +156,7 @@ class BackendConnection:
         reader = self.reader
         out = reader.feed(data)
         self.received += len(data)
-        self.t.record(bytes=len(data))
+        self.t.record(len(data))  # (bytes), positional: cheaper than a keyword
         if out:
             self._pass_on(out)
         if reader.failed is not None:
@@ -197,7 +199,7 @@ class BackendConnection:
             self.transport.resume_reading()
         self.transport.write(payload)
         self.sent_at = self.last_data = self.loop.time()
-        self.t.record(bytes=len(payload))
+        self.t.record(len(payload))
 
     @property
     def status(self) -> int:

@@ -1,7 +1,7 @@
 # Augmenting declarations for _exchange.py (Cython's pure-Python mode; see _backend.pxd).
 cimport cython
 
-from leastload.proxy._backend cimport BackendConnection
+from leastload.proxy._backend cimport BackendConnection, ExchangeSide
 from leastload.proxy._stats cimport BackendCounters
 
 
@@ -13,8 +13,8 @@ cdef class Request:
 
 
 @cython.final
-cdef class Exchange:
-    cdef public object proxy, client, t, began
+cdef class Exchange(ExchangeSide):
+    cdef public object proxy, began
     cdef public BackendCounters counters
     cdef public Request request
     cdef public list tried
@@ -23,4 +23,4 @@ cdef class Exchange:
 
     cpdef start(self)
     cdef _send(self, BackendConnection conn)
-    cpdef on_outcome(self, str outcome, BackendConnection conn)
+    # on_outcome(): ExchangeSide's, overridden

@@ -30,6 +30,7 @@ from .. import NoServiceAvailable
 from ..net import upstream
 from ..net.upstream import Outcome
 from . import _backend, _http1
+from ._backend import CLIENT_GONE, OK, RESET, TIMEOUT, ExchangeSide
 from ._health import is_local_error
 from ._http1 import error_response
 from ._stats import BackendCounters, Stats
@@ -43,11 +44,11 @@ CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: n
 # A backend connection's outcome (other than OK) for the retry rule. RESET without a
 # connection (refused, or not accepted in time) is Outcome.NOT_SENT instead.
 _OUTCOMES = {
-    _backend.RESET: Outcome.NO_RESPONSE,         # closed or reset before any response byte
-    _backend.TIMEOUT: Outcome.FAILED,            # 504
+    RESET: Outcome.NO_RESPONSE,         # closed or reset before any response byte
+    TIMEOUT: Outcome.FAILED,            # 504
     _backend.BAD_RESPONSE: Outcome.FAILED,       # unparsable before anything was passed on: 502
     _backend.BROKEN: Outcome.FAILED,             # part of the answer is out: the client is closed
-    _backend.CLIENT_GONE: Outcome.NOT_THE_BACKEND,
+    CLIENT_GONE: Outcome.NOT_THE_BACKEND,
     _backend.CLIENT_STALLED: Outcome.NOT_THE_BACKEND,
 }
 
@@ -120,9 +121,10 @@ class Client(_backend.ClientSide, Protocol):
                     ttfb: Optional[float], total: float, retries: int, wall: float, request: Request) -> None: ...
 
 
-class Exchange:
-    __slots__ = ("proxy", "client", "request", "tried", "t", "reused", "counters", "began", "retried")
+class Exchange(ExchangeSide):
+    __slots__ = ("proxy", "request", "tried", "reused", "counters", "began", "retried")  # client, t: the base's
 
+    client: Client
     counters: BackendCounters  # set by start(), with t
 
     def __init__(self, client: Client, request: Request) -> None:
@@ -141,7 +143,8 @@ class Exchange:
         proxy = self.proxy
         try:
             key = self.request.key  # the same key on every try: a retry goes to the key's next choice
-            self.t = t = proxy.vserver.acquire(self.tried, key=key) if self.tried else proxy.vserver.acquire(key=key)
+            # positional: both engines' acquire(exclude, key), without a keyword call's cost
+            self.t = t = proxy.vserver.acquire(self.tried or None, key)
         except NoServiceAvailable:
             if self.tried:
                 self._answer_error(502, "all backends failed")
@@ -178,7 +181,7 @@ class Exchange:
                 self._answer_error(503, "the proxy is out of resources")
                 return
             self.proxy.note_failure(self.t.service, exc)
-            self.on_outcome(_backend.RESET, None)  # no connection: Outcome.NOT_SENT
+            self.on_outcome(RESET, None)  # no connection: Outcome.NOT_SENT
             return
         if self.client.gone:
             self.t.finish(status=CLIENT_CLOSED)
@@ -206,7 +209,7 @@ class Exchange:
         if conn is not None:
             self.counters.bytes_in += conn.sent
             self.counters.bytes_out += conn.received
-        if outcome is _backend.OK:
+        if outcome is OK:
             assert conn is not None  # an answer came on it
             packets = conn.packets(self.request.by_packets)
             if packets:
@@ -217,7 +220,7 @@ class Exchange:
             report = conn.reader.header(b"endpoint-load-metrics")
             if report is not None and proxy.load_reports:
                 proxy.note_load_report(name, report)
-            t.finish(ttfb=conn.ttfb, status=status)
+            t.finish(conn.ttfb, status)  # (ttfb, status), positional: a keyword call costs more
             if conn.ttfb is not None:
                 self.counters.add_ttfb(conn.ttfb)
             self.counters.by_class[status // 100] += 1
@@ -243,7 +246,7 @@ class Exchange:
             return
         if not verdict.failure:  # the client left or stopped reading: never the backend's failure
             assert conn is not None  # the exchange was on it
-            if outcome is _backend.CLIENT_GONE:  # finished with the status passed on, if one was
+            if outcome is CLIENT_GONE:  # finished with the status passed on, if one was
                 t.finish(ttfb=conn.ttfb if conn.status else None, status=conn.status or CLIENT_CLOSED)
                 if self.began is not None:
                     self._log(conn.status or CLIENT_CLOSED, conn)
@@ -256,7 +259,7 @@ class Exchange:
         self.counters.failures += 1
         if conn is not None:
             proxy.note_failure(name, outcome)
-            if outcome is not _backend.RESET:
+            if outcome is not RESET:
                 conn.transport.abort()
         t.fail()
         self.tried.append(name)
@@ -270,7 +273,7 @@ class Exchange:
                 self._log(conn.status, conn)
             client.exchange_done(False)
             return
-        if outcome is _backend.TIMEOUT:
+        if outcome is TIMEOUT:
             self._answer_error(504, "backend timed out")
         else:
             self._answer_error(502, "backend failed")

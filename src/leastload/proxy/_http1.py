@@ -271,6 +271,28 @@ def _equal_at(data: bytes, at: int, text: bytes) -> bool:
     return True
 
 
+def _head_end(data: bytes, stop: int) -> int:
+    """Where the first CRLFCRLF in data[:stop] starts; -1 when there is none."""
+    if not 0 <= stop <= len(data):
+        return -1
+    p = data
+    for i in range(stop - 3):
+        if p[i + 3] == 10 and p[i] == 13 and p[i + 1] == 10 and p[i + 2] == 13:
+            return i
+    return -1
+
+
+def _line_end(data: bytes, stop: int) -> int:
+    """Where the first LF in data[:stop] is; -1 when there is none."""
+    if not 0 <= stop <= len(data):
+        return -1
+    p = data
+    for i in range(stop):
+        if p[i] == 10:
+            return i
+    return -1
+
+
 def _decimal(value: bytes) -> int:
     """A Content-Length's value of 1 to 18 digits as a number; -1 for anything else."""
     if not 0 < len(value) <= 18:
@@ -430,9 +452,13 @@ class RequestReader:
         buf = self._buf
         if not self._head_bytes and buf[:1] != b"\r":
             # the common case: a whole head from its first byte, fed in one piece
-            end = buf.find(b"\r\n\r\n")
-            first = buf.find(b"\n")
-            if 0 <= end <= limits.max_header_size - 4 and first <= limits.max_request_line + 1:
+            if isinstance(buf, bytes):  # searched within the limits only, without a method call
+                end = _head_end(buf, min(len(buf), limits.max_header_size))
+                first = _line_end(buf, min(len(buf), limits.max_request_line + 2))
+            else:
+                end = buf.find(b"\r\n\r\n")
+                first = buf.find(b"\n")
+            if 0 <= end <= limits.max_header_size - 4 and 0 <= first <= limits.max_request_line + 1:
                 stop = end + 4
                 piece, self._buf = (buf, b"") if stop == len(buf) else (buf[:stop], buf[stop:])
                 self._line_done = True
@@ -914,7 +940,7 @@ class ResponseReader:
         Content-Length body. on_headers_complete stops the parse (_NotFast) as soon as the
         head shows otherwise; the general path then starts again on a fresh parser."""
         self._fresh = False
-        end = data.find(b"\r\n\r\n")
+        end = _head_end(data, min(len(data), self.limits.max_header_size))
         if not 0 < end <= self.limits.max_header_size - 4:
             return None
         if self._plain_response(data, end + 4):
