@@ -1017,14 +1017,20 @@ def test_the_proxys_own_answer_to_a_failed_exchange_is_well_framed(method, keep_
     as the start of the next response on a kept-alive connection."""
     from types import SimpleNamespace
     from collections import Counter
+    from leastload.proxy._backend import ClientSide
     from leastload.proxy._client import Request
     from leastload.proxy._exchange import Exchange
 
     written, kept = [], []
-    client = SimpleNamespace(gone=False, transport=SimpleNamespace(write=written.append),
-                             exchange_done=kept.append,
-                             proxy=SimpleNamespace(stats=SimpleNamespace(answered_by_proxy=Counter()),
-                                                   access_log=None))
+
+    class Client(ClientSide):  # an exchange's client is a ClientSide (a C type when compiled)
+        def exchange_done(self, keep_going):
+            kept.append(keep_going)
+
+    client = Client()
+    client.gone = False
+    client.transport = SimpleNamespace(write=written.append)
+    client.proxy = SimpleNamespace(stats=SimpleNamespace(answered_by_proxy=Counter()), access_log=None)
     Exchange(client, Request(method, b"", keep_alive, False))._answer_error(502, "backend failed")
     judged = judge(b"".join(written), method=method, closed=not kept[0])
     assert judged.status == 502

@@ -11,15 +11,26 @@ from leastload.proxy._http1 cimport ResponseReader
 cdef class BackendConnection
 
 
+cdef class ClientSide:
+    cdef public object proxy, loop, transport
+    cdef public bint gone, paused
+    cdef public double paused_since
+    cdef public BackendConnection backend
+
+    cpdef exchange_done(self, bint keep_going)
+
+
 cdef class ExchangeSide:
-    cdef public object client, t
+    cdef public ClientSide client
+    cdef public object t
 
     cpdef on_outcome(self, str outcome, BackendConnection conn)
 
 
 @cython.final
 cdef class BackendConnection:
-    cdef public object pool, loop, transport, counter, dup, client, t, ttfb
+    cdef public object pool, loop, transport, counter, dup, t, ttfb
+    cdef public ClientSide client
     cdef public ExchangeSide exchange
     cdef public ResponseReader reader
     cdef public double timeout, sent_at, last_data

@@ -62,20 +62,24 @@ def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socke
     return own, own
 
 
-class ClientSide(Protocol):
-    """What a backend connection uses of the client connection its answer goes to."""
+class ClientSide:
+    """What a backend connection and an exchange use of the client connection the answer
+    goes to: _client.ClientConnection subclasses it. A base class rather than a Protocol,
+    so that the compiled build reads these fields and calls exchange_done() as C."""
 
-    @property
-    def transport(self) -> asyncio.Transport: ...  # the answer is written to it; aborted when it stalls
+    __slots__ = ("proxy", "loop", "transport", "gone", "paused", "paused_since", "backend")
 
-    @property
-    def gone(self) -> bool: ...  # the connection is lost
+    proxy: Any                   # the proxy's settings and state (_exchange.Upstream)
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport  # the answer is written to it; aborted when it stalls
+    gone: bool                   # the connection is lost
+    paused: bool                 # the client does not read (our writes are backed up)
+    paused_since: float
+    backend: "Optional[BackendConnection]"  # the backend connection of the exchange in progress
 
-    @property
-    def paused(self) -> bool: ...  # the client does not read (our writes are backed up)
-
-    @property
-    def paused_since(self) -> float: ...
+    def exchange_done(self, keep_going: bool) -> None:
+        """The exchange in progress ended; `keep_going`: the connection may serve another request."""
+        raise NotImplementedError
 
 
 class ExchangeSide:

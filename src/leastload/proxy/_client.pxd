@@ -1,7 +1,7 @@
 # Augmenting declarations for _client.py (Cython's pure-Python mode; see _backend.pxd).
 cimport cython
 
-from leastload.proxy._backend cimport BackendConnection
+from leastload.proxy._backend cimport BackendConnection, ClientSide
 from leastload.proxy._http1 cimport RequestReader, RequestHead
 
 cdef dict _METHOD_NAMES
@@ -9,14 +9,13 @@ cdef int WAIT_HEAD, WAIT_BODY, WAIT_IDLE, WAIT_NONE
 
 
 @cython.final
-cdef class ClientConnection:
-    cdef public object proxy, loop, transport, _addresses
+cdef class ClientConnection(ClientSide):
+    cdef public object _addresses
     cdef public RequestReader reader
     cdef public bytes peer
     cdef public tuple peername, sockname
-    cdef public bint busy, gone, closing, paused, reading, half_closed, in_pump
-    cdef public double paused_since, deadline
-    cdef public BackendConnection backend
+    cdef public bint busy, closing, reading, half_closed, in_pump
+    cdef public double deadline
     cdef public int wait
 
     cdef _stop_reading(self)
@@ -25,5 +24,5 @@ cdef class ClientConnection:
     cdef _pump(self)
     @cython.locals(reader=RequestReader, head=RequestHead)
     cdef _dispatch(self)
-    cpdef exchange_done(self, bint keep_going)
+    # exchange_done(): ClientSide's, overridden
     cdef _request_done(self, bint keep_going)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 from ..engine.methods import BY_PACKETS
 from ..net.request_keys import KEYED_METHODS, Address, KeyRule, MissingKey, ip_or_none
 from . import _http1
+from ._backend import ClientSide
 from ._exchange import Exchange, Request, Upstream
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, error_response
 
@@ -75,8 +76,8 @@ class ClientContext(Upstream, Protocol):
     def client_closed(self, client: "ClientConnection") -> None: ...
 
 
-class ClientConnection:
-    transport: asyncio.Transport  # set by connection_made, before any other callback
+class ClientConnection(ClientSide):
+    # set by connection_made, before any other callback: transport
 
     def __init__(self, proxy: ClientContext) -> None:
         self.proxy = proxy

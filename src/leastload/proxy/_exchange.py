@@ -38,6 +38,7 @@ from ._stats import BackendCounters, Stats
 if TYPE_CHECKING:
     from ._accesslog import AccessLog
     from ._backend import BackendConnection, Pool
+    from ._client import ClientConnection
 
 CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: not the backend's fault
 
@@ -104,30 +105,13 @@ class Upstream(Protocol):
     def note_local_error(self, what: str, exc: BaseException) -> None: ...
 
 
-class Client(_backend.ClientSide, Protocol):
-    """What an exchange uses of its client connection (a _client.ClientConnection)."""
-
-    backend: "Optional[BackendConnection]"  # the backend connection of the exchange in progress
-
-    @property
-    def proxy(self) -> Upstream: ...
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop: ...
-
-    def exchange_done(self, keep_going: bool) -> None: ...
-
-    def log_request(self, log: "AccessLog", status: int, size: int, backend: Optional[str],
-                    ttfb: Optional[float], total: float, retries: int, wall: float, request: Request) -> None: ...
-
-
 class Exchange(ExchangeSide):
     __slots__ = ("proxy", "request", "tried", "reused", "counters", "began", "retried")  # client, t: the base's
 
-    client: Client
+    client: "ClientConnection"
     counters: BackendCounters  # set by start(), with t
 
-    def __init__(self, client: Client, request: Request) -> None:
+    def __init__(self, client: "ClientConnection", request: Request) -> None:
         self.proxy = client.proxy
         self.client = client
         self.request = request
