@@ -1018,8 +1018,7 @@ def test_the_proxys_own_answer_to_a_failed_exchange_is_well_framed(method, keep_
     from types import SimpleNamespace
     from collections import Counter
     from leastload.proxy._backend import ClientSide
-    from leastload.proxy._client import Request
-    from leastload.proxy._exchange import Exchange
+    from leastload.proxy._exchange import Exchange, Request
 
     written, kept = [], []
 

@@ -2,7 +2,8 @@
 cimport cython
 
 from leastload.proxy._backend cimport BackendConnection, ClientSide
-from leastload.proxy._http1 cimport RequestReader, RequestHead
+from leastload.proxy._http1 cimport RequestReader, RequestHead, encode_request
+from leastload.proxy._exchange cimport Exchange, Request
 
 cdef dict _METHOD_NAMES
 cdef int WAIT_HEAD, WAIT_BODY, WAIT_IDLE, WAIT_NONE

@@ -27,7 +27,7 @@ from ..net.request_keys import KEYED_METHODS, Address, KeyRule, MissingKey, ip_o
 from . import _http1
 from ._backend import ClientSide
 from ._exchange import Exchange, Request, Upstream
-from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, error_response
+from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, encode_request, error_response
 
 if TYPE_CHECKING:
     from ._accesslog import AccessLog
@@ -231,7 +231,7 @@ class ClientConnection(ClientSide):
                 self._log_own_answer(400, len(answer))
             self._request_done(head.keep_alive)
             return
-        payload = _http1.encode_request(head, reader.body, self.peer, proxy.forwarding)
+        payload = encode_request(head, reader.body, self.peer, proxy.forwarding)
         self.busy = True
         self.wait = WAIT_NONE
         request = Request(method, payload, head.keep_alive, head.version == 10, key, head, vs_method in BY_PACKETS)

@@ -48,6 +48,8 @@ cdef class RequestHead:
     cdef public object dropped, tokens, raw
     cdef public list headers, hosts
 
+    cpdef object header(self, object name)
+
 
 @cython.final
 cdef class RequestReader:
@@ -70,6 +72,9 @@ cdef class RequestReader:
     cdef _Chunks _chunks
 
     cdef _begin(self)
+    cpdef feed(self, object data)
+    cpdef start_next(self)
+    cpdef str next_event(self)
     cdef str _fail(self, int status, str text)
     cdef object _feed_parser(self, object data)
     cdef str _parse_error(self, object exc)
@@ -136,6 +141,8 @@ cdef class ResponseReader:
     cdef bytes _reason
 
     cpdef start(self, bint head_only, bint http10, bint keep_alive)
+    cpdef object header(self, object lowered)
+    cpdef list feed(self, object data)
     cdef _begin_message(self)
     @cython.locals(end=Py_ssize_t)
     cdef object _fast(self, bytes data)
