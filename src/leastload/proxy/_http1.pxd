@@ -9,7 +9,7 @@ cimport cython
 cdef object _PARSE_ERRORS
 cdef frozenset _REQUEST_DROP, _RESPONSE_DROP, _PROTECTED, _CONNECTION_OPTIONS, _BODY_METHODS
 cdef frozenset _NO_NAMES, _REQUEST_SPECIAL, _RESPONSE_SPECIAL, _CLIENT_FORWARDING
-cdef dict _HOSTS_SEEN
+cdef dict _HOSTS_SEEN, _FORWARDED_TAILS
 cdef object _HOST, _ABSOLUTE
 cdef bytes _TOKEN_TABLE, _VISIBLE_TABLE, _VALUE_TABLE, _DIGIT_TABLE
 cdef dict _PLAIN_METHODS, _FIELD_NAMES
@@ -116,6 +116,7 @@ cdef cython.longlong _decimal(bytes value) except -2
                known=tuple)
 cdef list _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_headers, int not_plain)
 cdef _forwarding_extras(list parts, RequestHead head, bytes client, Forwarding forwarding, object body)
+@cython.locals(tail=bytes)
 cpdef encode_request(RequestHead head, object body, bytes client, Forwarding forwarding)
 
 

@@ -766,6 +766,7 @@ class Forwarding:
 
 
 _CLIENT_FORWARDING = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"})
+_FORWARDED_TAILS: Dict[bytes, bytes] = {}  # client address -> the lines the proxy adds for it, and the empty line
 
 
 def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: Forwarding) -> Buffer:
@@ -776,7 +777,13 @@ def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: F
     raw = head.raw
     if raw is not None:  # forwarded as received, with the proxy's lines before its empty line
         if not body and not forwarding.forwarded and not forwarding.via and head.method not in _BODY_METHODS:
-            return raw[:-2] + b"X-Forwarded-For: " + client + b"\r\nX-Forwarded-Proto: http\r\n\r\n"
+            tail = _FORWARDED_TAILS.get(client)
+            if tail is None:  # a client's lines, made once (bounded: cleared when full)
+                tail = b"X-Forwarded-For: " + client + b"\r\nX-Forwarded-Proto: http\r\n\r\n"
+                if len(_FORWARDED_TAILS) >= 4096:
+                    _FORWARDED_TAILS.clear()
+                _FORWARDED_TAILS[client] = tail
+            return raw[:len(raw) - 2] + tail
         parts: List[Buffer] = [raw[:-2], b"X-Forwarded-For: ", client, b"\r\nX-Forwarded-Proto: http\r\n"]
         _forwarding_extras(parts, head, client, forwarding, body)
         return b"".join(parts)
