@@ -491,6 +491,26 @@ def test_handle_of_an_earlier_incarnation_leaves_the_new_one_alone(impl):
     assert (info["active"], info["ttfb"], info["bytes"], info["failures"]) == (1, None, 0, 0)
 
 
+def test_handles_follow_their_service_when_unbinds_compact_the_slots(impl):
+    # 40 services; S1 and S40 each get a transaction; unbinding S1..S39 leaves 39 holes,
+    # more than max(1, 32): the slots are compacted and S40 moves to S1's old place. S40's
+    # handle still ends on S40; S1's (an unbound service) changes nothing, S40 included.
+    vs, _ = make(impl, "LEASTCONNECTION", weights=(1,) * 40)
+    t1 = vs.acquire()
+    t40 = vs.acquire(exclude=[f"S{k}" for k in range(1, 40)])
+    assert (t1.service, t40.service) == ("S1", "S40")
+    for k in range(1, 40):
+        vs.unbind(f"S{k}")
+    before = vs.snapshot()
+    t1.record(bytes=7, packets=1)
+    t1.finish(ttfb=0.1, status=503)
+    assert vs.snapshot() == before
+    t40.record(bytes=100, packets=2)
+    t40.finish(ttfb=0.25)
+    info = vs.info("S40")
+    assert (info["active"], info["bytes"], info["packets"], info["ttfb"], info["failures"]) == (0, 100, 2, 0.25, 0)
+
+
 HANDLE_BAD_ARGS = [
     pytest.param(lambda t: t.finish(ttfb=-1), ValueError, ["ttfb", "-1"], id="ttfb=-1"),
     pytest.param(lambda t: t.finish(ttfb=math.nan), ValueError, ["ttfb", "nan"], id="ttfb=nan"),

@@ -567,6 +567,7 @@ cdef class Engine:
             tx._engine = self
             tx.service = name
             tx._serial = serial
+            tx._slot = slot
             return tx
         finally:
             self._leave()

@@ -29,6 +29,7 @@ cdef class Transaction:
     cdef Engine _engine
     cdef readonly str service
     cdef uint64_t _serial    # the bind incarnation it was picked from
+    cdef Py_ssize_t _slot    # where that incarnation was; checked against _serial before use
     cdef bint _done
 
     @property
@@ -80,9 +81,16 @@ cdef int _tx_record(Engine self, Transaction tx, object bytes, object packets) e
 
 cdef int64_t _tx_slot(Engine self, Transaction tx) except? -2:
     """The handle's slot, or -1 if its service (that incarnation) is gone."""
+    cdef list serials = self._serials
+    cdef Py_ssize_t slot = tx._slot
+    # where it was picked, unless a compaction moved it: serials are never reused, so the
+    # same serial there is the same incarnation (one list read instead of a name lookup)
+    if 0 <= slot < len(serials) and <uint64_t>serials[slot] == tx._serial:
+        return slot
     found = self._slots.get(tx.service)
     if found is None or self._serials[found] != tx._serial:
         return -1
+    tx._slot = found
     return found
 
 cdef int _tx_end(Engine self, Transaction tx, object ttfb, object status, bint failed) except -1:
