@@ -1,8 +1,8 @@
 # Augmenting declarations for _backend.py (Cython's pure-Python mode), as _http1.pxd is
 # for _http1.py: the build compiles the .py with these types; the .py runs as it is where
 # there is no compiled module, or under LEASTLOAD_IMPLEMENTATION=python. Every attribute
-# the .py sets must be declared here (the suite runs both). Pool stays a Python class
-# (compiled, not an extension type): tests replace its methods on an instance.
+# the .py sets must be declared here (the suite runs both). Pool is an extension type
+# with an instance __dict__, so that a test can still replace a method on an instance.
 cimport cython
 
 from leastload.proxy._http1 cimport ResponseReader
@@ -47,3 +47,14 @@ cdef class BackendConnection:
     cpdef Py_ssize_t packets(self, bint every) except -1
     cdef Py_ssize_t _take_segments(self, Py_ssize_t sent, Py_ssize_t received) except -1
     cpdef bint reusable(self) except -1
+
+
+cdef class Pool:
+    cdef dict __dict__                # for what is not declared here (a test replaces connect())
+    cdef public object loop, host, port, limits, budget, on_late_packets
+    cdef public Py_ssize_t max_idle, opened
+    cdef public dict idle
+    cdef public set busy
+
+    cpdef BackendConnection take(self)
+    cpdef put(self, BackendConnection conn)
