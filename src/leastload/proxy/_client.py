@@ -77,7 +77,8 @@ class ClientContext(Upstream, Protocol):
 
 
 class ClientConnection(ClientSide):
-    # set by connection_made, before any other callback: transport
+    """One client's connection (`transport`, a ClientSide field, is set by connection_made,
+    before any other callback)."""
 
     def __init__(self, proxy: ClientContext) -> None:
         self.proxy = proxy
