@@ -81,6 +81,12 @@ class ClientSide:
         """The exchange in progress ended; `keep_going`: the connection may serve another request."""
         raise NotImplementedError
 
+    def log_request(self, log: Any, status: int, size: int, backend: Optional[str], ttfb: Optional[float],
+                    total: float, retries: int, wall: float, request: Any) -> None:
+        """The access log's line for an exchange that ended (`log`: the proxy's AccessLog,
+        `request`: the exchange's _exchange.Request)."""
+        raise NotImplementedError
+
 
 class ExchangeSide:
     """What a backend connection uses of the exchange it carries: _exchange.Exchange

@@ -38,7 +38,6 @@ from ._stats import BackendCounters, Stats
 if TYPE_CHECKING:
     from ._accesslog import AccessLog
     from ._backend import BackendConnection, Pool
-    from ._client import ClientConnection
 
 CLIENT_CLOSED = 499  # ends a transaction whose client left before any status: not the backend's fault
 
@@ -108,11 +107,10 @@ class Upstream(Protocol):
 class Exchange(ExchangeSide):
     __slots__ = ("proxy", "request", "tried", "reused", "counters", "began", "retried")  # client, t: the base's
 
-    client: "ClientConnection"
     counters: BackendCounters  # set by start(), with t
 
-    def __init__(self, client: "ClientConnection", request: Request) -> None:
-        self.proxy = client.proxy
+    def __init__(self, client: _backend.ClientSide, request: Request) -> None:
+        self.proxy: Upstream = client.proxy
         self.client = client
         self.request = request
         self.tried: List[str] = []
