@@ -402,11 +402,20 @@ def test_a_backend_that_comes_up_mid_run_ramps_under_slow_start(backends, C, cap
     assert set(outcome) == {200} and sum(outcome.values()) >= 500, outcome  # refused ones were retried
     since = ramp["since"]
     assert all(count == 0 for t, count in samples if t < since + 1), samples[:5]
-    assert [e for e in exits if e[1] == "late"] == [], exits  # still ramping when the load stopped
+    # Still ramping when the load stopped, unless the machine was so busy that the cap reached a
+    # third of the proxy's requests in a second (the fair share): then the ramp rightly ended there
+    late_exits = [e for e in exits if e[1] == "late"]
+    assert all(reason == "the cap reached the fair share" for _, _, reason in late_exits), exits
+    ramp_end = late_exits[0][0] if late_exits else end
     assert late_stats["requests"] > 0  # it ramped up
     # caps 0, 5, 10, ... per whole clock second: at most 5 * k(k+1)/2 requests in k + 1 of them
-    k = int(end - since) + 1
-    assert late_stats["requests"] <= RAMP_STEP * k * (k + 1) // 2 + RAMP_STEP, (late_stats, k)
+    for t, count in samples:
+        if t <= ramp_end:
+            k = int(t - since) + 1
+            assert count <= RAMP_STEP * k * (k + 1) // 2 + RAMP_STEP, (t - since, count, samples)
+    if not late_exits:
+        k = int(end - since) + 1
+        assert late_stats["requests"] <= RAMP_STEP * k * (k + 1) // 2 + RAMP_STEP, (late_stats, k)
     assert late_stats["requests"] < sum(outcome.values()) / 3
     messages = [r.getMessage() for r in caplog.records]
     assert any("late is DOWN" in m for m in messages), messages

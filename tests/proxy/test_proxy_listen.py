@@ -336,3 +336,20 @@ def test_local_errors_leave_the_run_of_failures_as_it_was(monkeypatch):
         monitor._judge(False, "refused")  # the third failure in a row
         assert proxy.vserver.state("b") == "DOWN"
     run("asyncio", main())
+
+
+def test_a_stopped_monitor_probes_no_more_even_if_its_cancel_is_lost(monkeypatch):
+    """Python 3.11's asyncio.wait_for can swallow a cancel that arrives as the probe's connection
+    completes; the monitor's own flag ends its loop all the same (modelled here by a stop() whose
+    cancel reaches nothing: the running task is not the one it cancels)."""
+    async def main():
+        proxy, monitor = monitor_for(free_port())
+        monitor.start()
+        await until(lambda: monitor.probes >= 3)
+        running, monitor.task = monitor.task, None  # the cancel is lost
+        monitor.stop()
+        await asyncio.wait_for(running, 5)  # it ends by itself
+        probes = monitor.probes
+        await asyncio.sleep(0.05)  # 25 intervals
+        assert monitor.probes == probes and running.done() and not running.cancelled()
+    run("asyncio", main())

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from test_proxy_shared_workers import backends, samples, slow_start_run  # noqa: F401 (backends: a fixture)
+from test_proxy_shared_workers import backends, per_second, samples, slow_start_run  # noqa: F401 (backends: a fixture)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT workers, /proc")
 
@@ -16,21 +16,23 @@ GUARD = ("--new-service-request-increment-interval", "1", "--slow-start-guard", 
 
 
 def test_a_slow_new_backend_stays_at_its_first_step(tmp_path, backends):  # noqa: F811
-    per_second, served, text = slow_start_run(tmp_path, backends, *GUARD, new_delay=0.2, seconds=5,
-                                              metrics_at_end=True)
+    answered, served, text = slow_start_run(tmp_path, backends, *GUARD, new_delay=0.2, seconds=5,
+                                            metrics_at_end=True)
     assert served > 300, served
     # 10 a second (its first step), held there once it has TTFBs of its own. Counted as the backend
     # answers (200 ms after each pick), so a wall-clock second can hold a few of the next one's; and
     # the second after the first step can hold two of the engine's seconds' worth (up to 20)
-    held = per_second[2:]
-    assert max(per_second[1:]) <= 24 and sum(held) <= 10 * len(held) + 4, per_second
+    counts = per_second(answered)
+    held = counts[2:]
+    assert max(counts[1:]) <= 24 and sum(held) <= 10 * len(held) + 4, counts
     assert samples(text, "leastload_service_slow_start_held", service="new") == [1.0]
     assert samples(text, "leastload_service_slow_start_cap", service="new") == [10.0]
 
 
 def test_a_healthy_new_backend_completes_its_ramp(tmp_path, backends):  # noqa: F811
-    per_second, served = slow_start_run(tmp_path, backends, *GUARD, seconds=6)
+    answered, served = slow_start_run(tmp_path, backends, *GUARD, seconds=6)
     assert served > 300, served
+    counts = per_second(answered)
     # it steps up, 10, 20, 30 ... a second (a held one never passes 11 after its first step; a
     # moment's hold on a busy machine would cost it a step, not the climb)
-    assert max(per_second[2:]) >= 25, per_second
+    assert max(counts[2:]) >= 25, counts

@@ -54,14 +54,19 @@ class HealthMonitor:
         self.unprobed = 0      # of them in a row: an episode of the proxy's trouble while > 0
         self.last_local_error: Optional[str] = None
         self.task: "Optional[asyncio.Task[None]]" = None
+        self.stopped = False
 
     def start(self) -> None:
         self.task = self.loop.create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
+        # the flag as well as the cancel: Python 3.11's asyncio.wait_for can swallow a cancel that
+        # arrives as the probe's connection completes, and the probes would then go on after stop()
+        while not self.stopped:
             await asyncio.sleep(self.interval)
             ok, why = await self._probe()
+            if self.stopped:
+                return
             self.probes += 1
             self._judge(ok, why)
 
@@ -129,5 +134,6 @@ class HealthMonitor:
                 "last_local_error": self.last_local_error}
 
     def stop(self) -> None:
+        self.stopped = True
         if self.task is not None:
             self.task.cancel()
