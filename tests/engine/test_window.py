@@ -146,10 +146,11 @@ def test_the_default_clock_is_time_monotonic(impl):
     import time
 
     vs = impl.VirtualServer("LEASTBANDWIDTH")
-    before = time.monotonic()
-    now = vs.now()
-    after = time.monotonic()
-    assert before <= now <= after
+    for _ in range(1000):  # the same source and the same double (the C engine reads it without a call)
+        before = time.monotonic()
+        now = vs.now()
+        after = time.monotonic()
+        assert before <= now <= after
     vs.bind("S1")
     vs.record("S1", bytes=7)
     assert vs.load("S1") == 7  # the window sits at the current second of that clock

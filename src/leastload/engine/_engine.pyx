@@ -28,6 +28,7 @@ from .methods import NEEDS_KEY as _NEEDS_KEY
 from .errors import METHODS, STATES
 
 cdef dict _METHOD_INDEX = {m.name: m.value for m in _methods.TABLE}
+cdef tuple _METHOD_NAME = tuple(m.name for m in _methods.TABLE)  # by index: a proxy reads it per request
 # the C core's method table must be the registry's: checked once, at import
 _methods.check_against_c([ll_method_name(i).decode() for i in range(LL_METHOD_COUNT)],
                          [bool(ll_method_supported(i)) for i in range(LL_METHOD_COUNT)])
@@ -414,7 +415,7 @@ cdef class Engine:
     def method(self):
         self._enter()
         try:
-            return _methods.TABLE[<int>ll_get_method(self._vs)].name
+            return _METHOD_NAME[<int>ll_get_method(self._vs)]
         finally:
             self._leave()
 

@@ -13,8 +13,31 @@ cdef enum ClockKind:
 # sleep, and does not exist on Windows).
 cdef object _MONOTONIC = _time_monotonic
 
+# On Linux time.monotonic() is clock_gettime(CLOCK_MONOTONIC) made into nanoseconds and
+# divided by 1e9: read here the same way, the same double without a Python call (4 reads
+# a proxied request). Elsewhere (-1) the function object is called.
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <time.h>
+    static int ll_linux_monotonic(double *out) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+            return -1;
+        *out = (double)((long long)ts.tv_sec * 1000000000LL + (long long)ts.tv_nsec) / 1e9;
+        return 0;
+    }
+    #else
+    static int ll_linux_monotonic(double *out) { (void)out; return -1; }
+    #endif
+    """
+    int ll_linux_monotonic(double *out) nogil
+
 
 cdef inline double _monotonic() except? -1.0:
+    cdef double now
+    if ll_linux_monotonic(&now) == 0:
+        return now
     return <double>_MONOTONIC()
 
 
