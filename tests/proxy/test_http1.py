@@ -1017,7 +1017,7 @@ def test_the_proxys_own_answer_to_a_failed_exchange_is_well_framed(method, keep_
     as the start of the next response on a kept-alive connection."""
     from types import SimpleNamespace
     from collections import Counter
-    from leastload.proxy._backend import ClientSide
+    from leastload.proxy._backend import ClientSide, ProxyCore
     from leastload.proxy._exchange import Exchange, Request
 
     written, kept = [], []
@@ -1030,6 +1030,7 @@ def test_the_proxys_own_answer_to_a_failed_exchange_is_well_framed(method, keep_
     client.gone = False
     client.transport = SimpleNamespace(write=written.append)
     client.proxy = SimpleNamespace(stats=SimpleNamespace(answered_by_proxy=Counter()), access_log=None)
+    client.core = ProxyCore()  # access_log None, as the proxy's
     Exchange(client, Request(method, b"", keep_alive, False))._answer_error(502, "backend failed")
     judged = judge(b"".join(written), method=method, closed=not kept[0])
     assert judged.status == 502

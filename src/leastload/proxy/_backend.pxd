@@ -9,10 +9,18 @@ from leastload.proxy._http1 cimport ResponseReader
 
 
 cdef class BackendConnection
+cdef class Pool
+
+
+cdef class ProxyCore:
+    cdef public object vserver, stats, access_log, forwarding
+    cdef public dict pools
+    cdef public double timeout, header_timeout, client_timeout
 
 
 cdef class ClientSide:
     cdef public object proxy, loop, transport
+    cdef public ProxyCore core
     cdef public bint gone, paused
     cdef public double paused_since
     cdef public BackendConnection backend
@@ -29,7 +37,8 @@ cdef class ExchangeSide:
 
 @cython.final
 cdef class BackendConnection:
-    cdef public object pool, loop, transport, counter, dup, t, ttfb
+    cdef public object loop, transport, counter, dup, t, ttfb
+    cdef public Pool pool
     cdef public ClientSide client
     cdef public ExchangeSide exchange
     cdef public ResponseReader reader
@@ -47,6 +56,7 @@ cdef class BackendConnection:
     cpdef Py_ssize_t packets(self, bint every) except -1
     cdef Py_ssize_t _take_segments(self, Py_ssize_t sent, Py_ssize_t received) except -1
     cpdef bint reusable(self) except -1
+    cpdef release(self)
 
 
 cdef class Pool:
@@ -56,5 +66,7 @@ cdef class Pool:
     cdef public dict idle
     cdef public set busy
 
-    cpdef BackendConnection take(self)
-    cpdef put(self, BackendConnection conn)
+    # C only (the exchange's calls): a cpdef method of a type with a __dict__ would look
+    # itself up in the instance on every call
+    cdef BackendConnection take(self)
+    cdef put(self, BackendConnection conn)

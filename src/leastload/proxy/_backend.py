@@ -62,14 +62,35 @@ def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socke
     return own, own
 
 
+class ProxyCore:
+    """What the per-request path reads of its proxy on every request: C fields in the
+    compiled build, where a Python attribute of the proxy costs a dictionary lookup or
+    two. A Proxy's attributes of these names are views of its core's (set one, and the
+    next request reads the new value); the rest of the proxy is read as attributes."""
+
+    __slots__ = ("vserver", "pools", "stats", "access_log", "forwarding", "timeout", "header_timeout",
+                 "client_timeout")
+
+    def __init__(self) -> None:
+        self.vserver: Any = None      # the engine's VirtualServer (either engine's)
+        self.pools: "Dict[str, Pool]" = {}
+        self.stats: Any = None        # _stats.Stats
+        self.access_log: Any = None   # an AccessLog, or None
+        self.forwarding: Any = None   # _http1.Forwarding
+        self.timeout = 0.0            # a backend's silence that ends an exchange
+        self.header_timeout = 0.0     # a request head's time once begun
+        self.client_timeout = 0.0     # an idle keep-alive client connection's
+
+
 class ClientSide:
     """What a backend connection and an exchange use of the client connection the answer
     goes to: _client.ClientConnection subclasses it. A base class rather than a Protocol,
     so that the compiled build reads these fields and calls exchange_done() as C."""
 
-    __slots__ = ("proxy", "loop", "transport", "gone", "paused", "paused_since", "backend")
+    __slots__ = ("proxy", "core", "loop", "transport", "gone", "paused", "paused_since", "backend")
 
     proxy: Any                   # the proxy's settings and state (_exchange.Upstream)
+    core: ProxyCore              # the proxy's, read on every request
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport  # the answer is written to it; aborted when it stalls
     gone: bool                   # the connection is lost
@@ -273,6 +294,10 @@ class BackendConnection:
         packets = counter.take(sent, received)
         self.exact = counter.exact  # a failed read: estimates from now on
         return packets
+
+    def release(self) -> None:
+        """Back to its pool (idle, if it can serve another exchange; closed otherwise)."""
+        self.pool.put(self)
 
     def reusable(self) -> bool:
         # a connection held unread (its client stopped reading) would hide bytes the backend

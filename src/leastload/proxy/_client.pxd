@@ -1,7 +1,7 @@
 # Augmenting declarations for _client.py (Cython's pure-Python mode; see _backend.pxd).
 cimport cython
 
-from leastload.proxy._backend cimport BackendConnection, ClientSide
+from leastload.proxy._backend cimport BackendConnection, ClientSide, ProxyCore
 from leastload.proxy._http1 cimport RequestReader, RequestHead, encode_request
 from leastload.proxy._exchange cimport Exchange, Request
 
@@ -23,7 +23,7 @@ cdef class ClientConnection(ClientSide):
     cdef _start_reading(self)
     @cython.locals(reader=RequestReader, head=RequestHead)
     cdef _pump(self)
-    @cython.locals(reader=RequestReader, head=RequestHead)
+    @cython.locals(reader=RequestReader, head=RequestHead, core=ProxyCore)
     cdef _dispatch(self)
     # exchange_done(): ClientSide's, overridden
     cdef _request_done(self, bint keep_going)

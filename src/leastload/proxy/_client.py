@@ -82,6 +82,7 @@ class ClientConnection(ClientSide):
 
     def __init__(self, proxy: ClientContext) -> None:
         self.proxy = proxy
+        self.core = proxy.core
         assert proxy.loop is not None  # connections come in once the proxy runs
         self.loop: asyncio.AbstractEventLoop = proxy.loop
         self.reader = _http1.RequestReader(proxy.limits)
@@ -125,7 +126,7 @@ class ClientConnection(ClientSide):
         reader = self.reader
         if self.wait == WAIT_IDLE:  # the first byte of the next request: its head's time starts
             self.wait = WAIT_HEAD
-            self.deadline = self.loop.time() + self.proxy.header_timeout
+            self.deadline = self.loop.time() + self.core.header_timeout
         reader.feed(data)
         if not self.busy:
             self._pump()
@@ -217,11 +218,11 @@ class ClientConnection(ClientSide):
 
     def _dispatch(self) -> None:
         """A complete request: its key, its bytes for the backend, its exchange."""
-        reader, proxy = self.reader, self.proxy
+        reader, proxy, core = self.reader, self.proxy, self.core
         head = reader.head
         assert head is not None  # COMPLETE carries it
         method = _METHOD_NAMES.get(head.method) or head.method.decode("ascii", "replace")
-        vs_method = proxy.vserver.method
+        vs_method = core.vserver.method
         try:
             key = proxy.keys.key(vs_method, self) if vs_method in KEYED_METHODS else None
         except MissingKey as exc:  # answered in turn, like any request; the connection goes on
@@ -232,7 +233,7 @@ class ClientConnection(ClientSide):
                 self._log_own_answer(400, len(answer))
             self._request_done(head.keep_alive)
             return
-        payload = encode_request(head, reader.body, self.peer, proxy.forwarding)
+        payload = encode_request(head, reader.body, self.peer, core.forwarding)
         self.busy = True
         self.wait = WAIT_NONE
         request = Request(method, payload, head.keep_alive, head.version == 10, key, head, vs_method in BY_PACKETS)
@@ -253,11 +254,11 @@ class ClientConnection(ClientSide):
         reader.start_next()
         if reader.started:  # the next request's bytes are here already (a half-closed client's too)
             self.wait = WAIT_HEAD
-            self.deadline = self.loop.time() + self.proxy.header_timeout
+            self.deadline = self.loop.time() + self.core.header_timeout
             self._pump()
         else:
             self.wait = WAIT_IDLE
-            self.deadline = self.loop.time() + self.proxy.client_timeout
+            self.deadline = self.loop.time() + self.core.client_timeout
             if not self.reading or self.paused:
                 self._pump()
 

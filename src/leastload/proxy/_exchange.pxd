@@ -1,7 +1,7 @@
 # Augmenting declarations for _exchange.py (Cython's pure-Python mode; see _backend.pxd).
 cimport cython
 
-from leastload.proxy._backend cimport BackendConnection, ExchangeSide
+from leastload.proxy._backend cimport BackendConnection, ClientSide, ExchangeSide, Pool, ProxyCore
 from leastload.proxy._stats cimport BackendCounters
 
 
@@ -21,6 +21,8 @@ cdef class Exchange(ExchangeSide):
     cdef public bint reused
     cdef public Py_ssize_t retried
 
+    @cython.locals(pool=Pool, core=ProxyCore)
     cpdef start(self)
+    @cython.locals(client=ClientSide)
     cdef _send(self, BackendConnection conn)
     # on_outcome(): ExchangeSide's, overridden

@@ -118,31 +118,31 @@ class Exchange(ExchangeSide):
         self.reused = False
         self.retried = 0  # other backends tried before this attempt
         # for the access log: when the request was complete (loop clock, wall clock)
-        self.began = (client.loop.time(), time.time()) if self.proxy.access_log is not None else None
+        self.began = (client.loop.time(), time.time()) if self.client.core.access_log is not None else None
 
     def start(self) -> None:
         """Picks a backend (excluding those tried) and sends the request there."""
-        proxy = self.proxy
+        core = self.client.core
         try:
             key = self.request.key  # the same key on every try: a retry goes to the key's next choice
             # positional: both engines' acquire(exclude, key), without a keyword call's cost
-            self.t = t = proxy.vserver.acquire(self.tried or None, key)
+            self.t = t = core.vserver.acquire(self.tried or None, key)
         except NoServiceAvailable:
             if self.tried:
                 self._answer_error(502, "all backends failed")
             else:
-                proxy.stats.no_service += 1
+                core.stats.no_service += 1
                 self._answer_error(503, "no backend available")
             return
         name = t.service
-        pool = proxy.pools.get(name)
+        pool = core.pools.get(name)
         if pool is None:
             # a shared engine's backend this worker has not learned of yet (another worker bound it a
             # moment ago, and the same command is on its way here): no outcome to charge, pick again
             t.finish(status=CLIENT_CLOSED)
             self.tried.append(name)
             return self.start()
-        self.counters = counters = proxy.stats.of(name)
+        self.counters = counters = core.stats.of(name)
         counters.requests += 1
         conn = pool.take()
         self.reused = conn is not None
@@ -167,7 +167,7 @@ class Exchange(ExchangeSide):
             return
         if self.client.gone:
             self.t.finish(status=CLIENT_CLOSED)
-            pool.put(conn)
+            conn.release()
             if self.began is not None:
                 self._log(CLIENT_CLOSED, None)
             self.client.exchange_done(False)
@@ -180,7 +180,7 @@ class Exchange(ExchangeSide):
         if client.paused:
             conn.hold()
         request = self.request
-        conn.send(self, request.payload, self.proxy.timeout, request.head_only, request.http10,
+        conn.send(self, request.payload, client.core.timeout, request.head_only, request.http10,
                   request.keep_alive)
 
     def on_outcome(self, outcome: str, conn: "Optional[BackendConnection]") -> None:
@@ -208,7 +208,7 @@ class Exchange(ExchangeSide):
             self.counters.by_class[status // 100] += 1
             if status >= 500:
                 self.counters.failures += 1
-            proxy.pools[name].put(conn)
+            conn.release()
             if self.began is not None:
                 self._log(status, conn)
             client.exchange_done(self.request.keep_alive and not conn.reader.close_client)

@@ -19,6 +19,17 @@ log = logging.getLogger("leastload.proxy")
 XFF_MODES = ("append", "replace")
 
 
+def _core_view(name: str) -> Any:
+    """A Proxy attribute kept in its core (_backend.ProxyCore), where the compiled
+    per-request path reads it as a C field."""
+    def get(self: "Proxy") -> Any:
+        return getattr(self.core, name)
+
+    def set_(self: "Proxy", value: Any) -> None:
+        setattr(self.core, name, value)
+    return property(get, set_, doc=f"The proxy's {name} (kept in proxy.core).")
+
+
 class Proxy:
     """An asyncio HTTP/1.1 reverse proxy whose every pick is the engine's.
 
@@ -51,6 +62,16 @@ class Proxy:
     (the client's address, the URL, the Host header, ...); docs/proxy.md has the table.
     """
 
+    # read on every request: kept in the core, where the compiled path reads them as C fields
+    vserver = _core_view("vserver")
+    pools = _core_view("pools")
+    stats = _core_view("stats")
+    access_log = _core_view("access_log")
+    forwarding = _core_view("forwarding")
+    timeout = _core_view("timeout")
+    header_timeout = _core_view("header_timeout")
+    client_timeout = _core_view("client_timeout")
+
     def __init__(self, backends: Union[Iterable[Union[str, Backend]], Dict[str, Union[str, Backend]]],
                  method: str = "LEASTCONNECTION", *, listen: Tuple[str, int] = ("127.0.0.1", 8080),
                  retries: int = 2, connect_timeout: float = 3.0, timeout: float = 30.0,
@@ -66,6 +87,7 @@ class Proxy:
                  admin_token: Optional[str] = None, health_ends_ejection: bool = True,
                  health_probes: bool = True, load_metrics: Optional[Dict[str, Tuple[int, int]]] = None,
                  **vserver_settings: Any) -> None:
+        self.core = _backend.ProxyCore()
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
         if not name or not name.isprintable() or '"' in name or "\\" in name:
@@ -133,7 +155,7 @@ class Proxy:
         self.stats = Stats(self.backends)
         self.clients: Set[_client.ClientConnection] = set()
         self.loop: Optional[asyncio.AbstractEventLoop] = None
-        self.pools: Dict[str, _backend.Pool] = {}
+        self.pools = {}  # name -> _backend.Pool
         self.monitors: Dict[str, _health.HealthMonitor] = {}
         self.listener: Optional[_listen.Listener] = None
         self.admin: Optional[asyncio.Server] = None
