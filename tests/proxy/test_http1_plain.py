@@ -107,6 +107,23 @@ def test_the_heads_clients_send_take_the_plain_path(http1, head):
     assert reader.buffered == len(b"GET / HTTP/1.1\r\n")  # the next request waits
 
 
+def test_names_that_share_a_cache_slot_keep_their_own_meaning(http1):
+    # the plain path keeps the names it saw in slots picked by length and end bytes: "Host"
+    # and "Hist", "Content-Length" and "Content-Lungth" share one; each head, read after
+    # the other's name sits in the slot, must read as llhttp reads it
+    heads = [b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+             b"GET / HTTP/1.1\r\nHist: b\r\nHost: a\r\nContent-Lungth: 0\r\n\r\n",
+             b"GET / HTTP/1.1\r\nHist: b\r\n\r\n",
+             b"POST / HTTP/1.1\r\nHost: a\r\nContent-Lungth: 0\r\n\r\n",
+             b"GET / HTTP/1.1\r\nhost: a\r\nHost: b\r\n\r\n"]
+    for head in heads * 2:
+        whole, whole_event = _read_request(http1, [head])
+        pieces, pieces_event = _read_request(http1, [head[:-1], head[-1:]])
+        assert _request_fields(whole, whole_event) == _request_fields(pieces, pieces_event), head
+    plain = [_read_request(http1, [head])[0].plain_heads for head in heads]
+    assert plain == [0, 1, 0, 1, 0]  # a Content-Length, no Host, two Hosts: llhttp's
+
+
 @pytest.mark.parametrize("head", [
     b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",          # two Hosts: 400
     b"GET / HTTP/1.1\r\nAccept: x\r\n\r\n",                   # no Host: 400

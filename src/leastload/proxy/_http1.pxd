@@ -12,7 +12,9 @@ cdef frozenset _NO_NAMES, _REQUEST_SPECIAL, _RESPONSE_SPECIAL, _CLIENT_FORWARDIN
 cdef dict _HOSTS_SEEN, _FORWARDED_TAILS
 cdef object _HOST, _ABSOLUTE
 cdef bytes _TOKEN_TABLE, _VISIBLE_TABLE, _VALUE_TABLE, _DIGIT_TABLE
-cdef dict _PLAIN_METHODS, _FIELD_NAMES
+cdef tuple _PLAIN_METHODS
+cdef dict _FIELD_NAMES
+cdef list _NAME_SLOTS
 cdef bytes _HTTP11_END, _HTTP11_START, _HOST_NAME, _CONTENT_LENGTH_NAME
 cdef int _NOT_PLAIN_REQUEST, _NOT_PLAIN_RESPONSE
 cdef Py_ssize_t _MAX_CHUNK_LINE
@@ -67,6 +69,7 @@ cdef class RequestReader:
     cdef bint _plain, _line_done, _headers_done, _complete
     cdef public bint started
     cdef object _line
+    cdef bytes _good_host
     cdef Py_ssize_t _lines, _head_bytes, _skipped
     cdef Py_ssize_t _body_left  # at most max_body (checked before it is set)
     cdef _Chunks _chunks
@@ -82,7 +85,7 @@ cdef class RequestReader:
                    head=RequestHead)
     cdef str _read_head(self)
     @cython.locals(data=bytes, p=cython.p_uchar, token=cython.p_uchar, space=Py_ssize_t, method=bytes,
-                   version_at=Py_ssize_t, fields=list, field=tuple, host=bytes, head=RequestHead)
+                   version_at=Py_ssize_t, fields=list, field=tuple, host=bytes, head=RequestHead, known=bytes)
     cdef bint _plain_head(self, object piece, Py_ssize_t first) except -1
     @cython.locals(length=object)
     cdef str _after_head(self, RequestHead head)
@@ -113,7 +116,7 @@ cdef Py_ssize_t _line_end(bytes data, Py_ssize_t stop) except -2
 cdef cython.longlong _decimal(bytes value) except -2
 @cython.locals(p=cython.p_uchar, token=cython.p_uchar, visible=cython.p_uchar, in_value=cython.p_uchar,
                fields=list, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, value_start=Py_ssize_t, name=bytes,
-               known=tuple)
+               known=tuple, seen=tuple, slot=Py_ssize_t)
 cdef list _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_headers, int not_plain)
 cdef _forwarding_extras(list parts, RequestHead head, bytes client, Forwarding forwarding, object body)
 @cython.locals(tail=bytes)

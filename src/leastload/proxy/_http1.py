@@ -208,7 +208,7 @@ _VISIBLE_TABLE = _table(bytes(range(0x21, 0x7f)))
 _VALUE_TABLE = _table(bytes(range(0x21, 0x7f)) + b" \t")
 _DIGIT_TABLE = _table(b"0123456789")
 # the methods a plain request may have, each to itself (the head keeps this one object)
-_PLAIN_METHODS = {m: m for m in (b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"PATCH")}
+_PLAIN_METHODS = (b"GET", b"POST", b"HEAD", b"PUT", b"DELETE", b"OPTIONS", b"PATCH")  # the commonest first
 _HTTP11_END = b" HTTP/1.1\r\n"   # a plain request line's end
 _HTTP11_START = b"HTTP/1.1 "        # a plain status line's start
 
@@ -220,6 +220,9 @@ _CONTENT_LENGTH_NAME = b"content-length"
 _NOT_PLAIN_REQUEST = 1   # a request header the proxy drops or rewrites (Host aside)
 _NOT_PLAIN_RESPONSE = 2  # a response header the proxy drops (Content-Length aside)
 _FIELD_NAMES: Dict[bytes, Tuple[bytes, int]] = {}
+# The names last seen, by a slot their length and end bytes pick: (name, lowercase name, flags).
+# A hit is checked against the bytes and costs neither a new bytes object nor a hash of it.
+_NAME_SLOTS: List[Optional[Tuple[bytes, bytes, int]]] = [None] * 256
 
 
 def _field_name(name: bytes) -> Tuple[bytes, int]:
@@ -333,13 +336,16 @@ def _plain_fields(data: bytes, start: int, stop: int, max_headers: int,
             j += 1
         if j + 1 >= stop or p[j] != 13 or p[j + 1] != 10 or len(fields) == max_headers:
             return None
-        name = p[i:name_end]
-        known = _FIELD_NAMES.get(name)
-        if known is None:
+        slot = ((name_end - i) * 8 + p[i] * 4 + p[name_end - 1]) & 255
+        seen = _NAME_SLOTS[slot]
+        if seen is None or len(seen[0]) != name_end - i or not _equal_at(data, i, seen[0]):
+            name = p[i:name_end]
             known = _field_name(name)
-        if known[1] & not_plain:
+            seen = (name, known[0], known[1])
+            _NAME_SLOTS[slot] = seen
+        if seen[2] & not_plain:
             return None
-        fields.append((known[0], name, p[value_start:j]))
+        fields.append((seen[1], seen[0], p[value_start:j]))
         i = j + 2
     return fields if fields else None
 
@@ -368,6 +374,7 @@ class RequestReader:
         self.error: Optional[Tuple[int, str]] = None
         self.requests = 0         # requests completed on this stream
         self.plain_heads = 0      # of their heads, those read without llhttp (_plain_head)
+        self._good_host = b""     # the Host value last found good there
         self._begin()
 
     def _begin(self) -> None:
@@ -558,7 +565,11 @@ class RequestReader:
         version_at = first - 10
         if p[space] != 32 or version_at <= space + 1 or p[space + 1] != 47:  # " /"
             return False
-        method = _PLAIN_METHODS.get(p[:space])
+        method = None
+        for known in _PLAIN_METHODS:
+            if len(known) == space and _equal_at(data, 0, known):
+                method = known
+                break
         if (method is None or not _equal_at(data, version_at, _HTTP11_END)
                 or not _all_in(data, space + 1, version_at, _VISIBLE_TABLE)):
             return False
@@ -573,8 +584,12 @@ class RequestReader:
                 host = field[2]
                 if host[len(host) - 1] in (32, 9):  # llhttp keeps the whitespace after a value
                     host = host.strip()
-        if host is None or not (_HOSTS_SEEN.get(host) or _host_ok(host)):
+        if host is None:
             return False
+        if host != self._good_host:  # a keep-alive client sends the same Host each time
+            if not (_HOSTS_SEEN.get(host) or _host_ok(host)):
+                return False
+            self._good_host = host
         head = self._next_head
         head.method = method
         head.target = p[space + 1:version_at]
