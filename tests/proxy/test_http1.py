@@ -1018,7 +1018,7 @@ def test_the_proxys_own_answer_to_a_failed_exchange_is_well_framed(method, keep_
     from types import SimpleNamespace
     from collections import Counter
     from leastload.proxy._backend import ClientSide, ProxyCore
-    from leastload.proxy._exchange import Exchange, Request
+    from leastload.proxy._exchange import Exchange
 
     written, kept = [], []
 
@@ -1031,7 +1031,7 @@ def test_the_proxys_own_answer_to_a_failed_exchange_is_well_framed(method, keep_
     client.transport = SimpleNamespace(write=written.append)
     client.proxy = SimpleNamespace(stats=SimpleNamespace(answered_by_proxy=Counter()), access_log=None)
     client.core = ProxyCore()  # access_log None, as the proxy's
-    Exchange(client, Request(method, b"", keep_alive, False))._answer_error(502, "backend failed")
+    Exchange(client, method, b"", keep_alive, False)._answer_error(502, "backend failed")
     judged = judge(b"".join(written), method=method, closed=not kept[0])
     assert judged.status == 502
     assert kept == [keep_alive]

@@ -16,6 +16,10 @@ cdef class ProxyCore:
     cdef public object vserver, stats, access_log, forwarding
     cdef public dict pools
     cdef public double timeout, header_timeout, client_timeout
+    cdef public object method
+    cdef public bint keyed, by_packets
+
+    cpdef use_method(self, str method)
 
 
 cdef class ClientSide:
@@ -53,10 +57,10 @@ cdef class BackendConnection:
     cpdef resume(self, double now)
     cpdef abandon(self, bint stalled=*)
     cdef _end(self, str outcome)
-    cpdef Py_ssize_t packets(self, bint every) except -1
+    cpdef Py_ssize_t packets(self, bint every, bint reusable) except -1
     cdef Py_ssize_t _take_segments(self, Py_ssize_t sent, Py_ssize_t received) except -1
     cpdef bint reusable(self) except -1
-    cpdef release(self)
+    cpdef release(self, bint reusable)
 
 
 cdef class Pool:
@@ -69,4 +73,4 @@ cdef class Pool:
     # C only (the exchange's calls): a cpdef method of a type with a __dict__ would look
     # itself up in the instance on every call
     cdef BackendConnection take(self)
-    cdef put(self, BackendConnection conn)
+    cdef put(self, BackendConnection conn, bint reusable)

@@ -23,6 +23,8 @@ import os
 import socket
 from typing import Any, Callable, Dict, List, Optional, Protocol, Set, Tuple, cast
 
+from ..engine.methods import BY_PACKETS
+from ..net.request_keys import KEYED_METHODS
 from ..net.tcpinfo import SegmentCounter
 from ._http1 import Buffer, Limits, Piece, ResponseReader
 
@@ -69,7 +71,7 @@ class ProxyCore:
     next request reads the new value); the rest of the proxy is read as attributes."""
 
     __slots__ = ("vserver", "pools", "stats", "access_log", "forwarding", "timeout", "header_timeout",
-                 "client_timeout")
+                 "client_timeout", "method", "keyed", "by_packets")
 
     def __init__(self) -> None:
         self.vserver: Any = None      # the engine's VirtualServer (either engine's)
@@ -80,6 +82,15 @@ class ProxyCore:
         self.timeout = 0.0            # a backend's silence that ends an exchange
         self.header_timeout = 0.0     # a request head's time once begun
         self.client_timeout = 0.0     # an idle keep-alive client connection's
+        # the vserver's method as last read (the engine's str), and what it asks of a request
+        self.method: Optional[str] = None
+        self.keyed = False            # a hash method: the request's key is read
+        self.by_packets = False       # it picks by packets: TCP_INFO after every answer
+
+    def use_method(self, method: str) -> None:
+        self.method = method
+        self.keyed = method in KEYED_METHODS
+        self.by_packets = method in BY_PACKETS
 
 
 class ClientSide:
@@ -103,9 +114,9 @@ class ClientSide:
         raise NotImplementedError
 
     def log_request(self, log: Any, status: int, size: int, backend: Optional[str], ttfb: Optional[float],
-                    total: float, retries: int, wall: float, request: Any) -> None:
+                    total: float, retries: int, wall: float, method: str, head: Any) -> None:
         """The access log's line for an exchange that ended (`log`: the proxy's AccessLog,
-        `request`: the exchange's _exchange.Request)."""
+        `head`: the request's _http1.RequestHead, or None when it was not read)."""
         raise NotImplementedError
 
 
@@ -274,8 +285,9 @@ class BackendConnection:
         self.pool.busy.discard(self)
         exchange.on_outcome(outcome, self)  # last: it may reuse this connection at once
 
-    def packets(self, every: bool) -> int:
-        """TCP segments both ways since the last read, at the end of an exchange that went well.
+    def packets(self, every: bool, reusable: bool) -> int:
+        """TCP segments both ways since the last read, at the end of an exchange that went well
+        (`reusable`: the connection's reusable() then, which the caller reads once).
 
         `every`: read TCP_INFO now (the method picks by packets). Otherwise it is read after
         every PACKETS_EVERY-th exchange and after one the connection is not reused after; the
@@ -283,7 +295,7 @@ class BackendConnection:
         when the connection is lost). Without TCP_INFO each exchange gets its estimate from
         the bytes, which costs no system call.
         """
-        if every or self.unread >= PACKETS_EVERY or not self.exact or not self.reusable():
+        if every or self.unread >= PACKETS_EVERY or not self.exact or not reusable:
             return self._take_segments(self.sent, self.received)
         return 0
 
@@ -295,9 +307,9 @@ class BackendConnection:
         self.exact = counter.exact  # a failed read: estimates from now on
         return packets
 
-    def release(self) -> None:
-        """Back to its pool (idle, if it can serve another exchange; closed otherwise)."""
-        self.pool.put(self)
+    def release(self, reusable: bool) -> None:
+        """Back to its pool: idle if `reusable` (its reusable() at the exchange's end), else closed."""
+        self.pool.put(self, reusable)
 
     def reusable(self) -> bool:
         # a connection held unread (its client stopped reading) would hide bytes the backend
@@ -360,8 +372,8 @@ class Pool:
                 return conn
         return None
 
-    def put(self, conn: BackendConnection) -> None:
-        if len(self.idle) < self.max_idle and conn.reusable():
+    def put(self, conn: BackendConnection, reusable: bool) -> None:
+        if reusable and len(self.idle) < self.max_idle:
             self.idle[conn] = None
         else:
             conn.transport.close()

@@ -3,7 +3,7 @@ cimport cython
 
 from leastload.proxy._backend cimport BackendConnection, ClientSide, ProxyCore
 from leastload.proxy._http1 cimport RequestReader, RequestHead, encode_request
-from leastload.proxy._exchange cimport Exchange, Request
+from leastload.proxy._exchange cimport Exchange, new_exchange
 
 cdef dict _METHOD_NAMES
 cdef int WAIT_HEAD, WAIT_BODY, WAIT_IDLE, WAIT_NONE

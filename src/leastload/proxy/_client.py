@@ -22,11 +22,10 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
-from ..engine.methods import BY_PACKETS
-from ..net.request_keys import KEYED_METHODS, Address, KeyRule, MissingKey, ip_or_none
+from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
 from . import _http1
 from ._backend import ClientSide
-from ._exchange import Exchange, Request, Upstream
+from ._exchange import Upstream, new_exchange
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, encode_request, error_response
 
 if TYPE_CHECKING:
@@ -223,8 +222,10 @@ class ClientConnection(ClientSide):
         assert head is not None  # COMPLETE carries it
         method = _METHOD_NAMES.get(head.method) or head.method.decode("ascii", "replace")
         vs_method = core.vserver.method
+        if vs_method is not core.method:  # a new method (or the first request): what it needs, once
+            core.use_method(vs_method)
         try:
-            key = proxy.keys.key(vs_method, self) if vs_method in KEYED_METHODS else None
+            key = proxy.keys.key(vs_method, self) if core.keyed else None
         except MissingKey as exc:  # answered in turn, like any request; the connection goes on
             proxy.stats.answered_by_proxy[400] += 1
             answer = error_response(400, str(exc), not head.keep_alive, head.method == b"HEAD")
@@ -236,8 +237,7 @@ class ClientConnection(ClientSide):
         payload = encode_request(head, reader.body, self.peer, core.forwarding)
         self.busy = True
         self.wait = WAIT_NONE
-        request = Request(method, payload, head.keep_alive, head.version == 10, key, head, vs_method in BY_PACKETS)
-        Exchange(self, request).start()
+        new_exchange(self, method, payload, head.keep_alive, head.version == 10, key, head, core.by_packets).start()
 
     def exchange_done(self, keep_going: bool) -> None:
         self.busy = False
@@ -277,14 +277,13 @@ class ClientConnection(ClientSide):
         """A request the proxy answered itself before any backend (400, 408, 413, 414, 431)."""
         head = self.reader.head  # None unless this request's head was read (a 413 or a late body)
         method = head.method.decode("latin-1") if head is not None and head.method is not None else "-"
-        request = Request(method, b"", False, False, None, head)
         log = self.proxy.access_log
         assert log is not None
-        self.log_request(log, status, size, None, None, 0.0, 0, time.time(), request)
+        self.log_request(log, status, size, None, None, 0.0, 0, time.time(), method, head)
 
     def log_request(self, log: "AccessLog", status: int, size: int, backend: Optional[str],
-                    ttfb: Optional[float], total: float, retries: int, wall: float, request: Request) -> None:
-        head = request.head
+                    ttfb: Optional[float], total: float, retries: int, wall: float, method: str,
+                    head: Optional[RequestHead]) -> None:
         referer = user_agent = ""
         if head is not None:
             for lowered, _, value in head.headers:
@@ -292,7 +291,7 @@ class ClientConnection(ClientSide):
                     user_agent = value.decode("latin-1")
                 elif lowered == b"referer":
                     referer = value.decode("latin-1")
-        log.write(wall=wall, client=self.peer.decode("latin-1"), method=request.method,
+        log.write(wall=wall, client=self.peer.decode("latin-1"), method=method,
                   target=head.target.decode("latin-1") if head is not None and head.target is not None else "-",
                   version="HTTP/1.0" if head is not None and head.version == 10 else "HTTP/1.1",
                   status=status, size=size, backend=backend, ttfb=ttfb, total=total, retries=retries,

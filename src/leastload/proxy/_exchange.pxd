@@ -6,23 +6,25 @@ from leastload.proxy._stats cimport BackendCounters
 
 
 @cython.final
-cdef class Request:
+cdef class Exchange(ExchangeSide):
+    cdef public object proxy, began
     cdef public str method
     cdef public object payload, key, head
     cdef public bint keep_alive, head_only, http10, by_packets
-
-
-@cython.final
-cdef class Exchange(ExchangeSide):
-    cdef public object proxy, began
     cdef public BackendCounters counters
-    cdef public Request request
     cdef public list tried
     cdef public bint reused
     cdef public Py_ssize_t retried
 
+    cdef _fill(self, ClientSide client, str method, object payload, bint keep_alive, bint http10, object key,
+               object head, bint by_packets)
     @cython.locals(pool=Pool, core=ProxyCore)
     cpdef start(self)
     @cython.locals(client=ClientSide)
     cdef _send(self, BackendConnection conn)
     # on_outcome(): ExchangeSide's, overridden
+
+
+@cython.locals(exchange=Exchange)
+cpdef Exchange new_exchange(ClientSide client, str method, object payload, bint keep_alive, bint http10,
+                            object key, object head, bint by_packets)

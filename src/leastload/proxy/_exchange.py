@@ -53,22 +53,6 @@ _OUTCOMES = {
 }
 
 
-class Request:
-    __slots__ = ("method", "payload", "keep_alive", "head_only", "http10", "key", "head", "by_packets")
-
-    def __init__(self, method: str, payload: _http1.Buffer, keep_alive: bool, http10: bool,
-                 key: object = None, head: "Optional[_http1.RequestHead]" = None,
-                 by_packets: bool = False) -> None:
-        self.head = head  # what the access log reads (target, version, Referer, User-Agent)
-        self.method = method
-        self.payload = payload
-        self.keep_alive = keep_alive
-        self.head_only = method == "HEAD"
-        self.http10 = http10
-        self.key = key  # what the vserver's hash method picks by (None for the other methods)
-        self.by_packets = by_packets  # the vserver's method picks by packets: TCP_INFO after the answer
-
-
 class Upstream(Protocol):
     """What an exchange uses of the proxy (a Proxy is one): the engine, the pools, the
     counters, the backend-side settings, where failures are reported, the access log."""
@@ -105,14 +89,30 @@ class Upstream(Protocol):
 
 
 class Exchange(ExchangeSide):
-    __slots__ = ("proxy", "request", "tried", "reused", "counters", "began", "retried")  # client, t: the base's
+    """One request (complete, its bytes for the backend made) and its tries."""
+
+    __slots__ = ("proxy", "method", "payload", "keep_alive", "head_only", "http10", "key", "head", "by_packets",
+                 "tried", "reused", "counters", "began", "retried")  # client, t: the base's
 
     counters: BackendCounters  # set by start(), with t
 
-    def __init__(self, client: _backend.ClientSide, request: Request) -> None:
+    def __init__(self, client: _backend.ClientSide, method: str, payload: _http1.Buffer, keep_alive: bool,
+                 http10: bool, key: object = None, head: "Optional[_http1.RequestHead]" = None,
+                 by_packets: bool = False) -> None:
+        self._fill(client, method, payload, keep_alive, http10, key, head, by_packets)
+
+    def _fill(self, client: _backend.ClientSide, method: str, payload: _http1.Buffer, keep_alive: bool,
+              http10: bool, key: object, head: "Optional[_http1.RequestHead]", by_packets: bool) -> None:
         self.proxy: Upstream = client.proxy
         self.client = client
-        self.request = request
+        self.method = method
+        self.payload = payload  # the request as the backend gets it
+        self.keep_alive = keep_alive
+        self.head_only = method == "HEAD"
+        self.http10 = http10
+        self.key = key  # what the vserver's hash method picks by (None for the other methods)
+        self.head = head  # what the access log reads (target, version, Referer, User-Agent)
+        self.by_packets = by_packets  # the vserver's method picks by packets: TCP_INFO after the answer
         self.tried: List[str] = []
         self.t: Any = None  # the attempt's transaction handle (either engine's)
         self.reused = False
@@ -124,7 +124,7 @@ class Exchange(ExchangeSide):
         """Picks a backend (excluding those tried) and sends the request there."""
         core = self.client.core
         try:
-            key = self.request.key  # the same key on every try: a retry goes to the key's next choice
+            key = self.key  # the same key on every try: a retry goes to the key's next choice
             # positional: both engines' acquire(exclude, key), without a keyword call's cost
             self.t = t = core.vserver.acquire(self.tried or None, key)
         except NoServiceAvailable:
@@ -167,7 +167,7 @@ class Exchange(ExchangeSide):
             return
         if self.client.gone:
             self.t.finish(status=CLIENT_CLOSED)
-            conn.release()
+            conn.release(conn.reusable())
             if self.began is not None:
                 self._log(CLIENT_CLOSED, None)
             self.client.exchange_done(False)
@@ -179,9 +179,7 @@ class Exchange(ExchangeSide):
         client.backend = conn
         if client.paused:
             conn.hold()
-        request = self.request
-        conn.send(self, request.payload, client.core.timeout, request.head_only, request.http10,
-                  request.keep_alive)
+        conn.send(self, self.payload, client.core.timeout, self.head_only, self.http10, self.keep_alive)
 
     def on_outcome(self, outcome: str, conn: "Optional[BackendConnection]") -> None:
         """The backend connection's report; ends the transaction exactly once per attempt."""
@@ -193,7 +191,8 @@ class Exchange(ExchangeSide):
             self.counters.bytes_out += conn.received
         if outcome is OK:
             assert conn is not None  # an answer came on it
-            packets = conn.packets(self.request.by_packets)
+            reusable = conn.reusable()  # read once: nothing changes it before the release below
+            packets = conn.packets(self.by_packets, reusable)
             if packets:
                 t.record(packets=packets)
                 self.counters.packets += packets
@@ -208,15 +207,15 @@ class Exchange(ExchangeSide):
             self.counters.by_class[status // 100] += 1
             if status >= 500:
                 self.counters.failures += 1
-            conn.release()
+            conn.release(reusable)
             if self.began is not None:
                 self._log(status, conn)
-            client.exchange_done(self.request.keep_alive and not conn.reader.close_client)
+            client.exchange_done(self.keep_alive and not conn.reader.close_client)
             return
         # The shared rule (upstream.after_attempt). The proxy reads a whole request before
         # sending it, so it can always send it again; `wanted`: the client is still there.
         verdict = upstream.after_attempt(
-            Outcome.NOT_SENT if conn is None else _OUTCOMES[outcome], self.request.method,
+            Outcome.NOT_SENT if conn is None else _OUTCOMES[outcome], self.method,
             replayable=True, tried=len(self.tried) + 1, retries=proxy.retries,
             reused=self.reused, wanted=not client.gone)
         if verdict.reconnect:
@@ -262,8 +261,8 @@ class Exchange(ExchangeSide):
 
     def _answer_error(self, status: int, text: str) -> None:
         client = self.client
-        keep_alive = self.request.keep_alive and not self.request.http10
-        answer = error_response(status, text, not keep_alive, self.request.head_only)
+        keep_alive = self.keep_alive and not self.http10
+        answer = error_response(status, text, not keep_alive, self.head_only)
         if not client.gone:
             client.transport.write(answer)
         self.proxy.stats.answered_by_proxy[status] += 1
@@ -281,4 +280,13 @@ class Exchange(ExchangeSide):
         else:  # the proxy answered: name the backend that failed last, if one did
             backend, ttfb = (self.tried[-1] if self.tried else None), None
         self.client.log_request(log, status, size, backend, ttfb, self.client.loop.time() - began[0],
-                                self.retried, began[1], self.request)
+                                self.retried, began[1], self.method, self.head)
+
+
+def new_exchange(client: _backend.ClientSide, method: str, payload: _http1.Buffer, keep_alive: bool, http10: bool,
+                 key: object, head: "Optional[_http1.RequestHead]", by_packets: bool) -> Exchange:
+    """Exchange(...) without the constructor's argument parsing: the client connection's call,
+    once a request (compiled, a C call)."""
+    exchange = Exchange.__new__(Exchange)
+    exchange._fill(client, method, payload, keep_alive, http10, key, head, by_packets)
+    return exchange
