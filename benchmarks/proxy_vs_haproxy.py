@@ -17,10 +17,12 @@ measured run, and the script records:
   process and all its descendants (the workers), divided by the requests the
   backends served in the measured run;
 - the engine's share of that CPU: the engine calls the proxy makes for one
-  request (acquire, three records, finish on a 3-service C VirtualServer with
-  outlier_failures=5), timed with timeit in the same run and divided by the
-  CPU per request of the 1-worker leastload proxy at 32 connections. The goal
-  is under 2 %.
+  request, made as it makes them (acquire, a record of the request's bytes
+  and one of the response's, finish, positional; the TCP_INFO record after
+  every answer for LEASTPACKETS, after one in 16 otherwise), on a 3-service C
+  VirtualServer with outlier_failures=5, timed with timeit in the same run and
+  divided by the CPU per request of the 1-worker leastload proxy at 32
+  connections. The goal is under 2 %.
 
 How to run it (needs Linux, wrk and haproxy; as root it installs both with
 apt-get when missing):
@@ -486,17 +488,29 @@ def failed_row(label, kind, n, connections, problem):
 # ---- the engine's share ---------------------------------------------------------------------------
 
 def engine_ns_per_request(method, number, repeat, req_bytes, resp_bytes, packets):
-    """ns for the engine calls of one proxied request on a 3-service C VirtualServer (best of repeat)."""
+    """ns for the engine calls of one proxied request on a 3-service C VirtualServer (best of
+    repeat), made as the proxy makes them: positional arguments, the request's bytes as sent,
+    the response's as they come (one chunk here), the finish; and the TCP_INFO segments after
+    every answer for a method that picks by packets, after one in PACKETS_EVERY otherwise
+    (that fraction of the record call is charged)."""
     from leastload import VirtualServer
+    from leastload.engine.methods import BY_PACKETS
+    from leastload.proxy._backend import PACKETS_EVERY
     vs = VirtualServer(method, outlier_failures=5)
     for name in ("fast1", "fast2", "slow"):
         vs.bind(name)
-    stmt = (f"t = vs.acquire(); t.record(bytes={req_bytes}); t.record(bytes={resp_bytes}); "
-            f"t.record(packets={packets}); t.finish(ttfb=0.002, status=200)")
-    timer = timeit.Timer(stmt, globals={"vs": vs})
-    timer.timeit(number // 10)  # warm up
-    best = min(timer.repeat(repeat=repeat, number=number)) / number
-    return best * 1e9, f"{type(vs).__module__}.{type(vs).__name__}", stmt
+
+    def best(stmt):
+        timer = timeit.Timer(stmt, globals={"vs": vs})
+        timer.timeit(number // 10)  # warm up
+        return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
+
+    base = f"t = vs.acquire(); t.record({req_bytes}); t.record({resp_bytes}); t.finish(0.002, 200)"
+    with_packets = base.replace("t.finish", f"t.record(0, {packets}); t.finish")
+    every = 1 if method in BY_PACKETS else PACKETS_EVERY
+    ns_base, ns_packets = best(base), best(with_packets)
+    stmt = f"{base}, and t.record(0, {packets}) before the finish once in {every}"
+    return ns_base + (ns_packets - ns_base) / every, f"{type(vs).__module__}.{type(vs).__name__}", stmt
 
 
 # ---- output ----------------------------------------------------------------------------------------
