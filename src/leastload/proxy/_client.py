@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
 from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
 from . import _http1
-from ._backend import ClientSide
+from ._backend import ClientSide, ProxyCore
 from ._exchange import Upstream, new_exchange
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, encode_request, error_response
 
@@ -45,6 +45,9 @@ class ClientContext(Upstream, Protocol):
     """What a client connection uses of the proxy that accepted it (a Proxy is one): its
     limits, waits and forwarding settings, the request key's rule, and its open-connection
     bookkeeping; and, for the exchanges it starts, an Upstream."""
+
+    @property
+    def core(self) -> ProxyCore: ...  # what the per-request path reads of the proxy (C fields compiled)
 
     @property
     def loop(self) -> Optional[asyncio.AbstractEventLoop]: ...
