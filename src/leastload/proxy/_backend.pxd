@@ -67,7 +67,7 @@ cdef class Pool:
     cdef dict __dict__                # for what is not declared here (a test replaces connect())
     cdef public object loop, host, port, limits, budget, on_late_packets
     cdef public Py_ssize_t max_idle, opened
-    cdef public dict idle
+    cdef public list idle
     cdef public set busy
 
     # C only (the exchange's calls): a cpdef method of a type with a __dict__ would look

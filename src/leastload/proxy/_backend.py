@@ -334,7 +334,7 @@ class ConnectionBudget:
             return
         fullest = max(self.pools, key=lambda pool: len(pool.idle), default=None)
         if fullest is not None and fullest.idle:
-            oldest = next(iter(fullest.idle))
+            oldest = fullest.idle[0]
             fullest.forget(oldest)
             oldest.transport.close()
 
@@ -349,7 +349,7 @@ class Pool:
         self.limits, self.budget = limits, budget
         # segments a lost connection had not reported with an exchange (see PACKETS_EVERY)
         self.on_late_packets = on_late_packets
-        self.idle: Dict[BackendConnection, None] = {}  # insertion-ordered: popitem() takes the newest
+        self.idle: List[BackendConnection] = []  # oldest first: take() pops the newest
         self.busy: Set[BackendConnection] = set()
         self.opened = 0
         budget.pools.append(self)
@@ -367,19 +367,20 @@ class Pool:
 
     def take(self) -> Optional[BackendConnection]:
         while self.idle:
-            conn, _ = self.idle.popitem()
+            conn = self.idle.pop()
             if not conn.transport.is_closing():
                 return conn
         return None
 
     def put(self, conn: BackendConnection, reusable: bool) -> None:
         if reusable and len(self.idle) < self.max_idle:
-            self.idle[conn] = None
+            self.idle.append(conn)
         else:
             conn.transport.close()
 
     def forget(self, conn: BackendConnection) -> None:
-        self.idle.pop(conn, None)
+        if conn in self.idle:  # at most max_idle identity checks, when a connection closes
+            self.idle.remove(conn)
 
     def lost(self, conn: BackendConnection) -> None:
         self.forget(conn)

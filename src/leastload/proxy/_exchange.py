@@ -196,7 +196,7 @@ class Exchange(ExchangeSide):
             if packets:
                 t.record(0, packets)  # (bytes, packets), positional: a keyword call costs more
                 self.counters.packets += packets
-            status = conn.status
+            status = conn.reader.status  # (BackendConnection.status, without a property's lookup)
             # the backend's ORCA report, if it sent one and weights_from_utilization reads them
             report = conn.reader.header(b"endpoint-load-metrics")
             if report is not None and proxy.load_reports:
