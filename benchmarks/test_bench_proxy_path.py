@@ -58,7 +58,7 @@ def proxied(impl):
     for pool in proxy.pools.values():
         conn = _backend.BackendConnection(pool)
         conn.connection_made(DropTransport())
-        pool.idle[conn] = None
+        pool.idle.append(conn)
     client = _client.ClientConnection(proxy)
     client.connection_made(DropTransport())
 
