@@ -587,7 +587,7 @@ class RequestReader:
         if host is None:
             return False
         if host != self._good_host:  # a keep-alive client sends the same Host each time
-            if not (_HOSTS_SEEN.get(host) or _host_ok(host)):
+            if not _host_ok(host):  # (its verdicts are kept in _HOSTS_SEEN)
                 return False
             self._good_host = host
         head = self._next_head
@@ -746,7 +746,7 @@ def _check_head(head: RequestHead, parser: "httptools.HttpRequestParser", target
         if len(hosts) > 1:
             raise _Refuse(400, "a request may have one Host header only")
     host = hosts[0] if hosts else None
-    if host is not None and not _HOSTS_SEEN.get(host) and not _host_ok(host):
+    if host is not None and not _host_ok(host):
         raise _Refuse(400, "the Host header is not a host[:port]")
     if target[:1] == b"/":
         pass
