@@ -22,7 +22,19 @@ measured run, and the script records:
   every answer for LEASTPACKETS, after one in 16 otherwise), on a 3-service C
   VirtualServer with outlier_failures=5, timed with timeit in the same run and
   divided by the CPU per request of the 1-worker leastload proxy at 32
-  connections. The goal is under 2 %.
+  connections. The goal is under 2 %;
+- the leastload proxy's own CPU per request by stage (benchmarks/proxy_stages.py
+  says what each stage holds and the limits): parse (the client side's
+  RequestReader taking wrk's request), pick (the engine's acquire), forward
+  (encode_request for the backend, the ResponseReader taking the backend's
+  answer for the client) and account (the engine's records and finish, the
+  proxy's counters), each timed with timeit on the proxy's real objects before
+  any server starts, like the engine's share; and the whole per-request path
+  without sockets (one request through a started Proxy whose transports drop
+  the bytes). "Other work of the path" is the whole path less the four stages;
+  "event loop, system calls, kernel" is the measured CPU per request of the
+  1-worker proxy (the same row as the engine's share) less the whole path.
+  HAProxy cannot be split this way: the split is of leastload's figure only.
 
 How to run it (needs Linux, wrk and haproxy; as root it installs both with
 apt-get when missing):
@@ -56,8 +68,19 @@ the backend columns say which share of the requests each backend served
 the proxy's own CPU time per request (lower is cheaper); errors are wrk's
 non-2xx responses and socket errors (connect, read, write, timeout). Under
 the table: the engine's ns per request and its share of the 1-worker
-proxy's CPU per request. The JSON (--json) also has each run's request
-counts per backend and the proxy's CPU in cores (CPU seconds / wall seconds).
+proxy's CPU per request. Then the stage table: us per request of each stage
+and its % of that same measured CPU per request (without a leastload-1w row,
+the figures alone and the whole path). Its heading says which per-request
+path was measured: "compiled" (the Cython-built modules, `_http1` a .so) or
+"python" (the .py files: under LEASTLOAD_IMPLEMENTATION=python, or when a
+compiled module is missing), and which engine. The stages are called from
+Python here, where the compiled proxy calls them from C: in the compiled
+build each stage's figure includes some calling the proxy does not pay (the
+counters most, whose fields Python reads and writes as objects), so read the
+stages as upper bounds and "other work" as a lower one. The JSON (--json)
+also has each run's request counts per backend, the proxy's CPU in cores
+(CPU seconds / wall seconds) and, under "stages", every stage's ns per
+request with its parts.
 """
 
 import argparse
@@ -487,16 +510,17 @@ def failed_row(label, kind, n, connections, problem):
 
 # ---- the engine's share ---------------------------------------------------------------------------
 
-def engine_ns_per_request(method, number, repeat, req_bytes, resp_bytes, packets):
+def engine_ns_per_request(method, number, repeat, req_bytes, resp_bytes, packets, engine=None):
     """ns for the engine calls of one proxied request on a 3-service C VirtualServer (best of
     repeat), made as the proxy makes them: positional arguments, the request's bytes as sent,
     the response's as they come (one chunk here), the finish; and the TCP_INFO segments after
     every answer for a method that picks by packets, after one in PACKETS_EVERY otherwise
-    (that fraction of the record call is charged)."""
+    (that fraction of the record call is charged). engine: another VirtualServer class (the
+    default is leastload.VirtualServer)."""
     from leastload import VirtualServer
     from leastload.engine.methods import BY_PACKETS
     from leastload.proxy._backend import PACKETS_EVERY
-    vs = VirtualServer(method, outlier_failures=5)
+    vs = (engine or VirtualServer)(method, outlier_failures=5)
     for name in ("fast1", "fast2", "slow"):
         vs.bind(name)
 
@@ -688,6 +712,17 @@ def measure_engine(args):
     return {"implementation": impl, "statement": stmt, "ns_per_request": ns, "number": number, "repeat": repeat}
 
 
+def measure_stages(args, engine):
+    """The leastload proxy's own work per request by stage (benchmarks/proxy_stages.py), timed
+    before any server starts, with the engine's figure of measure_engine."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:  # this file may be loaded by its path (proxy_attacks.py)
+        sys.path.insert(0, here)
+    from proxy_stages import stages_ns_per_request
+    number, repeat = (5_000, 5) if args.quick else (20_000, 7)
+    return stages_ns_per_request(args.method, args.size, number, repeat, engine_ns=engine["ns_per_request"])
+
+
 def run_all(args, specs, runs):
     """Starts the backends, measures every run (round, connections, kind, n); returns the rows. Stops
     every process it started."""
@@ -717,7 +752,7 @@ def run_all(args, specs, runs):
     return rows
 
 
-def print_report(args, specs, rows, engine, pairs, share):
+def print_report(args, specs, rows, engine, pairs, share, stages=None):
     balance = HAPROXY_BALANCE.get(args.method, "leastconn")
     print(f"\nleastload proxy vs HAProxy: method {args.method} (HAProxy balance {balance}), backends "
           f"fast1/fast2 {args.fast_delay * 1000:g} ms, slow {args.slow_delay * 1000:g} ms, {args.size} B bodies; "
@@ -730,6 +765,14 @@ def print_report(args, specs, rows, engine, pairs, share):
         print(f"engine share of the leastload proxy's CPU per request (1 worker, {share['connections']} "
               f"connections, {share['proxy_cpu_us_per_request']:.1f} us): {share['percent']:.2f} % "
               f"(goal < {SHARE_GOAL_PERCENT:g} %: {verdict})")
+    if stages:
+        from proxy_stages import describe, stage_table  # (measure_stages put its folder on sys.path)
+        measured = (f"% of the 1-worker proxy's measured CPU per request at {share['connections']} connections"
+                    if share else "no leastload-1w row measured: no % column")
+        print(f"\nthe leastload proxy's CPU per request by stage (benchmarks/proxy_stages.py: in-process, "
+              f"no sockets; {measured})")
+        print(f"measured: {describe(stages)}")
+        print(stage_table(stages, share["proxy_cpu_us_per_request"] if share else None))
 
 
 def print_before(pairs):
@@ -761,7 +804,18 @@ def print_packets(rows, window_s):
             print(f"  {name:<6} {w['packets']:>9,} packets {w['bytes']:>13,} bytes: {per_req}{bpp}")
 
 
-def write_json(path, args, specs, rows, engine, pairs, to_before, share):
+def stages_json(stages, share):
+    """The stages' ns per request, with the measured CPU per request and what is left of it beyond
+    the whole path (the event loop, system calls, kernel) when the 1-worker proxy was measured."""
+    if not stages:
+        return None
+    proxy_ns = share["proxy_cpu_us_per_request"] * 1000.0 if share else None
+    return {**stages, "unit": "ns per request", "proxy_cpu_ns_per_request": proxy_ns,
+            "connections": share["connections"] if share else None,
+            "event_loop_syscalls_kernel": proxy_ns - stages["whole"] if share else None}
+
+
+def write_json(path, args, specs, rows, engine, pairs, to_before, share, stages=None):
     settings = {"method": args.method, "haproxy_balance": HAPROXY_BALANCE.get(args.method, "leastconn"),
                 "duration_s": args.duration, "warmup_s": args.warmup, "connections": args.connections,
                 "backend_delays_s": dict(specs), "body_bytes": args.size, "wrk_threads": 2,
@@ -769,7 +823,7 @@ def write_json(path, args, specs, rows, engine, pairs, to_before, share):
     with open(path, "w") as f:
         json.dump({"settings": settings, "engine": engine, "results": rows, "ratios": pairs,
                    "ratios_to_before": to_before,
-                   "engine_share": share}, f, indent=2)
+                   "engine_share": share, "stages": stages_json(stages, share)}, f, indent=2)
     print(f"\nwrote {path}", file=sys.stderr)
 
 
@@ -792,19 +846,20 @@ def main(argv=None):
           f"about {estimate} s", file=sys.stderr, flush=True)
     try:
         engine = measure_engine(args)
+        stages = measure_stages(args, engine)
         rows = run_all(args, specs, runs)
     except KeyboardInterrupt:
         print("\ninterrupted: every process started is stopped", file=sys.stderr)
         return 130
     pairs, share = ratios(rows), engine_share(rows, engine["ns_per_request"])
-    print_report(args, specs, rows, engine, pairs, share)
+    print_report(args, specs, rows, engine, pairs, share, stages)
     print_medians(pairs, "HAProxy")
     against_before = ratios(rows, other="before")
     print_before(against_before)
     print_medians(against_before, "the --before build")
     print_packets(rows, args.warmup + args.duration)
     if args.json:
-        write_json(args.json, args, specs, rows, engine, pairs, against_before, share)
+        write_json(args.json, args, specs, rows, engine, pairs, against_before, share, stages)
     return 1 if any(r["problem"] for r in rows) else 0
 
 
