@@ -96,6 +96,27 @@ def test_a_request_head_reads_the_same_with_and_without_llhttp(http1, head):
     assert whole_event == http1.COMPLETE and whole.head.raw == head
 
 
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(st.tuples(st.one_of(st.just(b""), st.integers(1, 4).map(lambda n: b"X-A: " + b"v" * n)),
+                                st.sampled_from([b"\r\n", b"\r\n", b"\n", b"\r", b"\r\n\r", b"\n\r\n", b"\r\r\n"])),
+                      max_size=3))
+def test_a_whole_head_ends_at_its_first_crlfcrlf_whatever_cr_and_lf_come_before(http1, lines):
+    # the plain path finds a head's end skipping ahead by the byte a match would end with:
+    # runs of CR and LF in every order (and at every alignment: values of 1 to 4 bytes) must
+    # neither hide the first CRLFCRLF nor fake one
+    head = b"GET / HTTP/1.1\r\nHost: a\r\n" + b"".join(text + end for text, end in lines) + b"\r\n"
+    end = head.find(b"\r\n\r\n") + 4
+    form = head[:end - 4].split(b"\r\n")
+    plain = not any(b"\r" in line or b"\n" in line or not line for line in form)
+    event(f"plain: {plain}")
+    whole, whole_event = _read_request(http1, [head + b"GET"])
+    assert whole.plain_heads == plain
+    if plain:
+        assert whole_event == http1.COMPLETE and whole.head.raw == head[:end]
+        pieces, pieces_event = _read_request(http1, [head[:end - 1], head[end - 1:] + b"GET"])
+        assert _request_fields(whole, whole_event) == _request_fields(pieces, pieces_event)
+
+
 @pytest.mark.parametrize("head", [
     b"GET /a?b=c HTTP/1.1\r\nHost: example.test\r\nAccept: */*\r\nUser-Agent: x/1 \r\n\r\n",
     b"DELETE / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",

@@ -303,6 +303,34 @@ def test_no_backend_left_gives_503(C):
     assert run(main()) == {503: 2}
 
 
+def test_ttfb_is_timed_finer_than_uvloops_whole_milliseconds(backends, C):
+    # uvloop's loop.time() is in whole milliseconds: a TTFB read from it is a multiple of
+    # 1 ms, and a 2 ms backend's would read 1, 2 or 3 ms. The proxy's own clock is not.
+    uvloop = pytest.importorskip("uvloop", reason="uvloop is the proxy's loop where it is installed")
+    procs = [backends(0.002)]
+
+    async def main():
+        async with Proxy(specs(["a"], procs), "LEASTRESPONSETIME", listen=("127.0.0.1", 0),
+                         health_check="none", engine=C) as proxy:
+            counters, sums = proxy.stats.backends["a"], []
+            async with httpx.AsyncClient(timeout=20) as client:
+                for _ in range(10):
+                    assert (await client.get(url_of(proxy))).status_code == 200
+                    sums.append(counters.ttfb_sum)  # added before the answer's last byte went out
+            return [b - a for a, b in zip([0.0] + sums, sums)]
+
+    loop = uvloop.new_event_loop()
+    try:
+        ttfbs = loop.run_until_complete(asyncio.wait_for(main(), RUN_TIMEOUT))
+    finally:
+        loop.close()
+    # (not >= 2 ms: the backend's own loop times its 2 ms wait from a clock that may lag)
+    assert len(ttfbs) == 10 and all(0 < t < RUN_TIMEOUT for t in ttfbs), ttfbs
+    # ten whole-millisecond readings would each be within float noise of a multiple of 1 ms
+    off_the_ms = [abs(t * 1000 - round(t * 1000)) > 1e-4 for t in ttfbs]
+    assert any(off_the_ms), ttfbs
+
+
 def test_a_client_that_leaves_mid_response_ends_its_transaction(backends, C):
     big = backends(0.0, 1024)
 

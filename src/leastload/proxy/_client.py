@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
 from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
 from . import _http1
-from ._backend import ClientSide, ProxyCore
+from ._backend import ClientSide, ProxyCore, clock
 from ._exchange import Upstream, new_exchange
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, encode_request, error_response
 
@@ -114,7 +114,7 @@ class ClientConnection(ClientSide):
             self.peername = tuple(peer)
         self.sockname = tuple(transport.get_extra_info("sockname") or ())
         self.proxy.client_opened(self)
-        self.deadline = self.loop.time() + self.proxy.header_timeout
+        self.deadline = clock() + self.proxy.header_timeout
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.gone = True
@@ -128,7 +128,7 @@ class ClientConnection(ClientSide):
         reader = self.reader
         if self.wait == WAIT_IDLE:  # the first byte of the next request: its head's time starts
             self.wait = WAIT_HEAD
-            self.deadline = self.loop.time() + self.core.header_timeout
+            self.deadline = clock() + self.core.header_timeout
         reader.feed(data)
         if not self.busy:
             self._pump()
@@ -143,14 +143,14 @@ class ClientConnection(ClientSide):
 
     def pause_writing(self) -> None:  # the client reads slower than the backend sends: slow the backend down
         self.paused = True
-        self.paused_since = self.loop.time()
+        self.paused_since = clock()
         if self.backend is not None:
             self.backend.hold()
 
     def resume_writing(self) -> None:
         self.paused = False
         if self.backend is not None:
-            self.backend.resume(self.loop.time())
+            self.backend.resume(clock())
         elif not self.busy and not self.gone:
             self._pump()
 
@@ -208,7 +208,7 @@ class ClientConnection(ClientSide):
                     if head.expect_continue and head.version == 11:
                         self.transport.write(_http1.CONTINUE)  # this request is the one forwarded next
                     self.wait = WAIT_BODY
-                    self.deadline = self.loop.time() + self.proxy.body_timeout
+                    self.deadline = clock() + self.proxy.body_timeout
                 elif event is ERROR:
                     status, text = reader.error or (400, "malformed request")
                     self._answer_and_close(status, text)
@@ -257,11 +257,11 @@ class ClientConnection(ClientSide):
         reader.start_next()
         if reader.started:  # the next request's bytes are here already (a half-closed client's too)
             self.wait = WAIT_HEAD
-            self.deadline = self.loop.time() + self.core.header_timeout
+            self.deadline = clock() + self.core.header_timeout
             self._pump()
         else:
             self.wait = WAIT_IDLE
-            self.deadline = self.loop.time() + self.core.client_timeout
+            self.deadline = clock() + self.core.client_timeout
             if not self.reading or self.paused:
                 self._pump()
 

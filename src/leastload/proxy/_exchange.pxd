@@ -22,6 +22,7 @@ cdef class Exchange(ExchangeSide):
     cpdef start(self)
     @cython.locals(client=ClientSide)
     cdef _send(self, BackendConnection conn)
+    cdef _tried(self, str name)
     # on_outcome(): ExchangeSide's, overridden
 
 

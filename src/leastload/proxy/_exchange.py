@@ -30,7 +30,7 @@ from .. import NoServiceAvailable
 from ..net import upstream
 from ..net.upstream import Outcome
 from . import _backend, _http1
-from ._backend import CLIENT_GONE, OK, RESET, TIMEOUT, ExchangeSide
+from ._backend import CLIENT_GONE, OK, RESET, TIMEOUT, ExchangeSide, clock
 from ._health import is_local_error
 from ._http1 import error_response
 from ._stats import BackendCounters, Stats
@@ -113,12 +113,12 @@ class Exchange(ExchangeSide):
         self.key = key  # what the vserver's hash method picks by (None for the other methods)
         self.head = head  # what the access log reads (target, version, Referer, User-Agent)
         self.by_packets = by_packets  # the vserver's method picks by packets: TCP_INFO after the answer
-        self.tried: List[str] = []
+        self.tried: Optional[List[str]] = None  # the backends that failed it (made at the first)
         self.t: Any = None  # the attempt's transaction handle (either engine's)
         self.reused = False
         self.retried = 0  # other backends tried before this attempt
-        # for the access log: when the request was complete (loop clock, wall clock)
-        self.began = (client.loop.time(), time.time()) if self.client.core.access_log is not None else None
+        # for the access log: when the request was complete (the proxy's clock, the wall clock)
+        self.began = (clock(), time.time()) if self.client.core.access_log is not None else None
 
     def start(self) -> None:
         """Picks a backend (excluding those tried) and sends the request there."""
@@ -126,7 +126,7 @@ class Exchange(ExchangeSide):
         try:
             key = self.key  # the same key on every try: a retry goes to the key's next choice
             # positional: both engines' acquire(exclude, key), without a keyword call's cost
-            self.t = t = core.vserver.acquire(self.tried or None, key)
+            self.t = t = core.vserver.acquire(self.tried, key)
         except NoServiceAvailable:
             if self.tried:
                 self._answer_error(502, "all backends failed")
@@ -140,7 +140,7 @@ class Exchange(ExchangeSide):
             # a shared engine's backend this worker has not learned of yet (another worker bound it a
             # moment ago, and the same command is on its way here): no outcome to charge, pick again
             t.finish(status=CLIENT_CLOSED)
-            self.tried.append(name)
+            self._tried(name)
             return self.start()
         self.counters = counters = core.stats.of(name)
         counters.requests += 1
@@ -216,7 +216,7 @@ class Exchange(ExchangeSide):
         # sending it, so it can always send it again; `wanted`: the client is still there.
         verdict = upstream.after_attempt(
             Outcome.NOT_SENT if conn is None else _OUTCOMES[outcome], self.method,
-            replayable=True, tried=len(self.tried) + 1, retries=proxy.retries,
+            replayable=True, tried=(len(self.tried) if self.tried else 0) + 1, retries=proxy.retries,
             reused=self.reused, wanted=not client.gone)
         if verdict.reconnect:
             # A pooled connection the backend had just closed: once more on a new connection,
@@ -243,7 +243,7 @@ class Exchange(ExchangeSide):
             if outcome is not RESET:
                 conn.transport.abort()
         t.fail()
-        self.tried.append(name)
+        self._tried(name)
         if verdict.retry:
             self.counters.retries += 1
             self.retried += 1
@@ -258,6 +258,12 @@ class Exchange(ExchangeSide):
             self._answer_error(504, "backend timed out")
         else:
             self._answer_error(502, "backend failed")
+
+    def _tried(self, name: str) -> None:
+        if self.tried is None:
+            self.tried = [name]
+        else:
+            self.tried.append(name)
 
     def _answer_error(self, status: int, text: str) -> None:
         client = self.client
@@ -279,7 +285,7 @@ class Exchange(ExchangeSide):
             size, ttfb = conn.received, conn.ttfb
         else:  # the proxy answered: name the backend that failed last, if one did
             backend, ttfb = (self.tried[-1] if self.tried else None), None
-        self.client.log_request(log, status, size, backend, ttfb, self.client.loop.time() - began[0],
+        self.client.log_request(log, status, size, backend, ttfb, clock() - began[0],
                                 self.retried, began[1], self.method, self.head)
 
 

@@ -108,7 +108,7 @@ cdef tuple _field_name(bytes name)
 cdef bint _all_in(bytes data, Py_ssize_t start, Py_ssize_t stop, bytes table) except -1
 @cython.locals(n=Py_ssize_t, p=cython.p_uchar, q=cython.p_uchar, i=Py_ssize_t)
 cdef bint _equal_at(bytes data, Py_ssize_t at, bytes text) except -1
-@cython.locals(p=cython.p_uchar, i=Py_ssize_t)
+@cython.locals(p=cython.p_uchar, i=Py_ssize_t, c=cython.uchar)
 cdef Py_ssize_t _head_end(bytes data, Py_ssize_t stop) except -2
 @cython.locals(p=cython.p_uchar, i=Py_ssize_t)
 cdef Py_ssize_t _line_end(bytes data, Py_ssize_t stop) except -2

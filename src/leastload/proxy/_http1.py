@@ -279,9 +279,20 @@ def _head_end(data: bytes, stop: int) -> int:
     if not 0 <= stop <= len(data):
         return -1
     p = data
-    for i in range(stop - 3):
-        if p[i + 3] == 10 and p[i] == 13 and p[i + 1] == 10 and p[i + 2] == 13:
-            return i
+    i = 0
+    # Each step reads the byte a match at i would end with. Any other byte than CR or LF
+    # rules out a match at i to i + 3 (every byte of CRLFCRLF is one of the two): 4 ahead.
+    # An LF rules out i + 1 and i + 3 (a CR there); a CR, only i (its LF's place).
+    while i + 3 < stop:
+        c = p[i + 3]
+        if c == 10:
+            if p[i] == 13 and p[i + 1] == 10 and p[i + 2] == 13:
+                return i
+            i += 2
+        elif c == 13:
+            i += 1
+        else:
+            i += 4
     return -1
 
 

@@ -400,7 +400,7 @@ class Proxy:
         tick = min(1.0, max(0.01, shortest / 10))
         while True:
             await asyncio.sleep(tick)
-            now = asyncio.get_running_loop().time()
+            now = _backend.clock()  # the clock the connections stamp their deadlines with
             for pool in list(self.pools.values()):
                 pool.check_timeouts(now)
             for client in list(self.clients):
