@@ -349,14 +349,17 @@ def _plain_fields(data: bytes, start: int, stop: int, max_headers: int,
             return None
         slot = ((name_end - i) * 8 + p[i] * 4 + p[name_end - 1]) & 255
         seen = _NAME_SLOTS[slot]
-        if seen is None or len(seen[0]) != name_end - i or not _equal_at(data, i, seen[0]):
+        seen_name = seen[0] if seen is not None else b""
+        if seen is None or len(seen_name) != name_end - i or not _equal_at(data, i, seen_name):
             name = p[i:name_end]
             known = _field_name(name)
             seen = (name, known[0], known[1])
             _NAME_SLOTS[slot] = seen
-        if seen[2] & not_plain:
+            seen_name = name
+        flags = seen[2]
+        if flags & not_plain:
             return None
-        fields.append((seen[1], seen[0], p[value_start:j]))
+        fields.append((seen[1], seen_name, p[value_start:j]))
         i = j + 2
     return fields if fields else None
 
