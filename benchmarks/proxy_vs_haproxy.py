@@ -15,7 +15,9 @@ measured run, and the script records:
   after the measured run, as percentages of the requests they served;
 - the proxy's CPU per request: user + system time from /proc of the proxy
   process and all its descendants (the workers), divided by the requests the
-  backends served in the measured run;
+  backends served in the measured run, and its two parts: user time (the
+  process's own code) and system time (the kernel's work for it: system
+  calls, the loopback TCP stack, scheduling);
 - the engine's share of that CPU: the engine calls the proxy makes for one
   request, made as it makes them (acquire, a record of the request's bytes
   and one of the response's, finish, positional; the TCP_INFO record after
@@ -77,7 +79,9 @@ compiled module is missing), and which engine. The stages are called from
 Python here, where the compiled proxy calls them from C: in the compiled
 build each stage's figure includes some calling the proxy does not pay (the
 counters most, whose fields Python reads and writes as objects), so read the
-stages as upper bounds and "other work" as a lower one. The JSON (--json)
+stages as upper bounds and "other work" as a lower one. After the medians:
+each proxy's CPU per request split into user + system time, the medians of
+the rounds. The JSON (--json)
 also has each run's request counts per backend, the proxy's CPU in cores
 (CPU seconds / wall seconds) and, under "stages", every stage's ns per
 request with its parts.
@@ -292,7 +296,12 @@ def _children(pid):
 
 def process_tree_cpu(pid):
     """CPU seconds (user + system) of pid and all its descendants, including their waited-for children."""
-    total, todo, seen = 0, [pid], set()
+    return sum(process_tree_cpu_split(pid))
+
+
+def process_tree_cpu_split(pid):
+    """(user, system) CPU seconds of pid and all its descendants, including their waited-for children."""
+    user, system, todo, seen = 0, 0, [pid], set()
     while todo:
         p = todo.pop()
         if p in seen:
@@ -303,9 +312,10 @@ def process_tree_cpu(pid):
         except OSError:
             continue  # exited meanwhile
         # utime, stime, cutime, cstime are fields 14-17 of stat: 11-14 here
-        total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+        user += int(f[11]) + int(f[13])
+        system += int(f[12]) + int(f[14])
         todo.extend(_children(p))
-    return total / CLK_TCK
+    return user / CLK_TCK, system / CLK_TCK
 
 
 # ---- backends --------------------------------------------------------------------------------
@@ -464,9 +474,9 @@ def measure(label, kind, n, connections, args, backends, workdir):
     try:
         run_wrk(port, connections, args.warmup)
         before = all_stats(backends)
-        cpu0, t0 = process_tree_cpu(proxy.pid), time.monotonic()
+        (user0, sys0), t0 = process_tree_cpu_split(proxy.pid), time.monotonic()
         wrk = run_wrk(port, connections, args.duration)
-        cpu1, t1 = process_tree_cpu(proxy.pid), time.monotonic()
+        (user1, sys1), t1 = process_tree_cpu_split(proxy.pid), time.monotonic()
         after = all_stats(backends)
         if admin_port is not None:
             window = engine_window(admin_port)
@@ -475,13 +485,17 @@ def measure(label, kind, n, connections, args, backends, workdir):
         proxy.stop()
     served, percent = split(before, after)
     requests = sum(served.values()) or wrk["requests"]
-    cpu = cpu1 - cpu0
+    user, system = user1 - user0, sys1 - sys0
+    cpu = user + system
     return {
         "proxy": label, "kind": kind, "workers_or_threads": n, "connections": connections,
         **wrk,
         "backend_requests": served, "backend_percent": percent,
         "proxy_cpu_s": cpu, "wall_s": t1 - t0, "proxy_cpu_cores": cpu / (t1 - t0),
         "cpu_us_per_request": 1e6 * cpu / requests if requests else None,
+        # the kernel's part (system calls, the loopback TCP stack, scheduling) and the process's own
+        "cpu_user_us_per_request": 1e6 * user / requests if requests else None,
+        "cpu_system_us_per_request": 1e6 * system / requests if requests else None,
         "engine_window": window,
         "problem": problem,
     }
@@ -504,7 +518,8 @@ def failed_row(label, kind, n, connections, problem):
     return {"proxy": label, "kind": kind, "workers_or_threads": n, "connections": connections,
             "requests_per_s": None, "requests": None, "p50_ms": None, "p99_ms": None, "non_2xx_3xx": None,
             "socket_errors": None, "backend_requests": None, "backend_percent": None, "proxy_cpu_s": None,
-            "wall_s": None, "proxy_cpu_cores": None, "cpu_us_per_request": None, "engine_window": None,
+            "wall_s": None, "proxy_cpu_cores": None, "cpu_us_per_request": None,
+            "cpu_user_us_per_request": None, "cpu_system_us_per_request": None, "engine_window": None,
             "problem": problem}
 
 
@@ -775,6 +790,22 @@ def print_report(args, specs, rows, engine, pairs, share, stages=None):
         print(stage_table(stages, share["proxy_cpu_us_per_request"] if share else None))
 
 
+def print_cpu_split(rows):
+    """Each proxy's CPU per request as user + system time (the medians over the rounds): where a
+    difference in CPU per request lies, the process's own code or the kernel's work for it."""
+    groups = {}
+    for r in rows:
+        if r["cpu_user_us_per_request"] is not None:
+            groups.setdefault((r["connections"], r["proxy"]), []).append(r)
+    if not groups:
+        return
+    print("\nCPU per request, user + system (us; medians over the rounds):")
+    for (c, name), rs in sorted(groups.items()):
+        user = statistics.median(r["cpu_user_us_per_request"] for r in rs)
+        system = statistics.median(r["cpu_system_us_per_request"] for r in rs)
+        print(f"  {c:>4} connections  {name:<13} {user:6.1f} + {system:6.1f}")
+
+
 def print_before(pairs):
     """leastload against the --before build, same round, connections and workers."""
     rounds = len({p["round"] for p in pairs}) > 1
@@ -854,6 +885,7 @@ def main(argv=None):
     pairs, share = ratios(rows), engine_share(rows, engine["ns_per_request"])
     print_report(args, specs, rows, engine, pairs, share, stages)
     print_medians(pairs, "HAProxy")
+    print_cpu_split(rows)
     against_before = ratios(rows, other="before")
     print_before(against_before)
     print_medians(against_before, "the --before build")

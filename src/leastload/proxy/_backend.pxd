@@ -6,6 +6,31 @@
 cimport cython
 
 from leastload.proxy._http1 cimport ResponseReader
+from leastload.proxy._stats cimport Stats
+
+
+# clock()'s C path: time.monotonic() on Linux is clock_gettime(CLOCK_MONOTONIC) made into
+# nanoseconds and divided by 1e9; read the same way here (-1.0 elsewhere, or on an error:
+# clock() then calls time.monotonic()).
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <time.h>
+    static double ll_proxy_clock(void) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+            return -1.0;
+        return (double)((long long)ts.tv_sec * 1000000000LL + (long long)ts.tv_nsec) / 1e9;
+    }
+    #else
+    static double ll_proxy_clock(void) { return -1.0; }
+    #endif
+    """
+    double _linux_monotonic "ll_proxy_clock" () nogil
+
+cdef bint _COMPILED
+@cython.locals(now=double)
+cpdef double clock() except? -1.0
 
 
 cdef class BackendConnection
@@ -13,7 +38,8 @@ cdef class Pool
 
 
 cdef class ProxyCore:
-    cdef public object vserver, stats, access_log, forwarding
+    cdef public object vserver, access_log, forwarding
+    cdef public Stats stats
     cdef public dict pools
     cdef public double timeout, header_timeout, client_timeout
     cdef public object method

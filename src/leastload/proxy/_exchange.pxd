@@ -1,14 +1,14 @@
 # Augmenting declarations for _exchange.py (Cython's pure-Python mode; see _backend.pxd).
 cimport cython
 
-from leastload.proxy._backend cimport BackendConnection, ClientSide, ExchangeSide, Pool, ProxyCore
+from leastload.proxy._backend cimport BackendConnection, ClientSide, ExchangeSide, Pool, ProxyCore, clock
 from leastload.proxy._stats cimport BackendCounters
 
 
 @cython.final
 cdef class Exchange(ExchangeSide):
     cdef public object proxy, began
-    cdef public str method
+    cdef public str method, service
     cdef public object payload, key, head
     cdef public bint keep_alive, head_only, http10, by_packets
     cdef public BackendCounters counters

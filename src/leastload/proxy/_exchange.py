@@ -92,7 +92,7 @@ class Exchange(ExchangeSide):
     """One request (complete, its bytes for the backend made) and its tries."""
 
     __slots__ = ("proxy", "method", "payload", "keep_alive", "head_only", "http10", "key", "head", "by_packets",
-                 "tried", "reused", "counters", "began", "retried")  # client, t: the base's
+                 "tried", "reused", "counters", "began", "retried", "service")  # client, t: the base's
 
     counters: BackendCounters  # set by start(), with t
 
@@ -115,6 +115,7 @@ class Exchange(ExchangeSide):
         self.by_packets = by_packets  # the vserver's method picks by packets: TCP_INFO after the answer
         self.tried: Optional[List[str]] = None  # the backends that failed it (made at the first)
         self.t: Any = None  # the attempt's transaction handle (either engine's)
+        self.service = ""  # its backend (t.service, read once: a property of the engine's handle)
         self.reused = False
         self.retried = 0  # other backends tried before this attempt
         # for the access log: when the request was complete (the proxy's clock, the wall clock)
@@ -134,7 +135,7 @@ class Exchange(ExchangeSide):
                 core.stats.no_service += 1
                 self._answer_error(503, "no backend available")
             return
-        name = t.service
+        self.service = name = t.service
         pool = core.pools.get(name)
         if pool is None:
             # a shared engine's backend this worker has not learned of yet (another worker bound it a
@@ -162,7 +163,7 @@ class Exchange(ExchangeSide):
                 self.t.finish(status=CLIENT_CLOSED)
                 self._answer_error(503, "the proxy is out of resources")
                 return
-            self.proxy.note_failure(self.t.service, exc)
+            self.proxy.note_failure(self.service, exc)
             self.on_outcome(RESET, None)  # no connection: Outcome.NOT_SENT
             return
         if self.client.gone:
@@ -185,7 +186,7 @@ class Exchange(ExchangeSide):
         """The backend connection's report; ends the transaction exactly once per attempt."""
         client, proxy, t = self.client, self.proxy, self.t
         client.backend = None
-        name = t.service
+        name = self.service
         if conn is not None:
             self.counters.bytes_in += conn.sent
             self.counters.bytes_out += conn.received
@@ -281,7 +282,7 @@ class Exchange(ExchangeSide):
         log, began = self.proxy.access_log, self.began
         assert log is not None and began is not None
         if conn is not None:
-            backend: Optional[str] = self.t.service
+            backend: Optional[str] = self.service
             size, ttfb = conn.received, conn.ttfb
         else:  # the proxy answered: name the backend that failed last, if one did
             backend, ttfb = (self.tried[-1] if self.tried else None), None

@@ -944,16 +944,16 @@ class ResponseReader:
 
     def feed(self, data: bytes) -> List[Piece]:
         """The backend's bytes; returns the pieces to write to the client, in order."""
-        out: List[Piece] = []
         if self.complete or self.failed:
             if data:
                 self.extra = True
                 self.reusable = False
-            return out
+            return []
         if self._fresh:
             fast = self._fast(data)
             if fast is not None:
                 return fast
+        out: List[Piece] = []
         self._data = data
         self._from = self._to = 0  # data[_from:_to]: a run of bytes passed on as they came
         i = 0
