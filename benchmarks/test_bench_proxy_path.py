@@ -13,36 +13,10 @@ benchmarks/proxy_vs_haproxy.py measures the whole proxy on real sockets.
 import asyncio
 
 import pytest
+from proxy_stages import DropTransport  # the stand-in transport the stage table uses too
 
 REQUEST = b"GET /item?id=7 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
 RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: text/plain\r\n\r\n" + b"x" * 1024)
-
-
-class DropTransport:
-    """Enough of an asyncio transport for the proxy's protocols; writes go nowhere."""
-
-    def __init__(self):
-        self.closing = False
-
-    def write(self, data):
-        pass
-
-    def is_closing(self):
-        return self.closing
-
-    def get_extra_info(self, name, default=None):
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def close(self):
-        self.closing = True
-
-    abort = close
-
-    def pause_reading(self):
-        pass
-
-    def resume_reading(self):
-        pass
 
 
 @pytest.fixture
