@@ -116,8 +116,9 @@ cdef Py_ssize_t _line_end(bytes data, Py_ssize_t stop) except -2
 cdef cython.longlong _decimal(bytes value) except -2
 @cython.locals(p=cython.p_uchar, token=cython.p_uchar, visible=cython.p_uchar, in_value=cython.p_uchar,
                fields=list, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, value_start=Py_ssize_t, name=bytes,
-               known=tuple, seen=tuple, seen_name=bytes, flags=int, slot=Py_ssize_t)
-cdef list _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_headers, int not_plain)
+               known=tuple, seen=tuple, seen_name=bytes, flags=int, slot=Py_ssize_t, had=Py_ssize_t)
+cdef bint _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_headers, int not_plain,
+                        list fields) except -1
 cdef _forwarding_extras(list parts, RequestHead head, bytes client, Forwarding forwarding, object body)
 @cython.locals(tail=bytes)
 cpdef encode_request(RequestHead head, object body, bytes client, Forwarding forwarding)

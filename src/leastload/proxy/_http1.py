@@ -319,34 +319,36 @@ def _decimal(value: bytes) -> int:
     return number
 
 
-def _plain_fields(data: bytes, start: int, stop: int, max_headers: int,
-                  not_plain: int) -> Optional[List[Tuple[bytes, bytes, bytes]]]:
-    """The header lines in data[start:stop] (each ending with CRLF) as (lowercase name,
-    name, value), when each is `token: value` with one space and a value that starts
-    visible and holds no control character but HTAB, and no name has a flag of
-    `not_plain`; None otherwise. llhttp reports the same names and values for such
-    lines (it strips the whitespace before a value and keeps the whitespace after it)."""
+def _plain_fields(data: bytes, start: int, stop: int, max_headers: int, not_plain: int,
+                  fields: List[Tuple[bytes, bytes, bytes]]) -> bool:
+    """Appends the header lines in data[start:stop] (each ending with CRLF) to `fields` as
+    (lowercase name, name, value) and returns True when there is at least one and each is
+    `token: value` with one space and a value that starts visible and holds no control
+    character but HTAB, and no name has a flag of `not_plain`; otherwise returns False
+    with `fields` as it was. llhttp reports the same names and values for such lines (it
+    strips the whitespace before a value and keeps the whitespace after it). The caller's
+    list is filled rather than a new one made: a head already has one."""
     if not 0 <= start <= stop <= len(data):
-        return None
+        return False
     p = data
     token = _TOKEN_TABLE
     visible = _VISIBLE_TABLE
     in_value = _VALUE_TABLE
-    fields: List[Tuple[bytes, bytes, bytes]] = []
+    had = len(fields)
     i = start
     while i < stop:
         j = i
         while j < stop and token[p[j]]:
             j += 1
         if j == i or j + 2 >= stop or p[j] != 58 or p[j + 1] != 32 or not visible[p[j + 2]]:  # ": " then visible
-            return None
+            break
         name_end = j
         j += 2
         value_start = j
         while j < stop and in_value[p[j]]:
             j += 1
-        if j + 1 >= stop or p[j] != 13 or p[j + 1] != 10 or len(fields) == max_headers:
-            return None
+        if j + 1 >= stop or p[j] != 13 or p[j + 1] != 10 or len(fields) - had == max_headers:
+            break
         slot = ((name_end - i) * 8 + p[i] * 4 + p[name_end - 1]) & 255
         seen = _NAME_SLOTS[slot]
         seen_name = seen[0] if seen is not None else b""
@@ -358,10 +360,14 @@ def _plain_fields(data: bytes, start: int, stop: int, max_headers: int,
             seen_name = name
         flags = seen[2]
         if flags & not_plain:
-            return None
+            break
         fields.append((seen[1], seen_name, p[value_start:j]))
         i = j + 2
-    return fields if fields else None
+    else:
+        if len(fields) > had:
+            return True
+    del fields[had:]
+    return False
 
 
 def _host_ok(host: bytes) -> bool:
@@ -389,10 +395,12 @@ class RequestReader:
         self.requests = 0         # requests completed on this stream
         self.plain_heads = 0      # of their heads, those read without llhttp (_plain_head)
         self._good_host = b""     # the Host value last found good there
+        self._url: List[bytes] = []
         self._begin()
 
     def _begin(self) -> None:
-        self._url: List[bytes] = []
+        if self._url:
+            self._url.clear()  # the last head's pieces of its target (only llhttp's callbacks add any)
         self._next_head = RequestHead()
         self._plain = True        # no header the proxy drops or rewrites (so far)
         self._line: Buffer = b""  # the request line, while a head fed in one piece is parsed
@@ -587,29 +595,28 @@ class RequestReader:
         if (method is None or not _equal_at(data, version_at, _HTTP11_END)
                 or not _all_in(data, space + 1, version_at, _VISIBLE_TABLE)):
             return False
-        fields = _plain_fields(data, first + 1, len(data) - 2, self.limits.max_headers, _NOT_PLAIN_REQUEST)
-        if fields is None:
+        head = self._next_head
+        fields = head.headers  # filled here; left empty when the head is not plain (llhttp fills it then)
+        if not _plain_fields(data, first + 1, len(data) - 2, self.limits.max_headers, _NOT_PLAIN_REQUEST, fields):
             return False
         host = None
         for field in fields:
             if field[0] is _HOST_NAME:
                 if host is not None:
-                    return False
+                    host = None
+                    break
                 host = field[2]
                 if host[len(host) - 1] in (32, 9):  # llhttp keeps the whitespace after a value
                     host = host.strip()
-        if host is None:
+        if host is None or (host != self._good_host and not _host_ok(host)):
+            # (a keep-alive client sends the same Host each time; verdicts are kept in _HOSTS_SEEN)
+            del fields[:]
             return False
-        if host != self._good_host:  # a keep-alive client sends the same Host each time
-            if not _host_ok(host):  # (its verdicts are kept in _HOSTS_SEEN)
-                return False
-            self._good_host = host
-        head = self._next_head
+        self._good_host = host
         head.method = method
         head.target = p[space + 1:version_at]
         head.host = host
-        head.hosts = [host]
-        head.headers = fields
+        head.hosts.append(host)
         head.raw = data
         self.head = head
         self._headers_done = self._complete = True
@@ -900,7 +907,7 @@ class ResponseReader:
         if self._clean:  # the last response took the fast path: only what it changed is reset
             self._clean = False  # this one may take the general path
             self.complete = self.reusable = self._headers_done = self._message_done = False
-            self._headers = []
+            self._headers.clear()  # the last response's: nothing reads them after start()
             self._tokens = _NO_NAMES
             self._length = None
             self._plain = True
@@ -1034,20 +1041,21 @@ class ResponseReader:
             first += 1
         if first + 2 > stop or p[first] != 13 or p[first + 1] != 10:
             return False
-        fields = _plain_fields(data, first + 2, stop - 2, self.limits.max_headers, _NOT_PLAIN_RESPONSE)
-        if fields is None:
+        fields = self._headers  # empty: start() or _begin_message() cleared it
+        if not _plain_fields(data, first + 2, stop - 2, self.limits.max_headers, _NOT_PLAIN_RESPONSE, fields):
             return False
         length = -1
         for field in fields:
             if field[0] is _CONTENT_LENGTH_NAME:
                 if length >= 0:
-                    return False
+                    length = -1
+                    break
                 length = _decimal(field[2])
                 if length < 0:
-                    return False
+                    break
         if length < 0 or stop + length != len(data):
+            del fields[:]  # llhttp reads this one, and fills the list
             return False
-        self._headers = fields
         self._length = length
         self.status = status
         self._headers_done = self._message_done = True
