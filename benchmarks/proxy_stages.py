@@ -50,6 +50,7 @@ by 10 % and more.
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import timeit
@@ -131,9 +132,12 @@ def _acquire_ns(vs, number, repeat):
     return with_acquire - held_none
 
 
-def _whole_path(method, engine, request, response, number, repeat):
-    """ns of one request through a started Proxy over stand-in transports, and the requests
-    pushed through it with how many were answered 2xx."""
+@contextlib.contextmanager
+def started_proxy(method, engine):
+    """A started Proxy with one pooled connection to each of three backends and one client
+    connection, all on stand-in transports: yields (proxy, client), and closes the proxy after.
+    `client.data_received(request)` then `client.backend.data_received(response)` is one
+    whole request (the benchmark suite's proxy-path test times the same)."""
     from leastload.proxy import Proxy, _backend, _client
 
     loop = asyncio.new_event_loop()
@@ -147,15 +151,22 @@ def _whole_path(method, engine, request, response, number, repeat):
             pool.idle.append(conn)
         client = _client.ClientConnection(proxy)
         client.connection_made(DropTransport())
+        yield proxy, client
+    finally:
+        loop.run_until_complete(proxy.close(grace=0))
+        loop.close()
+
+
+def _whole_path(method, engine, request, response, number, repeat):
+    """ns of one request through a started Proxy over stand-in transports, and the requests
+    pushed through it with how many were answered 2xx."""
+    with started_proxy(method, engine) as (proxy, client):
         names = {"data_received": client.data_received, "client": client, "REQUEST": request,
                  "RESPONSE": response}
         ns = _best("data_received(REQUEST); client.backend.data_received(RESPONSE)", names, number, repeat)
         sent = sum(c.requests for c in proxy.stats.backends.values())
         answered = sum(c.by_class[2] for c in proxy.stats.backends.values())
         active = sum(proxy.vserver.info(name)["active"] for name in proxy.vserver.services)
-    finally:
-        loop.run_until_complete(proxy.close(grace=0))
-        loop.close()
     return ns, sent, answered, active
 
 

@@ -47,8 +47,10 @@ apt-get when missing):
     python benchmarks/proxy_vs_haproxy.py --json out.json --method ROUNDROBIN
     python benchmarks/proxy_vs_haproxy.py --proxies leastload-1 --before OTHER/bin/python --rounds 6
 
+Runs of the same N (workers or threads) follow each other: leastload-1 right
+before or after haproxy-1, so each ratio compares two runs about 15 s apart.
 With --rounds N every run is made N times, and the proxies at each connection
-count take turns to go first (round 1 in the order given, round 2 reversed,
+count take turns to go first (round 1 in the paired order, round 2 reversed,
 ...), so that neither side always meets the machine in the same state; the
 ratios are then printed per round and as their medians. On a shared machine,
 where one build's own figure moves by 10-30 % between runs, a comparison
@@ -709,9 +711,18 @@ def label(kind, n):
     return f"{kind}-{n}{'t' if kind == 'haproxy' else 'w'}"
 
 
+def paired(proxies):
+    """The proxies with the same N next to each other (leastload-1, haproxy-1, leastload-2, ...), in
+    the order given otherwise: each ratio then compares two runs made one right after the other,
+    not runs half a round apart, between which a shared machine's speed can move."""
+    order = list(dict.fromkeys(n for _, n in proxies))
+    return sorted(proxies, key=lambda proxy: order.index(proxy[1]))
+
+
 def schedule(proxies, connections, rounds):
     """(round, connections, kind, n) for every run: each round measures every proxy at each connection
-    count, the proxies in the order given in odd rounds and reversed in even ones."""
+    count, paired by N, in that order in odd rounds and reversed in even ones."""
+    proxies = paired(proxies)
     return [(r, c, kind, n) for r in range(1, rounds + 1) for c in connections
             for kind, n in (proxies if r % 2 else proxies[::-1])]
 

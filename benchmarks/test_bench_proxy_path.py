@@ -3,17 +3,16 @@
 One request through `leastload.proxy`'s real protocol objects: the client
 connection parses a GET, the exchange picks a backend (C engine or the
 reference) and sends on a pooled connection, the backend connection parses a
-1 KB answer and passes it on, the transaction ends. The transports are stand-ins
-that drop the bytes, so what is measured is Python and the engine: the kernel's
-part (reads, writes, TCP_INFO) and the event loop's are not in it. The "engine
+1 KB answer and passes it on, the transaction ends (proxy_stages.started_proxy
+sets this up). The transports are stand-ins that drop the bytes, so what is
+measured is Python and the engine: the kernel's part (reads, writes, TCP_INFO)
+and the event loop's are not in it. The "engine
 calls" row is the same request's acquire, three records and finish alone.
 benchmarks/proxy_vs_haproxy.py measures the whole proxy on real sockets.
 """
 
-import asyncio
-
 import pytest
-from proxy_stages import DropTransport  # the stand-in transport the stage table uses too
+from proxy_stages import started_proxy  # the stage table's whole path starts its proxy the same way
 
 REQUEST = b"GET /item?id=7 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
 RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: text/plain\r\n\r\n" + b"x" * 1024)
@@ -23,26 +22,12 @@ RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: text/plai
 def proxied(impl):
     """one_request(): a request through a started Proxy over three pooled stand-in connections."""
     pytest.importorskip("httptools", reason="the proxy needs httptools (pip install leastload[proxy])")
-    from leastload.proxy import Proxy, _backend, _client
+    with started_proxy("LEASTCONNECTION", impl.VirtualServer) as (proxy, client):
+        def one_request():
+            client.data_received(REQUEST)
+            client.backend.data_received(RESPONSE)
 
-    loop = asyncio.new_event_loop()
-    proxy = Proxy(["a=127.0.0.1:1", "b=127.0.0.1:2", "c=127.0.0.1:3"], listen=("127.0.0.1", 0),
-                  health_check="none", engine=impl.VirtualServer)
-    loop.run_until_complete(proxy.start())
-    for pool in proxy.pools.values():
-        conn = _backend.BackendConnection(pool)
-        conn.connection_made(DropTransport())
-        pool.idle.append(conn)
-    client = _client.ClientConnection(proxy)
-    client.connection_made(DropTransport())
-
-    def one_request():
-        client.data_received(REQUEST)
-        client.backend.data_received(RESPONSE)
-
-    yield one_request, proxy
-    loop.run_until_complete(proxy.close(grace=0))
-    loop.close()
+        yield one_request, proxy
 
 
 @pytest.mark.benchmark(group="proxy path: one request, no sockets")
