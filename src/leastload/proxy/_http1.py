@@ -489,7 +489,10 @@ class RequestReader:
                 first = buf.find(b"\n")
             if 0 <= end <= limits.max_header_size - 4 and 0 <= first <= limits.max_request_line + 1:
                 stop = end + 4
-                piece, self._buf = (buf, b"") if stop == len(buf) else (buf[:stop], buf[stop:])
+                if stop == len(buf):  # (two assignments: a conditional pair would be built as a tuple)
+                    piece, self._buf = buf, b""
+                else:
+                    piece, self._buf = buf[:stop], buf[stop:]
                 self._line_done = True
                 self._head_bytes = stop
                 if self._plain_head(piece, first):
