@@ -910,7 +910,7 @@ class ResponseReader:
         if self._clean:  # the last response took the fast path: only what it changed is reset
             self._clean = False  # this one may take the general path
             self.complete = self.reusable = self._headers_done = self._message_done = False
-            self._headers.clear()  # the last response's: nothing reads them after start()
+            del self._headers[:]  # the last response's: nothing reads them after start() (a slice, not a method call)
             self._tokens = _NO_NAMES
             self._length = None
             self._plain = True
