@@ -12,7 +12,7 @@ cdef class BackendCounters:
     cdef public list by_class, ttfb_buckets
     cdef public double ttfb_sum
 
-    @cython.locals(i=Py_ssize_t, bounds=tuple)
+    @cython.locals(i=Py_ssize_t, bounds=tuple, bound=double)
     cpdef add_ttfb(self, double seconds)
 
 

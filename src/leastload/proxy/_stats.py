@@ -35,9 +35,14 @@ class BackendCounters:
 
     def add_ttfb(self, seconds: float) -> None:
         self.ttfb_sum += seconds
-        # bisect_left, from the bottom: most answers fall in the first buckets (a C loop compiled)
+        # bisect_left, from the bottom: most answers fall in the first buckets (a C loop compiled,
+        # each bound read as a C double: comparing the tuple's floats with `seconds` as objects
+        # would make a float object of `seconds` at every step)
         i, bounds = 0, _BOUNDS
-        while i < _N_BOUNDS and bounds[i] < seconds:
+        while i < _N_BOUNDS:
+            bound = bounds[i]
+            if not bound < seconds:  # (as bisect_left compares)
+                break
             i += 1
         self.ttfb_buckets[i] += 1
 
