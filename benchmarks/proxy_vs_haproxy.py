@@ -46,6 +46,13 @@ apt-get when missing):
     python benchmarks/proxy_vs_haproxy.py --quick        # 2 s runs, 32 connections only: about 30 s
     python benchmarks/proxy_vs_haproxy.py --json out.json --method ROUNDROBIN
     python benchmarks/proxy_vs_haproxy.py --proxies leastload-1 --before OTHER/bin/python --rounds 6
+    python benchmarks/proxy_vs_haproxy.py --pin --proxies leastload-1,haproxy-1 --rounds 3
+
+With --pin the proxy runs on a core of its own (the last CPU; every worker or
+thread on it) and wrk and the backends on the others. Its CPU a request is
+then not shared with theirs on one core's caches and scheduler, and moves
+far less from run to run than without it; the 2-worker rows then measure
+two workers on one core.
 
 Runs of the same N (workers or threads) follow each other: leastload-1 right
 before or after haproxy-1, so each ratio compares two runs about 15 s apart.
@@ -297,6 +304,37 @@ def _children(pid):
     return kids
 
 
+# ---- --pin: the proxy on a core of its own ------------------------------------------------------
+
+# (proxy's CPUs, everyone else's) while --pin is on, else None; set by main()
+PINNED = None
+
+
+def pin_sets(cpus):
+    """The last of the CPUs for the proxy, the rest for wrk and the backends (None: fewer than 2)."""
+    cpus = sorted(cpus)
+    return None if len(cpus) < 2 else ({cpus[-1]}, set(cpus[:-1]))
+
+
+def pin_tree(pid, cpus):
+    """Every thread of pid and of its children onto cpus (a thread's mask is its own)."""
+    for p in [pid, *sorted(_children(pid))]:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{p}/task")]
+        except OSError:
+            tids = [p]
+        for tid in tids:
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError:  # it exited meanwhile
+                pass
+
+
+def _on_other_cpus():
+    if PINNED is not None:
+        os.sched_setaffinity(0, PINNED[1])
+
+
 def process_tree_cpu(pid):
     """CPU seconds (user + system) of pid and all its descendants, including their waited-for children."""
     return sum(process_tree_cpu_split(pid))
@@ -461,7 +499,7 @@ def parse_wrk(out):
 def run_wrk(port, connections, seconds):
     cmd = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", f"http://{HOST}:{port}/"]
     done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=seconds + 30)
+                          timeout=seconds + 30, preexec_fn=_on_other_cpus if PINNED else None)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
     return parse_wrk(done.stdout)
@@ -475,6 +513,8 @@ def measure(label, kind, n, connections, args, backends, workdir):
     proxy, port = start_proxy(kind, n, backends, args.method, workdir, admin_port, args.before)
     window = None
     try:
+        if PINNED is not None:
+            pin_tree(proxy.pid, PINNED[0])
         run_wrk(port, connections, args.warmup)
         before = all_stats(backends)
         (user0, sys0), t0 = process_tree_cpu_split(proxy.pid), time.monotonic()
@@ -671,6 +711,9 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=1,
                    help="make every run N times, the proxies taking turns to go first; ratios per round and "
                         "their medians (default 1)")
+    p.add_argument("--pin", action="store_true",
+                   help="the proxy (every worker or thread) on the last CPU, wrk and the backends on the "
+                        "others: its CPU a request measured without them on its core (Linux, 2+ CPUs)")
     p.add_argument("--before", metavar="PYTHON",
                    help="the Python of another leastload build (a venv of an earlier commit): its proxy runs "
                         "too, as before-N, in the same run; leastload rows then say how they compare")
@@ -758,6 +801,9 @@ def run_all(args, specs, runs):
     with tempfile.TemporaryDirectory(prefix="proxy-bench-") as workdir:
         try:
             backends = start_backends(specs, args.size, workdir, servers)
+            if PINNED is not None:
+                for server in servers:
+                    pin_tree(server.pid, PINNED[1])
             for i, (rnd, c, kind, n) in enumerate(runs, 1):
                 name = label(kind, n)
                 print(f"[{i}/{len(runs)}] {name}, {c} connections ...", end=" ", file=sys.stderr, flush=True)
@@ -784,7 +830,8 @@ def print_report(args, specs, rows, engine, pairs, share, stages=None):
     balance = HAPROXY_BALANCE.get(args.method, "leastconn")
     print(f"\nleastload proxy vs HAProxy: method {args.method} (HAProxy balance {balance}), backends "
           f"fast1/fast2 {args.fast_delay * 1000:g} ms, slow {args.slow_delay * 1000:g} ms, {args.size} B bodies; "
-          f"wrk -t2, {args.duration} s per run\n")
+          f"wrk -t2, {args.duration} s per run"
+          + (f"; the proxy alone on CPU {sorted(PINNED[0])}" if PINNED else "") + "\n")
     print(results_table(rows, [name for name, _ in specs], pairs))
     print(f"\nengine calls per request ({engine['implementation']}, 3 services, outlier_failures=5): "
           f"{engine['ns_per_request']:.0f} ns")
@@ -863,7 +910,9 @@ def write_json(path, args, specs, rows, engine, pairs, to_before, share, stages=
     settings = {"method": args.method, "haproxy_balance": HAPROXY_BALANCE.get(args.method, "leastconn"),
                 "duration_s": args.duration, "warmup_s": args.warmup, "connections": args.connections,
                 "backend_delays_s": dict(specs), "body_bytes": args.size, "wrk_threads": 2,
-                "cpu_count": os.cpu_count(), "rounds": args.rounds}
+                "cpu_count": os.cpu_count(), "rounds": args.rounds,
+                "pinned": None if PINNED is None else {"proxy_cpus": sorted(PINNED[0]),
+                                                       "other_cpus": sorted(PINNED[1])}}
     with open(path, "w") as f:
         json.dump({"settings": settings, "engine": engine, "results": rows, "ratios": pairs,
                    "ratios_to_before": to_before,
@@ -882,6 +931,13 @@ def main(argv=None):
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored
     signal.signal(signal.SIGTERM, raise_interrupt)
     signal.signal(signal.SIGHUP, raise_interrupt)
+    if args.pin:
+        global PINNED
+        PINNED = pin_sets(os.sched_getaffinity(0))
+        if PINNED is None:
+            sys.exit("--pin needs at least 2 CPUs")
+        print(f"pinned: the proxy on CPU {sorted(PINNED[0])}, wrk and the backends on CPUs {sorted(PINNED[1])}",
+              file=sys.stderr)
 
     specs = [("fast1", args.fast_delay), ("fast2", args.fast_delay), ("slow", args.slow_delay)]
     runs = schedule(args.proxies, args.connections, args.rounds)
