@@ -331,8 +331,8 @@ def pin_tree(pid, cpus):
 
 
 def _on_other_cpus():
-    if PINNED is not None:
-        os.sched_setaffinity(0, PINNED[1])
+    """wrk's preexec_fn under --pin: off the proxy's CPU."""
+    os.sched_setaffinity(0, PINNED[1])
 
 
 def process_tree_cpu(pid):
@@ -499,7 +499,7 @@ def parse_wrk(out):
 def run_wrk(port, connections, seconds):
     cmd = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", f"http://{HOST}:{port}/"]
     done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=seconds + 30, preexec_fn=_on_other_cpus if PINNED else None)
+                          timeout=seconds + 30, preexec_fn=None if PINNED is None else _on_other_cpus)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
     return parse_wrk(done.stdout)

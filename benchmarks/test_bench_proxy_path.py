@@ -6,8 +6,8 @@ reference) and sends on a pooled connection, the backend connection parses a
 1 KB answer and passes it on, the transaction ends (proxy_stages.started_proxy
 sets this up). The transports are stand-ins that drop the bytes, so what is
 measured is Python and the engine: the kernel's part (reads, writes, TCP_INFO)
-and the event loop's are not in it. The "engine
-calls" row is the same request's acquire, three records and finish alone.
+and the event loop's are not in it. The "engine calls" row is the same
+request's acquire, three records and finish alone.
 benchmarks/proxy_vs_haproxy.py measures the whole proxy on real sockets.
 """
 
