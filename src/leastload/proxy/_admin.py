@@ -17,17 +17,20 @@ the same I/O-free reader as the proxy's clients, with small limits
 buffered; a body of at most 64 KiB); a request head must arrive within the
 proxy's `header_timeout`, and an idle connection closes after it too. At most
 MAX_ADMIN_CONNECTIONS are open at once (more are closed at once), so the
-admin port cannot eat the descriptors the proxy keeps for backends.
+admin port cannot eat the descriptors the proxy keeps for backends. One
+request per connection (_one_request.py); after its answer the connection
+lingers (_linger.py), so a refused body cannot reset the answer away.
 """
 
 import asyncio
 import hmac
 import ipaddress
 import json
-from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Set, Tuple, cast
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Set, Tuple
 
 from . import _http1, _metrics
 from ._control import Control
+from ._one_request import OneRequestConnection
 
 STATUS_PATH = b"/leastload/status"
 METRICS_PATH = b"/metrics"
@@ -104,82 +107,39 @@ class Site:
         return False
 
 
-class AdminConnection(asyncio.Protocol):
-    transport: asyncio.Transport  # set by connection_made, before any other callback
-
-    def __init__(self, site: Site, open_set: "Set[AdminConnection]") -> None:
+class AdminConnection(OneRequestConnection):
+    def __init__(self, site: Site, open_set: "Set[OneRequestConnection]") -> None:
+        super().__init__(ADMIN_LIMITS, open_set, MAX_ADMIN_CONNECTIONS, site.header_timeout)
         self.site = site
-        self.open_set = open_set
-        self.reader = _http1.RequestReader(ADMIN_LIMITS)
-        self.timer: Optional[asyncio.TimerHandle] = None
-        self.done = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
-        if len(self.open_set) >= MAX_ADMIN_CONNECTIONS:
-            self.done = True
-            self.transport.abort()
-            return
-        self.open_set.add(self)
-        self.timer = asyncio.get_running_loop().call_later(self.site.header_timeout, self._late)
-
-    def connection_lost(self, exc: Optional[Exception]) -> None:
-        self.open_set.discard(self)
-        if self.timer is not None:
-            self.timer.cancel()
-
-    def _late(self) -> None:
-        self.timer = None
-        if not self.done:
-            if self.reader.started:
-                self._answer(408, b"text/plain", b"the request did not arrive in time\n")
-            else:
-                self.transport.close()
-
-    def data_received(self, data: bytes) -> None:
-        if self.done:
-            return
-        self.reader.feed(data)
-        while not self.done:
-            event = self.reader.next_event()
-            if event is _http1.ERROR:
-                status, text = self.reader.error or (400, "malformed request")
-                self._answer(status, b"text/plain", text.encode() + b"\n")
-            elif event is _http1.COMPLETE:
-                self._serve()
-            elif event is not _http1.HEAD:
-                return  # NEED_DATA
-
-    def _serve(self) -> None:
-        head = self.reader.head
-        assert head is not None  # COMPLETE carries it
+    def serve(self, head: "_http1.RequestHead", body: bytes) -> None:
         path, _, query = head.target.partition(b"?")
         site = self.site
         if head.method == b"POST" and path in (COMMAND_PATH, RELOAD_PATH):
-            self._post(head, path)
+            self._post(head, path, body)
         elif head.method != b"GET":
-            self._answer(404, b"text/plain", NOT_FOUND)
+            self.answer(404, b"text/plain", NOT_FOUND)
         elif path == METRICS_PATH:
-            self._answer(200, _metrics.CONTENT_TYPE, _metrics.render(*site.proxies.values()))
+            self.answer(200, _metrics.CONTENT_TYPE, _metrics.render(*site.proxies.values()))
         elif path == HEALTH_PATH:
             ok, why = site.healthy()
-            self._answer(200 if ok else 503, b"text/plain", why.encode() + b"\n")
+            self.answer(200 if ok else 503, b"text/plain", why.encode() + b"\n")
         elif path != STATUS_PATH:
-            self._answer(404, b"text/plain", NOT_FOUND)
+            self.answer(404, b"text/plain", NOT_FOUND)
         else:
             params = dict(p.partition(b"=")[::2] for p in query.split(b"&") if p)
             vserver = params.get(b"vserver")
             name = vserver.decode("latin-1") if vserver is not None else None
             if name is not None and name not in site.proxies:
-                self._answer(404, b"text/plain", f"no lb vserver {name!r}\n".encode())
+                self.answer(404, b"text/plain", f"no lb vserver {name!r}\n".encode())
             elif params.get(b"format") == b"text":
                 proxies = [site.proxies[name]] if name is not None else list(site.proxies.values())
                 text = "\n\n".join(str(p.status()["show"]) for p in proxies)
-                self._answer(200, b"text/plain", text.encode() + b"\n")
+                self.answer(200, b"text/plain", text.encode() + b"\n")
             else:
                 self._json(200, site.status(name))
 
-    def _post(self, head: "_http1.RequestHead", path: bytes) -> None:
+    def _post(self, head: "_http1.RequestHead", path: bytes, body: bytes) -> None:
         site = self.site
         if path == RELOAD_PATH:
             if not site.authorized(head):
@@ -195,8 +155,7 @@ class AdminConnection(asyncio.Protocol):
                     self._json(200, {"ok": True, "changes": changes})
             return
         try:
-            body = json.loads(bytes(self.reader.body) or b"{}")
-            words = body["command"]
+            words = json.loads(body or b"{}")["command"]
             if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
@@ -209,14 +168,7 @@ class AdminConnection(asyncio.Protocol):
         self._json(status, answer)
 
     def _json(self, status: int, data: Any) -> None:
-        self._answer(status, JSON, json.dumps(data, indent=2, default=str).encode() + b"\n")
-
-    def _answer(self, status: int, content_type: bytes, body: bytes) -> None:
-        self.done = True
-        reason = {200: b"OK", 401: b"Unauthorized", 404: b"Not Found"}.get(status) or _http1.REASONS[status]
-        self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
-                             % (status, reason, content_type, len(body), body))
-        self.transport.close()
+        self.answer(status, JSON, json.dumps(data, indent=2, default=str).encode() + b"\n")
 
 
 _UNAUTHORIZED = ("writes need the admin token (Authorization: Bearer TOKEN; the proxy's "
@@ -225,7 +177,7 @@ _UNAUTHORIZED = ("writes need the admin token (Authorization: Bearer TOKEN; the 
 
 async def start_site(site: Site, host: str, port: int) -> asyncio.Server:
     check_admin_address(host, site.token)
-    open_set: Set[AdminConnection] = set()
+    open_set: Set[OneRequestConnection] = set()
     loop = asyncio.get_running_loop()
     server: asyncio.Server = await loop.create_server(lambda: AdminConnection(site, open_set), host, port,
                                                       reuse_address=True)

@@ -6,7 +6,7 @@ from leastload.proxy._http1 cimport RequestReader, RequestHead, encode_request
 from leastload.proxy._exchange cimport Exchange, new_exchange
 
 cdef dict _METHOD_NAMES
-cdef int WAIT_HEAD, WAIT_BODY, WAIT_IDLE, WAIT_NONE
+cdef int WAIT_HEAD, WAIT_BODY, WAIT_IDLE, WAIT_NONE, WAIT_LINGER
 
 
 @cython.final
@@ -18,6 +18,7 @@ cdef class ClientConnection(ClientSide):
     cdef public bint busy, closing, reading, half_closed, in_pump
     cdef public double deadline
     cdef public int wait
+    cdef public Py_ssize_t backlog
 
     cdef _stop_reading(self)
     cdef _start_reading(self)
@@ -27,3 +28,4 @@ cdef class ClientConnection(ClientSide):
     cdef _dispatch(self)
     # exchange_done(): ClientSide's, overridden
     cdef _request_done(self, bint keep_going)
+    cdef _close(self, bint linger)

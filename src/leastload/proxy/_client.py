@@ -15,7 +15,12 @@ each: a new connection's first head, and any head once its first byte is
 in, must be complete within `header_timeout` (408); a body within
 `body_timeout` of its head (408); an idle keep-alive connection closes after
 `client_timeout`; a client whose writes stay backed up for `timeout` is
-dropped.
+dropped, its last answer's included. A connection that ends while the client
+may still be sending (a request refused with 400, 413, 414 or 431; bytes in
+behind a request answered with `Connection: close`) ends with a lingering
+close (_linger.py): it reads and drops what the client sends until the
+client closes, at most LINGER_SECONDS once the answer is written out. A 408
+closes at once, as does a connection whose client has nothing more in.
 """
 
 import asyncio
@@ -23,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
 from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
-from . import _http1
+from . import _http1, _linger
 from ._backend import ClientSide, ProxyCore, clock
 from ._exchange import Upstream, new_exchange
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, encode_request, error_response
@@ -39,6 +44,7 @@ WAIT_HEAD = 1      # the first head of a new connection, or a head begun: 408 wh
 WAIT_BODY = 2      # the body of a head that is in: 408 when late
 WAIT_IDLE = 3      # the next request on a kept-alive connection: closed when late
 WAIT_NONE = 0      # a request is being served (the backend side keeps its own time)
+WAIT_LINGER = 4    # answered for the last time, half-closed: aborted when the client has not closed by then
 
 
 class ClientContext(Upstream, Protocol):
@@ -103,6 +109,7 @@ class ClientConnection(ClientSide):
         self.wait = WAIT_HEAD
         self.deadline = 0.0
         self.in_pump = False
+        self.backlog = 0        # lingering: what the transport held unsent when the span began
 
     # ---- asyncio.Protocol -------------------------------------------------
 
@@ -156,11 +163,16 @@ class ClientConnection(ClientSide):
 
     def check_deadline(self, now: float) -> None:
         """The proxy's sweep: ends a wait that took too long."""
-        if self.gone or self.closing:
+        if self.gone:
             return
         if self.paused and not self.busy:
             if now - self.paused_since >= self.proxy.timeout:  # the client does not read its answers
                 self.transport.abort()
+            return
+        if self.closing:
+            if self.wait == WAIT_LINGER and now >= self.deadline:
+                self.backlog = _linger.span_over(self.transport, self.backlog)
+                self.deadline = now + _linger.LINGER_SECONDS  # another span, if it did not end
             return
         if self.wait == WAIT_NONE or now < self.deadline:
             return
@@ -251,8 +263,9 @@ class ClientConnection(ClientSide):
     def _request_done(self, keep_going: bool) -> None:
         reader = self.reader
         if not keep_going or (self.half_closed and not reader.buffered):
-            self.closing = True
-            self.transport.close()  # after what is buffered is written
+            # linger only when the client may be sending more: bytes behind this request are in,
+            # or reading stopped (more may wait in the socket); else it is done and gets a FIN
+            self._close(reader.buffered > 0 or not self.reading)
             return
         reader.start_next()
         if reader.started:  # the next request's bytes are here already (a half-closed client's too)
@@ -267,12 +280,23 @@ class ClientConnection(ClientSide):
 
     def _answer_and_close(self, status: int, text: str) -> None:
         self.proxy.stats.answered_by_proxy[status] += 1
-        self.closing = True
         answer = error_response(status, text, True)
         self.transport.write(answer)
-        self.transport.close()
+        self._close(status != 408)  # a refused request's rest may still come; a client that slow is not waited for
         if self.proxy.access_log is not None:
             self._log_own_answer(status, len(answer))
+
+    def _close(self, linger: bool) -> None:
+        """After the last answer: a lingering close, whose deadline the sweep keeps; a plain one when
+        not asked to linger or once the client has shut its side (nothing more can come)."""
+        self.closing = True
+        if not linger or self.half_closed:
+            self.transport.close()  # after what is buffered is written
+        elif _linger.half_close(self.transport):
+            self.reading = True
+            self.wait = WAIT_LINGER
+            self.backlog = self.transport.get_write_buffer_size()
+            self.deadline = clock() + _linger.LINGER_SECONDS
 
     # ---- the access log ------------------------------------------------------
 

@@ -35,7 +35,8 @@ With a token, the fan-out checks writes itself (every command but show/stat, and
 and never reaches a worker. Requests are read by the proxy's own reader (_http1.RequestReader)
 with the admin port's limits (_admin.ADMIN_LIMITS: a body of at most 64 KiB), a request head
 must arrive within HEADER_TIMEOUT, at most _admin.MAX_ADMIN_CONNECTIONS connections are open at
-once; anything else is 404. Workers' answers are read by _http1.ResponseReader.
+once; anything else is 404; after its one answer a connection lingers (_one_request.py).
+Workers' answers are read by _http1.ResponseReader.
 
 The fan-out runs its own event loop in a daemon thread, so a synchronous supervisor can own it:
 `start_fanout` returns once the port is bound (or raises OSError, ValueError), `.close()` stops it.
@@ -47,15 +48,15 @@ refuses, and is skipped as any worker that does not answer).
 
 import asyncio
 import hmac
-import http
 import json
 import logging
 import re
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from . import _admin, _http1, _metrics
 from ._control import Control
+from ._one_request import OneRequestConnection
 
 log = logging.getLogger("leastload.proxy")
 
@@ -521,73 +522,21 @@ async def _exchange(host: str, port: int, method: bytes, target: bytes, body: by
         writer.close()
 
 
-class _Connection(asyncio.Protocol):
-    """One client of the fan-out port: one request, one answer, then the connection closes."""
-
-    transport: asyncio.Transport  # set by connection_made, before any other callback
+class _Connection(OneRequestConnection):
+    """One client of the fan-out port; its request is served by a task, which answers."""
 
     def __init__(self, fanout: "Fanout") -> None:
+        super().__init__(_admin.ADMIN_LIMITS, fanout._open, _admin.MAX_ADMIN_CONNECTIONS, HEADER_TIMEOUT)
         self.fanout = fanout
-        self.reader = _http1.RequestReader(_admin.ADMIN_LIMITS)
-        self.timer: Optional[asyncio.TimerHandle] = None
         self.task: Optional["asyncio.Task[None]"] = None
-        self.done = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
-        open_set = self.fanout._open
-        if len(open_set) >= _admin.MAX_ADMIN_CONNECTIONS:
-            self.done = True
-            self.transport.abort()
-            return
-        open_set.add(self)
-        self.timer = asyncio.get_running_loop().call_later(HEADER_TIMEOUT, self._late)
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
-        self.fanout._open.discard(self)
-        self._stop_timer()
+        super().connection_lost(exc)
         if self.task is not None and not self.task.done():
             self.task.cancel()
 
-    def eof_received(self) -> bool:
-        return self.task is not None  # the client's side ended after its request: still answered
-
-    def _stop_timer(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def _late(self) -> None:
-        self.timer = None
-        if not self.done:
-            if self.reader.started:
-                self._answer(408, b"text/plain", b"the request did not arrive in time\n")
-            else:
-                self.done = True
-                self.transport.close()
-
-    def data_received(self, data: bytes) -> None:
-        if self.done:
-            return
-        self.reader.feed(data)
-        while not self.done:
-            event = self.reader.next_event()
-            if event is _http1.ERROR:
-                status, text = self.reader.error or (400, "malformed request")
-                self._answer(status, b"text/plain", text.encode() + b"\n")
-            elif event is _http1.COMPLETE:
-                self.done = True
-                self._stop_timer()
-                self.transport.pause_reading()  # one request per connection: nothing more is read
-                head = self.reader.head
-                assert head is not None  # COMPLETE carries it
-                self.task = asyncio.get_running_loop().create_task(self._serve(head, bytes(self.reader.body)))
-            elif event is _http1.HEAD:
-                head = self.reader.head
-                if head is not None and head.expect_continue:
-                    self.transport.write(_http1.CONTINUE)
-            else:
-                return  # NEED_DATA
+    def serve(self, head: _http1.RequestHead, body: bytes) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._serve(head, body))
 
     async def _serve(self, head: _http1.RequestHead, body: bytes) -> None:
         try:
@@ -597,19 +546,7 @@ class _Connection(asyncio.Protocol):
         except Exception:  # a bug here must not leave the client waiting
             log.exception("fan-out: %s %s failed", head.method.decode("latin-1"), head.target.decode("latin-1"))
             status, content_type, content = 500, b"text/plain", b"the fan-out failed: see its log\n"
-        self._answer(status, content_type, content)
-
-    def _answer(self, status: int, content_type: bytes, body: bytes) -> None:
-        self.done = True
-        if self.transport.is_closing():
-            return
-        try:
-            reason = http.HTTPStatus(status).phrase.encode()
-        except ValueError:
-            reason = b"Unknown"
-        self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
-                             % (status, reason, content_type, len(body), body))
-        self.transport.close()
+        self.answer(status, content_type, content)
 
 
 def _json(status: int, data: Any) -> Answer:
@@ -627,7 +564,7 @@ class Fanout:
         self.address: Tuple[str, int] = (host, port)  # the bound (host, port) once started
         self.scrape_failures: Dict[int, int] = {}  # worker index -> failed scrapes of its /metrics
         self._listen = (host, port)
-        self._open: Set[_Connection] = set()
+        self._open: Set[OneRequestConnection] = set()
         self._server: Optional[asyncio.AbstractServer] = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="leastload-fanout", daemon=True)

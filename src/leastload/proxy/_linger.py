@@ -1,0 +1,52 @@
+"""Closing a connection after its last answer without losing the answer (a lingering close).
+
+Closing a socket while bytes the client sent wait unread in it (the rest of a
+body refused with 413, a request pipelined behind a `Connection: close`) makes
+the kernel answer with a reset and drop what it has not sent yet, and a
+client that meets the reset before it reads may never see the answer
+(RFC 9112, section 9.6). So the proxy, its admin port and the fan-out end a
+connection in two steps: `half_close` sends the answer and then a FIN, while
+the connection goes on reading and dropping what the client still sends; the
+connection closes when the client closes its side, or LINGER_SECONDS later,
+whichever comes first. The client sees the answer and the end of the stream
+at once, as with a plain close.
+
+The bound is one span from the moment the answer is written out, not a
+silence timeout: a client that keeps sending costs at most LINGER_SECONDS of
+reads. Only a client still reading a large last answer (what the transport
+holds unsent shrinks from one span to the next) gets another span; one that
+reads nothing for a whole span is aborted (`span_over`). A transport that
+cannot half-close (TLS) closes at once.
+"""
+
+import asyncio
+LINGER_SECONDS = 5.0  # after the last answer is written: read and drop until the client closes, at most this
+
+
+def half_close(transport: asyncio.Transport) -> bool:
+    """Ends the writing side once what is written is sent, and reads on; False if the
+    transport is already closing or cannot half-close (then it is closed)."""
+    if transport.is_closing():
+        return False
+    if not transport.can_write_eof():
+        transport.close()
+        return False
+    transport.write_eof()
+    transport.resume_reading()  # a paused transport would leave the client's bytes unread: the reset again
+    return True
+
+
+def span_over(transport: asyncio.Transport, backlog: int) -> int:
+    """A linger span has passed; `backlog` is what the transport held unsent at its start. While
+    that shrinks (the client is reading a large last answer), another span: returns what it holds
+    now, to compare next time. Else the connection ends, and 0: a close when all that was written
+    is with the kernel (which goes on sending it, and the FIN, on its own), an abort when the
+    client has read nothing for a whole span."""
+    left = transport.get_write_buffer_size()
+    if 0 < left < backlog:
+        return left
+    if left:
+        transport.abort()
+    else:
+        transport.close()
+    return 0
