@@ -19,7 +19,8 @@ groups:
 - backend misbehaviour (tests/rogue_backend.py): bytes after a complete
   answer, a body on 204/304/HEAD, an invalid Content-Length, a pipelined
   `Expect: 100-continue` while an earlier answer streams, 100 Continue for a
-  body that will get 413, a chunked body past --max-body;
+  body that will get 413, a chunked body past --max-body, a body sent on
+  after its 413 (the answer must survive: a lingering close);
 - header hygiene: trailers, Host, absolute-form targets, Connection,
   X-Forwarded-For, response hop-by-hop headers, HTTP/1.0 and chunked, request
   lines without a version, the request framing that must stay strict;
@@ -1297,6 +1298,25 @@ async def chunked_too_large(t: Target) -> Answer:
     await c.wait_end(3)
     text = f"{c.describe()} after {c.sent / MiB:.0f} MiB"
     return Answer(text, status_problem(c, 413, "a chunked body past --max-body", 25))
+
+
+@attack("a body sent on after its 413", "backend misbehaviour")
+async def body_after_413(t: Target) -> Answer:
+    """A Content-Length 8 MiB past --max-body, and the whole body written anyway before reading (as
+    an upload client does). The 413 must reach the client whole: a proxy that closes with the body
+    unread makes the kernel reset the connection, which can take the answer with it."""
+    size = t.settings.max_body + 8 * MiB
+    c = await Conn.open(t.port, read=False)
+    await c.send(req("POST", "/", f"Content-Length: {size}\r\n"))
+    piece = b"x" * 65536
+    await c.pour(forever(lambda i: piece), time.monotonic() + 20, max_bytes=size)
+    c.start_reading()
+    await c.wait_end(5)
+    text = f"{c.describe()} after {c.sent / MiB:.1f} of {size / MiB:.0f} MiB written"
+    problems = status_problem(c, 413, "a body sent on after its 413", 25)
+    if c.broken or c.reset:
+        problems.append(f"the upload was reset ({text})")
+    return Answer(text, problems)
 
 
 # ---- header hygiene (the rogue echoes what it got)

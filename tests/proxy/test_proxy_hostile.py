@@ -201,6 +201,10 @@ def test_a_chunked_body_past_max_body_gets_413_while_it_arrives(hit):
     assert_clean(hit("chunked body past --max-body"))
 
 
+def test_a_413_survives_the_body_sent_on_after_it(hit):
+    assert_clean(hit("a body sent on after its 413"))
+
+
 # ---- header hygiene (one proxy per worker count, the rogue echoing what it received) ---------------
 
 
