@@ -19,8 +19,9 @@ dropped, its last answer's included. A connection that ends while the client
 may still be sending (a request refused with 400, 413, 414 or 431; bytes in
 behind a request answered with `Connection: close`) ends with a lingering
 close (_linger.py): it reads and drops what the client sends until the
-client closes, at most LINGER_SECONDS once the answer is written out. A 408
-closes at once, as does a connection whose client has nothing more in.
+client closes, at most LINGER_SECONDS once the answer is written out (more
+only while a large answer is being read). A 408 closes at once, as does a
+connection whose client has nothing more in.
 """
 
 import asyncio
@@ -44,7 +45,7 @@ WAIT_HEAD = 1      # the first head of a new connection, or a head begun: 408 wh
 WAIT_BODY = 2      # the body of a head that is in: 408 when late
 WAIT_IDLE = 3      # the next request on a kept-alive connection: closed when late
 WAIT_NONE = 0      # a request is being served (the backend side keeps its own time)
-WAIT_LINGER = 4    # answered for the last time, half-closed: aborted when the client has not closed by then
+WAIT_LINGER = 4    # answered for the last time, half-closed: ended if the client has not closed by then
 
 
 class ClientContext(Upstream, Protocol):

@@ -20,6 +20,7 @@ cannot half-close (TLS) closes at once.
 """
 
 import asyncio
+
 LINGER_SECONDS = 5.0  # after the last answer is written: read and drop until the client closes, at most this
 
 
