@@ -8,6 +8,7 @@ import asyncio
 import collections
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -238,3 +239,36 @@ def test_a_bare_admin_port_is_on_loopback():
     out = subprocess.run([sys.executable, "-m", "leastload", "proxy", "--backend", "a=127.0.0.1:1",
                           "--admin", "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "needs an admin token" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_a_command_sent_with_expect_100_continue_gets_its_100_then_its_answer(two_backends):
+    """A client that waits for 100 Continue before its body (curl does for larger bodies) is not left
+    waiting by the admin port: the 100 comes once the head is in, the answer once the body is."""
+    body = json.dumps({"command": ["show", "lb", "vserver"]}).encode()
+    head = (b"POST /leastload/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+
+    def exchange(port):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(head)
+            interim = s.recv(65536)  # nothing of the body is sent before the 100
+            s.sendall(body)
+            rest = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return interim, rest
+                rest += chunk
+
+    async def go():
+        proxy = Proxy([f"b1=127.0.0.1:{two_backends[0].port}"], listen=("127.0.0.1", 0), health_check="none",
+                      admin=("127.0.0.1", 0))
+        await proxy.start()
+        try:
+            return await asyncio.to_thread(exchange, proxy.admin_address[1])
+        finally:
+            await proxy.close(grace=0)
+    interim, rest = run_loop(go(), 60)
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert rest.startswith(b"HTTP/1.1 200 OK\r\n"), rest[:200]
+    assert json.loads(rest.partition(b"\r\n\r\n")[2])["ok"] is True
