@@ -111,6 +111,16 @@ def wait_until(predicate, timeout, step=0.02):
         time.sleep(step)
 
 
+async def wait_until_async(predicate, timeout, step=0.02):
+    """wait_until() inside an event loop: the loop runs while it waits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(step)
+
+
 CLEANUP_TIMEOUT = 10.0  # what the tasks left at the end get to finish once cancelled
 
 

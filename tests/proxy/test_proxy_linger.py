@@ -12,7 +12,7 @@ import pytest
 from leastload.proxy import Proxy, _admin, _linger
 from leastload.proxy._fanout import start_fanout
 from leastload.proxy._one_request import OneRequestConnection
-from servers import run_loop
+from servers import run_loop, wait_until_async
 
 BODY = 8 * 1024 * 1024  # far more than the socket buffers hold: most of it arrives after the answer
 
@@ -53,15 +53,6 @@ async def started_proxy(ports, **settings):
     return proxy
 
 
-async def wait_until(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
-
-
 def test_a_413_reaches_a_client_that_goes_on_sending_its_body(backend_procs):
     procs = backend_procs(1)
 
@@ -69,7 +60,7 @@ def test_a_413_reaches_a_client_that_goes_on_sending_its_body(backend_procs):
         proxy = await started_proxy([procs[0].port], max_body=1000)
         try:
             answer = await asyncio.to_thread(upload, proxy.address, too_large())
-            closed = await wait_until(lambda: not proxy.clients, 5)
+            closed = await wait_until_async(lambda: not proxy.clients, 5)
             return answer, closed, proxy.stats.answered_by_proxy[413]
         finally:
             await proxy.close()
@@ -190,7 +181,7 @@ def test_a_408_closes_at_once(backend_procs):
         try:
             writer.write(b"GET / HTTP/1.1\r\nHost:")  # and nothing more; the client never closes
             answer = await asyncio.wait_for(reader.read(), 10)
-            gone = await wait_until(lambda: not proxy.clients, 2.0)  # the linger would be 5 s
+            gone = await wait_until_async(lambda: not proxy.clients, 2.0)  # the linger would be 5 s
             return answer, gone
         finally:
             writer.close()

@@ -283,7 +283,7 @@ class ClientConnection(ClientSide):
         self.proxy.stats.answered_by_proxy[status] += 1
         answer = error_response(status, text, True)
         self.transport.write(answer)
-        self._close(status != 408)  # a refused request's rest may still come; a client that slow is not waited for
+        self._close(_linger.lingers_after(status))
         if self.proxy.access_log is not None:
             self._log_own_answer(status, len(answer))
 

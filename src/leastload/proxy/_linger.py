@@ -24,6 +24,13 @@ import asyncio
 LINGER_SECONDS = 5.0  # after the last answer is written: read and drop until the client closes, at most this
 
 
+def lingers_after(status: int) -> bool:
+    """Whether a connection's last answer, of this status, ends it with a lingering close: yes
+    (the rest of the request may still come), except after a 408: a client that slow is not
+    waited for (its descriptor is freed with the answer, which matters under a slow-client attack)."""
+    return status != 408
+
+
 def half_close(transport: asyncio.Transport) -> bool:
     """Ends the writing side once what is written is sent, and reads on; False if the
     transport is already closing or cannot half-close (then it is closed)."""

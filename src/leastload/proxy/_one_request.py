@@ -106,7 +106,7 @@ class OneRequestConnection(asyncio.Protocol):
         self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
                              % (status, reason(status), content_type, len(body), body))
         self._stop_timer()
-        if status == 408:
+        if not _linger.lingers_after(status):
             self.transport.close()
         elif _linger.half_close(self.transport):
             self.backlog = self.transport.get_write_buffer_size()
