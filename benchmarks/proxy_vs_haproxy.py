@@ -47,6 +47,7 @@ apt-get when missing):
     python benchmarks/proxy_vs_haproxy.py --json out.json --method ROUNDROBIN
     python benchmarks/proxy_vs_haproxy.py --proxies leastload-1 --before OTHER/bin/python --rounds 6
     python benchmarks/proxy_vs_haproxy.py --pin --proxies leastload-1,haproxy-1 --rounds 3
+    python benchmarks/proxy_vs_haproxy.py --slices 5 --rounds 3   # each pair in 2 s turns
 
 With --pin the proxy runs on a core of its own (the last CPU; every worker or
 thread on it) and wrk and the backends on the others. Its CPU a request is
@@ -62,6 +63,19 @@ count take turns to go first (round 1 in the paired order, round 2 reversed,
 ratios are then printed per round and as their medians. On a shared machine,
 where one build's own figure moves by 10-30 % between runs, a comparison
 within a few percent needs the medians of several rounds.
+
+With --slices K the proxies of the same N run at the same time (started
+together, each warmed up), and the measured time is cut into K turns of
+duration/K seconds: leastload-1 for one turn, haproxy-1 for the next, and so
+on, the order reversed at every other turn. A slower stretch of the machine
+then falls on both sides of a ratio instead of on one side's whole run. Each
+row sums its turns (requests, CPU, the backends' counts); req/s is the
+requests over wrk's own elapsed times; p50 and p99 come from the turns'
+latency distributions merged, each turn's given by its 0.1 %, 0.2 %, ...,
+99.9 % quantiles (wrk's Lua API gives percentiles, not its histogram: a
+`done()` script prints them), weighted by the turn's requests. The waiting
+proxy is idle (no health checks, no traffic) but keeps its pooled
+connections to the backends open.
 
 It is not part of CI or of the pytest suites (its name does not start with
 test_ and it defines no tests): a person runs it, and its numbers depend on
@@ -489,15 +503,46 @@ def parse_wrk(out):
     return {
         "requests_per_s": float(number(r"Requests/sec:\s+([\d.]+)")),
         "requests": int(number(r"(\d+) requests in ")),
+        "elapsed_s": to_ms(number(r"\d+ requests in ([\d.]+(?:us|ms|s|m|h)),")) / 1e3,
         "p50_ms": to_ms(number(r"\n\s*50(?:\.0+)?%\s+(\S+)")),
         "p99_ms": to_ms(number(r"\n\s*99(?:\.0+)?%\s+(\S+)")),
         "non_2xx_3xx": int(number(r"Non-2xx or 3xx responses:\s+(\d+)", "0")),
         "socket_errors": socket_errors,
+        "quantiles_us": [float(x) for x in number(r"\nquantiles_us: ([^\n]*)", "").split()],
     }
 
 
-def run_wrk(port, connections, seconds):
+# wrk's Lua API gives a run's latency percentiles, not its histogram: a sliced run (--slices) merges
+# its slices' distributions from these, each slice's 0.1 %, 0.2 %, ..., 99.9 % quantiles (in us)
+QUANTILE_STEPS = 999
+QUANTILES_LUA = """\
+done = function(summary, latency, requests)
+  local q = {}
+  for i = 1, %d do q[i] = latency:percentile(i / 10) end
+  io.write("\\nquantiles_us: " .. table.concat(q, " ") .. "\\n")
+end
+""" % QUANTILE_STEPS
+
+
+def merged_percentile(slices, p):
+    """The p-th percentile (ms) of the slices' latencies taken together: each slice's quantiles stand
+    for equal shares of its requests (slices: (requests, quantiles_us) pairs)."""
+    weighted = sorted((q, n / len(qs)) for n, qs in slices for q in qs)
+    total = sum(w for _, w in weighted)
+    if not weighted or total <= 0:
+        return None
+    rank, seen = p / 100.0 * total, 0.0
+    for q, w in weighted:
+        seen += w
+        if seen >= rank - 1e-9 * total:
+            return q / 1e3
+    return weighted[-1][0] / 1e3
+
+
+def run_wrk(port, connections, seconds, script=None):
     cmd = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", f"http://{HOST}:{port}/"]
+    if script is not None:
+        cmd[1:1] = ["-s", script]
     done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=seconds + 30, preexec_fn=None if PINNED is None else _on_other_cpus)
     if done.returncode != 0:
@@ -519,6 +564,7 @@ def measure(label, kind, n, connections, args, backends, workdir):
         before = all_stats(backends)
         (user0, sys0), t0 = process_tree_cpu_split(proxy.pid), time.monotonic()
         wrk = run_wrk(port, connections, args.duration)
+        del wrk["quantiles_us"]  # none: no script
         (user1, sys1), t1 = process_tree_cpu_split(proxy.pid), time.monotonic()
         after = all_stats(backends)
         if admin_port is not None:
@@ -542,6 +588,88 @@ def measure(label, kind, n, connections, args, backends, workdir):
         "engine_window": window,
         "problem": problem,
     }
+
+
+def measure_group(group, connections, args, backends, workdir):
+    """--slices: the proxies of one group (same N, the order given) all started, each warmed up, then
+    measured in turns of duration/slices seconds, the order reversed at every other turn, so that
+    the machine's moments are shared out between them instead of falling on one side's 10 s run.
+    Returns a row per proxy as measure() does: its slices summed (requests, CPU, each backend's
+    share), req/s the requests over wrk's own elapsed times, p50 and p99 of the slices' latencies
+    merged (merged_percentile), engine_window read once at the end."""
+    script = os.path.join(workdir, "quantiles.lua")
+    with open(script, "w") as f:
+        f.write(QUANTILES_LUA)
+    seconds = args.duration // args.slices
+    started = []  # (label, kind, n, Server, port, admin_port)
+    try:
+        for kind, n in group:
+            admin_port = free_port() if kind in ("leastload", "before") and n == 1 else None
+            proxy, port = start_proxy(kind, n, backends, args.method, workdir, admin_port, args.before)
+            started.append((label(kind, n), kind, n, proxy, port, admin_port))
+            if PINNED is not None:
+                pin_tree(proxy.pid, PINNED[0])
+        for _, _, _, _, port, _ in started:
+            run_wrk(port, connections, args.warmup)
+        sums = {name: {"requests": 0, "elapsed_s": 0.0, "non_2xx_3xx": 0, "cpu": [0.0, 0.0], "wall_s": 0.0,
+                       "socket_errors": {}, "served": {}, "quantiles": []} for name, *_ in started}
+        for turn in range(args.slices):
+            for name, _, _, proxy, port, _ in (started if turn % 2 == 0 else started[::-1]):
+                acc = sums[name]
+                before = all_stats(backends)
+                (user0, sys0), t0 = process_tree_cpu_split(proxy.pid), time.monotonic()
+                wrk = run_wrk(port, connections, seconds, script)
+                (user1, sys1), t1 = process_tree_cpu_split(proxy.pid), time.monotonic()
+                served, _ = split(before, all_stats(backends))
+                for key in ("requests", "elapsed_s", "non_2xx_3xx"):
+                    acc[key] += wrk[key]
+                acc["cpu"][0] += user1 - user0
+                acc["cpu"][1] += sys1 - sys0
+                acc["wall_s"] += t1 - t0
+                for key, value in wrk["socket_errors"].items():
+                    acc["socket_errors"][key] = acc["socket_errors"].get(key, 0) + value
+                for key, value in served.items():
+                    acc["served"][key] = acc["served"].get(key, 0) + value
+                acc["quantiles"].append((wrk["requests"], wrk["quantiles_us"]))
+        rows = []
+        for name, kind, n, proxy, _, admin_port in started:
+            acc = sums[name]
+            window = engine_window(admin_port) if admin_port is not None else None
+            problem = None if proxy.alive() else f"the proxy exited during the run\n{proxy.diagnosis()}"
+            total = sum(acc["served"].values())
+            requests = total or acc["requests"]
+            user, system = acc["cpu"]
+            rows.append({
+                "proxy": name, "kind": kind, "workers_or_threads": n, "connections": connections,
+                "requests_per_s": acc["requests"] / acc["elapsed_s"] if acc["elapsed_s"] else None,
+                "requests": acc["requests"], "elapsed_s": acc["elapsed_s"],
+                "p50_ms": merged_percentile(acc["quantiles"], 50), "p99_ms": merged_percentile(acc["quantiles"], 99),
+                "non_2xx_3xx": acc["non_2xx_3xx"], "socket_errors": acc["socket_errors"],
+                "backend_requests": acc["served"],
+                "backend_percent": {k: (100.0 * v / total if total else 0.0) for k, v in acc["served"].items()},
+                "proxy_cpu_s": user + system, "wall_s": acc["wall_s"],
+                "proxy_cpu_cores": (user + system) / acc["wall_s"],
+                "cpu_us_per_request": 1e6 * (user + system) / requests if requests else None,
+                "cpu_user_us_per_request": 1e6 * user / requests if requests else None,
+                "cpu_system_us_per_request": 1e6 * system / requests if requests else None,
+                "engine_window": window, "problem": problem, "slices": args.slices,
+            })
+        return rows
+    finally:
+        for _, _, _, proxy, _, _ in started:
+            proxy.stop()
+
+
+def groups_of(runs):
+    """The runs cut into groups measured together under --slices: consecutive runs of the same round,
+    connections and N (schedule() puts them next to each other), in their order."""
+    groups = []
+    for run in runs:
+        if groups and groups[-1][0][:2] == run[:2] and groups[-1][0][3] == run[3]:
+            groups[-1].append(run)
+        else:
+            groups.append([run])
+    return groups
 
 
 def engine_window(admin_port):
@@ -711,6 +839,9 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=1,
                    help="make every run N times, the proxies taking turns to go first; ratios per round and "
                         "their medians (default 1)")
+    p.add_argument("--slices", type=int, default=1, metavar="K",
+                   help="measure the proxies of the same N together, each in K turns of duration/K s, taking "
+                        "turns (default 1: one run each, one after the other)")
     p.add_argument("--pin", action="store_true",
                    help="the proxy (every worker or thread) on the last CPU, wrk and the backends on the "
                         "others: its CPU a request measured without them on its core (Linux, 2+ CPUs)")
@@ -740,6 +871,9 @@ def parse_args(argv=None):
     if min(args.fast_delay, args.slow_delay) < 0 or args.size < 0:
         p.error("delays and --size must not be negative")
     args.duration, args.warmup = int(round(args.duration)), int(round(args.warmup))
+    if args.slices < 1 or args.duration // args.slices < 1:
+        p.error(f"--slices: from 1 to --duration ({args.duration}: turns of whole seconds), got {args.slices}")
+    args.duration = args.duration // args.slices * args.slices  # what is measured: whole turns
     return args
 
 
@@ -804,19 +938,32 @@ def run_all(args, specs, runs):
             if PINNED is not None:
                 for server in servers:
                     pin_tree(server.pid, PINNED[1])
-            for i, (rnd, c, kind, n) in enumerate(runs, 1):
-                name = label(kind, n)
-                print(f"[{i}/{len(runs)}] {name}, {c} connections ...", end=" ", file=sys.stderr, flush=True)
+            done = 0
+            for group in (groups_of(runs) if args.slices > 1 else [[run] for run in runs]):
+                rnd, c, _, n = group[0]
+                names = [label(kind, n) for _, _, kind, _ in group]
+                done += len(group)
+                print(f"[{done}/{len(runs)}] {', '.join(names)}, {c} connections"
+                      + (f", {args.slices} turns each" if args.slices > 1 else "") + " ...",
+                      end=" ", file=sys.stderr, flush=True)
                 try:
-                    row = measure(name, kind, n, c, args, backends, workdir)
+                    if args.slices > 1:
+                        measured = measure_group([(kind, n) for _, _, kind, n in group], c, args, backends, workdir)
+                    else:
+                        measured = [measure(names[0], group[0][2], n, c, args, backends, workdir)]
                 except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
-                    row = failed_row(name, kind, n, c, f"{type(exc).__name__}: {exc}")
-                row["round"] = rnd
-                rows.append(row)
-                rps = "failed" if row["requests_per_s"] is None else f"{row['requests_per_s']:,.0f} req/s"
-                print(rps + (" (see below)" if row["problem"] else ""), file=sys.stderr, flush=True)
-                if row["problem"]:
-                    print(row["problem"], file=sys.stderr)
+                    measured = [failed_row(name, kind, n, c, f"{type(exc).__name__}: {exc}")
+                                for name, (_, _, kind, _) in zip(names, group)]
+                for row in measured:
+                    row["round"] = rnd
+                    rows.append(row)
+                print(", ".join("failed" if row["requests_per_s"] is None else f"{row['requests_per_s']:,.0f} req/s"
+                                for row in measured)
+                      + (" (see below)" if any(row["problem"] for row in measured) else ""),
+                      file=sys.stderr, flush=True)
+                for row in measured:
+                    if row["problem"]:
+                        print(row["problem"], file=sys.stderr)
                 dead = [s for s in servers if not s.alive()]
                 if dead:
                     raise RuntimeError("a backend exited:\n" + "\n".join(s.diagnosis() for s in dead))
@@ -831,6 +978,8 @@ def print_report(args, specs, rows, engine, pairs, share, stages=None):
     print(f"\nleastload proxy vs HAProxy: method {args.method} (HAProxy balance {balance}), backends "
           f"fast1/fast2 {args.fast_delay * 1000:g} ms, slow {args.slow_delay * 1000:g} ms, {args.size} B bodies; "
           f"wrk -t2, {args.duration} s per run"
+          + (f" in {args.slices} turns of {args.duration // args.slices} s, the proxies of the same N taking turns"
+             if args.slices > 1 else "")
           + (f"; the proxy alone on CPU {sorted(PINNED[0])}" if PINNED else "") + "\n")
     print(results_table(rows, [name for name, _ in specs], pairs))
     print(f"\nengine calls per request ({engine['implementation']}, 3 services, outlier_failures=5): "

@@ -28,7 +28,35 @@ cdef extern from *:
     """
     double _linux_monotonic "ll_proxy_clock" () nogil
 
+# write_now()'s C path: one send() of a bytes object on a socket's descriptor, without
+# blocking and without SIGPIPE: the bytes sent, 0 when the socket takes nothing now
+# (EAGAIN), -1 on an error or where there is no MSG_NOSIGNAL (the transport then writes).
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <errno.h>
+    #include <sys/socket.h>
+    static Py_ssize_t ll_proxy_send(int fd, const char *buf, Py_ssize_t size) {
+        ssize_t sent;
+        do {
+            sent = send(fd, buf, (size_t)size, MSG_NOSIGNAL | MSG_DONTWAIT);
+        } while (sent < 0 && errno == EINTR);
+        if (sent >= 0)
+            return (Py_ssize_t)sent;
+        return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+    }
+    #else
+    static Py_ssize_t ll_proxy_send(int fd, const char *buf, Py_ssize_t size) {
+        (void)fd; (void)buf; (void)size;
+        return -1;
+    }
+    #endif
+    """
+    Py_ssize_t _send_now "ll_proxy_send" (int fd, const char *buf, Py_ssize_t size) nogil
+
 cdef bint _COMPILED
+@cython.locals(sent=Py_ssize_t)
+cpdef int write_now(object transport, int fd, object data) except -2
 @cython.locals(now=double)
 cpdef double clock() except? -1.0
 
@@ -54,8 +82,10 @@ cdef class ClientSide:
     cdef public bint gone, paused
     cdef public double paused_since
     cdef public BackendConnection backend
+    cdef public int fd
 
     cpdef exchange_done(self, bint keep_going)
+    cpdef write(self, object data)
 
 
 cdef class ExchangeSide:
@@ -75,6 +105,7 @@ cdef class BackendConnection:
     cdef public double timeout, sent_at, last_data
     cdef public Py_ssize_t sent, received, unread
     cdef public bint passed, held, exact
+    cdef public int fd
 
     cdef _pass_on(self, list out)
     cpdef send(self, ExchangeSide exchange, object payload, double timeout, bint head_only, bint http10,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
 from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
 from . import _http1, _linger
-from ._backend import ClientSide, ProxyCore, clock
+from ._backend import ClientSide, ProxyCore, clock, socket_fd
 from ._exchange import Upstream, new_exchange
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, encode_request, error_response
 
@@ -111,11 +111,13 @@ class ClientConnection(ClientSide):
         self.deadline = 0.0
         self.in_pump = False
         self.backlog = 0        # lingering: what the transport held unsent when the span began
+        self.fd = -1            # the socket's descriptor, for write()
 
     # ---- asyncio.Protocol -------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        self.fd = socket_fd(transport)
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = str(peer[0]).encode()
@@ -126,6 +128,7 @@ class ClientConnection(ClientSide):
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.gone = True
+        self.fd = -1
         self.proxy.client_closed(self)
         if self.backend is not None:
             self.backend.abandon()
@@ -219,7 +222,7 @@ class ClientConnection(ClientSide):
                     head = reader.head
                     assert head is not None  # a HEAD event carries it
                     if head.expect_continue and head.version == 11:
-                        self.transport.write(_http1.CONTINUE)  # this request is the one forwarded next
+                        self.write(_http1.CONTINUE)  # this request is the one forwarded next
                     self.wait = WAIT_BODY
                     self.deadline = clock() + self.proxy.body_timeout
                 elif event is ERROR:
@@ -245,7 +248,7 @@ class ClientConnection(ClientSide):
         except MissingKey as exc:  # answered in turn, like any request; the connection goes on
             proxy.stats.answered_by_proxy[400] += 1
             answer = error_response(400, str(exc), not head.keep_alive, head.method == b"HEAD")
-            self.transport.write(answer)
+            self.write(answer)
             if proxy.access_log is not None:
                 self._log_own_answer(400, len(answer))
             self._request_done(head.keep_alive)
@@ -282,7 +285,7 @@ class ClientConnection(ClientSide):
     def _answer_and_close(self, status: int, text: str) -> None:
         self.proxy.stats.answered_by_proxy[status] += 1
         answer = error_response(status, text, True)
-        self.transport.write(answer)
+        self.write(answer)
         self._close(_linger.lingers_after(status))
         if self.proxy.access_log is not None:
             self._log_own_answer(status, len(answer))

@@ -271,7 +271,7 @@ class Exchange(ExchangeSide):
         keep_alive = self.keep_alive and not self.http10
         answer = error_response(status, text, not keep_alive, self.head_only)
         if not client.gone:
-            client.transport.write(answer)
+            client.write(answer)
         self.proxy.stats.answered_by_proxy[status] += 1
         if self.began is not None:
             self._log(status, None, len(answer))
