@@ -5,6 +5,9 @@
 # is not declared here fails at run time in the compiled module only (the suite runs both).
 # Sizes that can exceed Py_ssize_t (a chunk size, a Content-Length) stay Python ints.
 cimport cython
+from libc.string cimport memcmp
+
+cdef bint _COMPILED
 
 cdef object _PARSE_ERRORS
 cdef frozenset _REQUEST_DROP, _RESPONSE_DROP, _PROTECTED, _CONNECTION_OPTIONS, _BODY_METHODS

@@ -30,6 +30,12 @@ from typing import Dict, List, Optional, Set, Tuple, Union
 
 import httptools
 
+try:
+    import cython
+    _COMPILED = cython.compiled  # True only in the built module (a C constant there)
+except ImportError:  # no Cython installed: this file runs as plain Python
+    _COMPILED = False
+
 Buffer = Union[bytes, bytearray]
 Piece = Union[bytes, bytearray, memoryview]  # what llhttp is fed and what a client is sent
 
@@ -268,6 +274,8 @@ def _equal_at(data: bytes, at: int, text: bytes) -> bool:
         return False
     p = data
     q = text
+    if _COMPILED:
+        return memcmp(p + at, q, n) == 0  # type: ignore[name-defined]  # noqa: F821 (cimported in _http1.pxd)
     for i in range(n):
         if p[at + i] != q[i]:
             return False
