@@ -48,7 +48,7 @@ def clock() -> float:
             return now
     return time.monotonic()
 
-def write_now(transport: asyncio.WriteTransport, fd: int, data: Buffer) -> int:
+def write_now(transport: asyncio.WriteTransport, fd: int, data: Piece) -> int:
     """Writes `data` to a connection: compiled, on Linux, with one send() on its socket's
     descriptor `fd` while the transport holds nothing unsent, else through the transport.
     Returns the descriptor for the next write: -1 once the transport has been handed any bytes
@@ -164,7 +164,7 @@ class ClientSide:
     def __init__(self) -> None:
         self.fd = -1  # (a C int field starts at 0, a real descriptor: never left to that)
 
-    def write(self, data: Buffer) -> None:
+    def write(self, data: Piece) -> None:
         """Every write to the client goes through here (write_now's rule: their order is kept)."""
         self.fd = write_now(self.transport, self.fd, data)
 

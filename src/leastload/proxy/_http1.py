@@ -275,7 +275,7 @@ def _equal_at(data: bytes, at: int, text: bytes) -> bool:
     p = data
     q = text
     if _COMPILED:
-        return memcmp(p + at, q, n) == 0  # type: ignore[name-defined]  # noqa: F821 (cimported in _http1.pxd)
+        return memcmp(p + at, q, n) == 0  # type: ignore[name-defined, operator, no-any-return]  # noqa: F821 (C)
     for i in range(n):
         if p[at + i] != q[i]:
             return False
