@@ -48,6 +48,7 @@ def clock() -> float:
             return now
     return time.monotonic()
 
+
 def write_now(transport: asyncio.WriteTransport, fd: int, data: Piece) -> int:
     """Writes `data` to a connection: compiled, on Linux, with one send() on its socket's
     descriptor `fd` while the transport holds nothing unsent, else through the transport.
