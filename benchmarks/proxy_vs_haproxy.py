@@ -552,51 +552,14 @@ def run_wrk(port, connections, seconds, script=None):
 
 # ---- one measured run ----------------------------------------------------------------------------
 
-def measure(label, kind, n, connections, args, backends, workdir):
-    """Starts the proxy, warms up, measures, stops it; returns one result row."""
-    admin_port = free_port() if kind in ("leastload", "before") and n == 1 else None
-    proxy, port = start_proxy(kind, n, backends, args.method, workdir, admin_port, args.before)
-    window = None
-    try:
-        if PINNED is not None:
-            pin_tree(proxy.pid, PINNED[0])
-        run_wrk(port, connections, args.warmup)
-        before = all_stats(backends)
-        (user0, sys0), t0 = process_tree_cpu_split(proxy.pid), time.monotonic()
-        wrk = run_wrk(port, connections, args.duration)
-        del wrk["quantiles_us"]  # none: no script
-        (user1, sys1), t1 = process_tree_cpu_split(proxy.pid), time.monotonic()
-        after = all_stats(backends)
-        if admin_port is not None:
-            window = engine_window(admin_port)
-        problem = None if proxy.alive() else f"the proxy exited during the run\n{proxy.diagnosis()}"
-    finally:
-        proxy.stop()
-    served, percent = split(before, after)
-    requests = sum(served.values()) or wrk["requests"]
-    user, system = user1 - user0, sys1 - sys0
-    cpu = user + system
-    return {
-        "proxy": label, "kind": kind, "workers_or_threads": n, "connections": connections,
-        **wrk,
-        "backend_requests": served, "backend_percent": percent,
-        "proxy_cpu_s": cpu, "wall_s": t1 - t0, "proxy_cpu_cores": cpu / (t1 - t0),
-        "cpu_us_per_request": 1e6 * cpu / requests if requests else None,
-        # the kernel's part (system calls, the loopback TCP stack, scheduling) and the process's own
-        "cpu_user_us_per_request": 1e6 * user / requests if requests else None,
-        "cpu_system_us_per_request": 1e6 * system / requests if requests else None,
-        "engine_window": window,
-        "problem": problem,
-    }
-
-
 def measure_group(group, connections, args, backends, workdir):
-    """--slices: the proxies of one group (same N, the order given) all started, each warmed up, then
-    measured in turns of duration/slices seconds, the order reversed at every other turn, so that
-    the machine's moments are shared out between them instead of falling on one side's 10 s run.
-    Returns a row per proxy as measure() does: its slices summed (requests, CPU, each backend's
-    share), req/s the requests over wrk's own elapsed times, p50 and p99 of the slices' latencies
-    merged (merged_percentile), engine_window read once at the end."""
+    """The proxies of one group (without --slices, one proxy; with it, those of the same N, in the
+    order given) all started and each warmed up, then measured in --slices turns of duration/slices
+    seconds each, the order reversed at every other turn, so that the machine's moments are shared
+    out between them instead of falling on one side's 10 s run; then stopped. Returns a row per
+    proxy: its turns summed (requests, CPU, each backend's share), req/s the requests over wrk's
+    own elapsed times (wrk's Requests/sec for one turn), p50 and p99 of the turns' latencies merged
+    (merged_percentile: wrk's own figures for one turn), engine_window read at the end."""
     script = os.path.join(workdir, "quantiles.lua")
     with open(script, "w") as f:
         f.write(QUANTILES_LUA)
@@ -947,10 +910,7 @@ def run_all(args, specs, runs):
                       + (f", {args.slices} turns each" if args.slices > 1 else "") + " ...",
                       end=" ", file=sys.stderr, flush=True)
                 try:
-                    if args.slices > 1:
-                        measured = measure_group([(kind, n) for _, _, kind, n in group], c, args, backends, workdir)
-                    else:
-                        measured = [measure(names[0], group[0][2], n, c, args, backends, workdir)]
+                    measured = measure_group([(kind, n) for _, _, kind, n in group], c, args, backends, workdir)
                 except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
                     measured = [failed_row(name, kind, n, c, f"{type(exc).__name__}: {exc}")
                                 for name, (_, _, kind, _) in zip(names, group)]
