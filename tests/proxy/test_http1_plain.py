@@ -18,7 +18,8 @@ TOKEN = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrs
 VISIBLE = bytes(range(0x21, 0x7F))
 METHODS = [b"GET", b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"PATCH", b"TRACE", b"get"]
 NAMES = [b"Accept", b"User-Agent", b"X-Request-Id", b"Cookie", b"content-length", b"Connection",
-         b"Transfer-Encoding", b"X-Forwarded-For", b"Host", b"Expect", b"Keep-Alive", b"Content-Type"]
+         b"Transfer-Encoding", b"X-Forwarded-For", b"Host", b"Expect", b"Keep-Alive", b"Content-Type",
+         b"Endpoint-Load-Metrics"]
 
 
 def _bytes_of(alphabet, min_size=0, max_size=12):
@@ -96,7 +97,7 @@ def test_a_request_head_reads_the_same_with_and_without_llhttp(http1, head):
         # (which limit speaks first, a bare LF before the request line) is test_http1_fuzz's
         return
     assert _request_fields(whole, whole_event) == _request_fields(pieces, pieces_event)
-    assert whole_event == http1.COMPLETE and whole.head.raw == head
+    assert whole_event == http1.COMPLETE and whole.head.raw == head[:end + 4]  # (what follows: the next request's)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -189,7 +190,7 @@ def _read_response(http1, pieces):
     result = (out, reader.status, reader.complete, reader.failed, reader.reusable, reader.close_client, reader.extra)
     if reader.failed:  # the headers of a refused response are not read
         return reader, result
-    return reader, result + (reader.header(b"content-type"), reader.header(b"x-request-id"))
+    return reader, result + (reader.header(b"content-type"), reader.header(b"x-request-id"), reader.load_report())
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -224,7 +225,7 @@ def test_a_response_left_to_llhttp_after_its_headers_counts_each_header_once(htt
     pieces, pieces_result = _read_response(http1, [data[:3], data[3:-3], data[-3:]])
     assert whole.plain_heads == 0 and whole_result == pieces_result
     assert whole_result[:4] == (data, 200, True, None)
-    assert whole_result[-2:] == (b"a", b"1")
+    assert whole_result[-3:] == (b"a", b"1", None)
 
 
 def test_a_response_refused_in_one_piece_says_why_as_in_pieces(http1):
@@ -232,3 +233,29 @@ def test_a_response_refused_in_one_piece_says_why_as_in_pieces(http1):
     whole, _ = _read_response(http1, [data])
     pieces, _ = _read_response(http1, [data[:3], data[3:]])
     assert whole.failed == pieces.failed == "response has more than 4 header lines"
+
+
+@pytest.mark.parametrize("size", [10, 5000])  # kept whole, and its head only (over 4 KiB)
+def test_a_plain_responses_headers_are_read_when_asked_until_the_next_starts(http1, size):
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nEndpoint-Load-Metrics: TEXT cpu_utilization=0.5 \r\n\r\n" % size
+    reader = http1.ResponseReader(http1.Limits())
+    reader.start(False, False, True)
+    assert b"".join(reader.feed(head + b"x" * size)) == head + b"x" * size
+    assert reader.plain_heads == 1
+    # the value as llhttp gives it (the whitespace after it kept), from either lookup
+    assert reader.load_report() == reader.header(b"endpoint-load-metrics") == b"TEXT cpu_utilization=0.5 "
+    assert (reader.header(b"content-length"), reader.header(b"content-type")) == (b"%d" % size, None)
+    reader.start(False, False, True)  # the next response: nothing of the last one is left
+    assert (reader.load_report(), reader.header(b"content-length")) == (None, None)
+    plain = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    assert reader.feed(plain) == [plain] and reader.plain_heads == 2
+    assert (reader.load_report(), reader.header(b"content-length")) == (None, b"0")
+
+
+def test_a_plain_response_has_at_most_max_headers_lines(http1):
+    lines = b"Content-Length: 0\r\nA: 1\r\nB: 2\r\n"
+    for limit, plain in ((3, 1), (2, 0)):
+        reader = http1.ResponseReader(http1.Limits(max_headers=limit))
+        reader.start(False, False, True)
+        reader.feed(b"HTTP/1.1 200 OK\r\n" + lines + b"\r\n")
+        assert (reader.plain_heads, reader.complete) == (plain, bool(plain))  # llhttp's path: 502

@@ -199,7 +199,7 @@ class Exchange(ExchangeSide):
                 self.counters.packets += packets
             status = conn.reader.status  # (BackendConnection.status, without a property's lookup)
             # the backend's ORCA report, if it sent one and weights_from_utilization reads them
-            report = conn.reader.header(b"endpoint-load-metrics")
+            report = conn.reader.load_report()
             if report is not None and proxy.load_reports:
                 proxy.note_load_report(name, report)
             t.finish(conn.ttfb, status)  # (ttfb, status), positional: a keyword call costs more

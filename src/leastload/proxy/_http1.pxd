@@ -18,9 +18,9 @@ cdef bytes _TOKEN_TABLE, _VISIBLE_TABLE, _VALUE_TABLE, _DIGIT_TABLE
 cdef tuple _PLAIN_METHODS
 cdef dict _FIELD_NAMES
 cdef list _NAME_SLOTS
-cdef bytes _HTTP11_END, _HTTP11_START, _HOST_NAME, _CONTENT_LENGTH_NAME
-cdef int _NOT_PLAIN_REQUEST, _NOT_PLAIN_RESPONSE
-cdef Py_ssize_t _MAX_CHUNK_LINE
+cdef bytes _HTTP11_END, _HTTP11_START, _HOST_NAME, _CONTENT_LENGTH_NAME, _LOAD_REPORT_NAME
+cdef int _NOT_PLAIN_REQUEST, _NOT_PLAIN_RESPONSE, _LOAD_REPORT
+cdef Py_ssize_t _MAX_CHUNK_LINE, _KEEP_WHOLE
 
 
 @cython.final
@@ -115,13 +115,20 @@ cdef bint _equal_at(bytes data, Py_ssize_t at, bytes text) except -1
 cdef Py_ssize_t _head_end(bytes data, Py_ssize_t stop) except -2
 @cython.locals(p=cython.p_uchar, i=Py_ssize_t)
 cdef Py_ssize_t _line_end(bytes data, Py_ssize_t stop) except -2
-@cython.locals(number=cython.longlong, c=cython.uchar)
-cdef cython.longlong _decimal(bytes value) except -2
-@cython.locals(p=cython.p_uchar, token=cython.p_uchar, visible=cython.p_uchar, in_value=cython.p_uchar,
-               fields=list, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, value_start=Py_ssize_t, name=bytes,
-               known=tuple, seen=tuple, seen_name=bytes, flags=int, slot=Py_ssize_t, had=Py_ssize_t)
+@cython.locals(p=cython.p_uchar, number=cython.longlong, c=cython.uchar, i=Py_ssize_t)
+cdef cython.longlong _decimal(bytes data, Py_ssize_t start, Py_ssize_t stop) except -2
+# the plain line's helpers read without bounds checks: their callers checked `stop`
+@cython.locals(p=cython.p_uchar, token=cython.p_uchar, visible=cython.p_uchar, j=Py_ssize_t)
+cdef Py_ssize_t _name_end(bytes data, Py_ssize_t i, Py_ssize_t stop) except -2
+@cython.locals(p=cython.p_uchar, in_value=cython.p_uchar)
+cdef Py_ssize_t _value_end(bytes data, Py_ssize_t j, Py_ssize_t stop) except -2
+@cython.locals(p=cython.p_uchar, slot=Py_ssize_t, seen=tuple, name=bytes, known=tuple)
+cdef tuple _known_name(bytes data, Py_ssize_t i, Py_ssize_t name_end)
+@cython.locals(p=cython.p_uchar, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, seen=tuple, had=Py_ssize_t)
 cdef bint _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_headers, int not_plain,
                         list fields) except -1
+@cython.locals(p=cython.p_uchar, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t)
+cdef object _plain_value(bytes data, Py_ssize_t start, Py_ssize_t stop, object lowered)
 cdef _forwarding_extras(list parts, RequestHead head, bytes client, Forwarding forwarding, object body)
 @cython.locals(tail=bytes)
 cpdef encode_request(RequestHead head, object body, bytes client, Forwarding forwarding)
@@ -139,6 +146,9 @@ cdef class ResponseReader:
     cdef public Py_ssize_t plain_heads
     cdef public object failed
     cdef list _headers
+    cdef bytes _kept            # a plain response (or its head), for header()
+    cdef Py_ssize_t _kept_lines, _kept_end
+    cdef bint _kept_report      # its lines hold a load report
     cdef object _tokens
     cdef object _length         # a Content-Length can be up to 2**64 - 1
     cdef bytearray _buf
@@ -149,6 +159,7 @@ cdef class ResponseReader:
     cdef bytes _reason
 
     cpdef start(self, bint head_only, bint http10, bint keep_alive)
+    cpdef object load_report(self)
     cpdef object header(self, object lowered)
     cpdef list feed(self, object data)
     cdef _begin_message(self)
@@ -157,8 +168,11 @@ cdef class ResponseReader:
     cdef inline _emit(self, Py_ssize_t start, Py_ssize_t stop, list out)
     cdef _emit_bytes(self, object piece, list out)
     @cython.locals(p=cython.p_uchar, digit=cython.p_uchar, in_value=cython.p_uchar, first=Py_ssize_t, status=int,
-                   fields=list, field=tuple, length=cython.longlong)
+                   length=Py_ssize_t)
     cdef bint _plain_response(self, bytes data, Py_ssize_t stop) except -1
+    @cython.locals(length=Py_ssize_t, number=cython.longlong, lines=Py_ssize_t, flags=int, i=Py_ssize_t,
+                   j=Py_ssize_t, name_end=Py_ssize_t, seen=tuple)
+    cdef Py_ssize_t _plain_length(self, bytes data, Py_ssize_t start, Py_ssize_t stop) except -2
     @cython.locals(limits=Limits, start=Py_ssize_t, end=Py_ssize_t, stop=Py_ssize_t, consumed=Py_ssize_t,
                    raw_at=Py_ssize_t, rest=Py_ssize_t)
     cdef Py_ssize_t _head_step(self, bytes data, Py_ssize_t i, list out) except -1

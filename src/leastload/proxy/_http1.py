@@ -217,6 +217,9 @@ _DIGIT_TABLE = _table(b"0123456789")
 _PLAIN_METHODS = (b"GET", b"POST", b"HEAD", b"PUT", b"DELETE", b"OPTIONS", b"PATCH")  # the commonest first
 _HTTP11_END = b" HTTP/1.1\r\n"   # a plain request line's end
 _HTTP11_START = b"HTTP/1.1 "        # a plain status line's start
+# A plain response up to this size is kept whole for header() until the next one starts (no
+# copy); of a larger one, only its head is (a copy: an idle pooled connection holds little).
+_KEEP_WHOLE = 4096
 
 # A header name as received -> (its lowercase form, flags), so that the names clients and
 # backends repeat are lowered and classified once. The lowercase forms of Host and
@@ -225,6 +228,8 @@ _HOST_NAME = b"host"
 _CONTENT_LENGTH_NAME = b"content-length"
 _NOT_PLAIN_REQUEST = 1   # a request header the proxy drops or rewrites (Host aside)
 _NOT_PLAIN_RESPONSE = 2  # a response header the proxy drops (Content-Length aside)
+_LOAD_REPORT = 4         # ORCA's endpoint-load-metrics, which the proxy may read (ResponseReader.load_report)
+_LOAD_REPORT_NAME = b"endpoint-load-metrics"
 _FIELD_NAMES: Dict[bytes, Tuple[bytes, int]] = {}
 # The names last seen, by a slot their length and end bytes pick: (name, lowercase name, flags).
 # A hit is checked against the bytes and costs neither a new bytes object nor a hash of it.
@@ -245,6 +250,8 @@ def _field_name(name: bytes) -> Tuple[bytes, int]:
             flags |= _NOT_PLAIN_REQUEST
         if lowered in _RESPONSE_SPECIAL and lowered is not _CONTENT_LENGTH_NAME:
             flags |= _NOT_PLAIN_RESPONSE
+        if lowered == _LOAD_REPORT_NAME:
+            flags |= _LOAD_REPORT
         known = (lowered, flags)
         if len(_FIELD_NAMES) >= 4096:
             _FIELD_NAMES.clear()
@@ -315,67 +322,112 @@ def _line_end(data: bytes, stop: int) -> int:
     return -1
 
 
-def _decimal(value: bytes) -> int:
-    """A Content-Length's value of 1 to 18 digits as a number; -1 for anything else."""
-    if not 0 < len(value) <= 18:
+def _decimal(data: bytes, start: int, stop: int) -> int:
+    """data[start:stop], a Content-Length's value of 1 to 18 digits, as a number; -1 for anything else."""
+    if not (0 <= start < stop <= len(data) and stop - start <= 18):
         return -1
+    p = data
     number = 0
-    for c in value:
+    for i in range(start, stop):
+        c = p[i]
         if not 48 <= c <= 57:
             return -1
         number = number * 10 + c - 48
     return number
 
 
-def _plain_fields(data: bytes, start: int, stop: int, max_headers: int, not_plain: int,
-                  fields: List[Tuple[bytes, bytes, bytes]]) -> bool:
-    """Appends the header lines in data[start:stop] (each ending with CRLF) to `fields` as
-    (lowercase name, name, value) and returns True when there is at least one and each is
-    `token: value` with one space and a value that starts visible and holds no control
-    character but HTAB, and no name has a flag of `not_plain`; otherwise returns False
-    with `fields` as it was. llhttp reports the same names and values for such lines (it
-    strips the whitespace before a value and keeps the whitespace after it). The caller's
-    list is filled rather than a new one made: a head already has one."""
-    if not 0 <= start <= stop <= len(data):
-        return False
+# A plain header line, data[i:stop] onwards, is `token: value` CRLF with one space, a value
+# that starts visible and holds no control character but HTAB. llhttp reports the same
+# names and values for such lines (it strips the whitespace before a value and keeps the
+# whitespace after it). The value starts 2 bytes after the name's end.
+
+def _name_end(data: bytes, i: int, stop: int) -> int:
+    """Where the name of a plain line starting at `i` ends (its colon); -1: not a plain line."""
     p = data
     token = _TOKEN_TABLE
     visible = _VISIBLE_TABLE
+    j = i
+    while j < stop and token[p[j]]:
+        j += 1
+    if j == i or j + 2 >= stop or p[j] != 58 or p[j + 1] != 32 or not visible[p[j + 2]]:  # ": " then visible
+        return -1
+    return j
+
+
+def _value_end(data: bytes, j: int, stop: int) -> int:
+    """Where the value starting at `j` ends (its line's CR, an LF after it); -1: not a plain line."""
+    p = data
     in_value = _VALUE_TABLE
+    while j < stop and in_value[p[j]]:
+        j += 1
+    if j + 1 >= stop or p[j] != 13 or p[j + 1] != 10:
+        return -1
+    return j
+
+
+def _known_name(data: bytes, i: int, name_end: int) -> Tuple[bytes, bytes, int]:
+    """(name, lowercase name, flags) of the name data[i:name_end], from _NAME_SLOTS or made and kept there."""
+    p = data
+    slot = ((name_end - i) * 8 + p[i] * 4 + p[name_end - 1]) & 255
+    seen = _NAME_SLOTS[slot]
+    if seen is not None and len(seen[0]) == name_end - i and _equal_at(data, i, seen[0]):
+        return seen
+    name = p[i:name_end]
+    known = _field_name(name)
+    seen = (name, known[0], known[1])
+    _NAME_SLOTS[slot] = seen
+    return seen
+
+
+# The scans below take the lines of a head, data[start:stop], each ending with CRLF. Each
+# checks its bounds against len(data) first: the helpers above read without checks.
+
+def _plain_fields(data: bytes, start: int, stop: int, max_headers: int, not_plain: int,
+                  fields: List[Tuple[bytes, bytes, bytes]]) -> bool:
+    """Appends the header lines to `fields` as (lowercase name, name, value) and returns
+    True when there is at least one, at most `max_headers`, each plain (above) and no name
+    has a flag of `not_plain`; otherwise returns False with `fields` as it was. The
+    caller's list is filled rather than a new one made: a head already has one."""
+    if not 0 <= start <= stop <= len(data):
+        return False
+    p = data
     had = len(fields)
     i = start
     while i < stop:
-        j = i
-        while j < stop and token[p[j]]:
-            j += 1
-        if j == i or j + 2 >= stop or p[j] != 58 or p[j + 1] != 32 or not visible[p[j + 2]]:  # ": " then visible
+        name_end = _name_end(data, i, stop)
+        if name_end < 0:
             break
-        name_end = j
-        j += 2
-        value_start = j
-        while j < stop and in_value[p[j]]:
-            j += 1
-        if j + 1 >= stop or p[j] != 13 or p[j + 1] != 10 or len(fields) - had == max_headers:
+        j = _value_end(data, name_end + 2, stop)
+        if j < 0 or len(fields) - had == max_headers:
             break
-        slot = ((name_end - i) * 8 + p[i] * 4 + p[name_end - 1]) & 255
-        seen = _NAME_SLOTS[slot]
-        seen_name = seen[0] if seen is not None else b""
-        if seen is None or len(seen_name) != name_end - i or not _equal_at(data, i, seen_name):
-            name = p[i:name_end]
-            known = _field_name(name)
-            seen = (name, known[0], known[1])
-            _NAME_SLOTS[slot] = seen
-            seen_name = name
-        flags = seen[2]
-        if flags & not_plain:
+        seen = _known_name(data, i, name_end)
+        if seen[2] & not_plain:
             break
-        fields.append((seen[1], seen_name, p[value_start:j]))
+        fields.append((seen[1], seen[0], p[name_end + 2:j]))
         i = j + 2
     else:
         if len(fields) > had:
             return True
     del fields[had:]
     return False
+
+
+def _plain_value(data: bytes, start: int, stop: int, lowered: bytes) -> Optional[bytes]:
+    """The value of the first of the header lines named `lowered`, lines _plain_length
+    found plain; None when none is."""
+    if not 0 <= start <= stop <= len(data):
+        return None
+    p = data
+    i = start
+    while i < stop:
+        name_end = _name_end(data, i, stop)
+        j = _value_end(data, name_end + 2, stop) if name_end >= 0 else -1
+        if j < 0:
+            return None
+        if _known_name(data, i, name_end)[1] == lowered:
+            return p[name_end + 2:j]
+        i = j + 2
+    return None
 
 
 def _host_ok(host: bytes) -> bool:
@@ -918,7 +970,10 @@ class ResponseReader:
         if self._clean:  # the last response took the fast path: only what it changed is reset
             self._clean = False  # this one may take the general path
             self.complete = self.reusable = self._headers_done = self._message_done = False
-            del self._headers[:]  # the last response's: nothing reads them after start() (a slice, not a method call)
+            if self._kept is not None:  # the last response's, for header()
+                self._kept = None
+            else:  # its headers, from llhttp: nothing reads them after start() (a slice, not a method call)
+                del self._headers[:]
             self._tokens = _NO_NAMES
             self._length = None
             self._plain = True
@@ -935,6 +990,9 @@ class ResponseReader:
     def _begin_message(self) -> None:
         self._clean = False
         self._headers = []
+        self._kept: Optional[bytes] = None  # a plain response, whose header lines header() reads
+        self._kept_lines = self._kept_end = 0
+        self._kept_report = False
         self._tokens = _NO_NAMES
         self._length = None
         self._chunked = False
@@ -950,9 +1008,18 @@ class ResponseReader:
         self._skipped = 0           # empty lines before the head
         self._out: List[bytes] = []  # de-chunked pieces for an HTTP/1.0 client
 
+    def load_report(self) -> Optional[bytes]:
+        """header(b"endpoint-load-metrics"), which the proxy asks of every response: a plain
+        one's lines are read for it only when they hold one."""
+        if self._kept is not None and not self._kept_report:
+            return None
+        return self.header(_LOAD_REPORT_NAME)
+
     def header(self, lowered: bytes) -> Optional[bytes]:
         """The value of the response's first header named `lowered` (lowercase), None if
         it has none: read after the head came in, before the next start()."""
+        if self._kept is not None:  # a plain response's
+            return _plain_value(self._kept, self._kept_lines, self._kept_end, lowered)
         for name, _, value in self._headers:
             if name == lowered:
                 return value
@@ -1052,27 +1119,53 @@ class ResponseReader:
             first += 1
         if first + 2 > stop or p[first] != 13 or p[first + 1] != 10:
             return False
-        fields = self._headers  # empty: start() or _begin_message() cleared it
-        if not _plain_fields(data, first + 2, stop - 2, self.limits.max_headers, _NOT_PLAIN_RESPONSE, fields):
-            return False
-        length = -1
-        for field in fields:
-            if field[0] is _CONTENT_LENGTH_NAME:
-                if length >= 0:
-                    length = -1
-                    break
-                length = _decimal(field[2])
-                if length < 0:
-                    break
+        length = self._plain_length(data, first + 2, stop - 2)
         if length < 0 or stop + length != len(data):
-            del fields[:]  # llhttp reads this one, and fills the list
             return False
+        # no header list is made: header() reads the lines when asked (a small response is
+        # kept whole, a larger one its head only, until the next start())
+        self._kept = data if len(data) <= _KEEP_WHOLE else data[:stop]
+        self._kept_lines, self._kept_end = first + 2, stop - 2
         self._length = length
         self.status = status
         self._headers_done = self._message_done = True
         self.complete = self._clean = self.reusable = True
         self.plain_heads += 1
         return True
+
+    def _plain_length(self, data: bytes, start: int, stop: int) -> int:
+        """A plain response's header lines, read as _plain_fields reads them (no name with a
+        flag of _NOT_PLAIN_RESPONSE) but kept nowhere: the value of their one Content-Length,
+        when it is 1 to 18 digits and at most len(data); -1 otherwise (then llhttp reads the
+        head). Notes whether a line is a load report (_kept_report)."""
+        if not 0 <= start <= stop <= len(data):
+            return -1
+        length = -1
+        lines = 0
+        flags = 0
+        i = start
+        while i < stop:
+            name_end = _name_end(data, i, stop)
+            if name_end < 0:
+                return -1
+            j = _value_end(data, name_end + 2, stop)
+            if j < 0 or lines == self.limits.max_headers:
+                return -1
+            seen = _known_name(data, i, name_end)
+            if seen[1] is _CONTENT_LENGTH_NAME:
+                if length >= 0:
+                    return -1
+                number = _decimal(data, name_end + 2, j)
+                if not 0 <= number <= len(data):  # (longer than the data: not a body that ends in it)
+                    return -1
+                length = number
+            flags |= seen[2]
+            lines += 1
+            i = j + 2
+        if flags & _NOT_PLAIN_RESPONSE:
+            return -1
+        self._kept_report = (flags & _LOAD_REPORT) != 0
+        return length
 
     def _emit(self, start: int, stop: int, out: List[Piece]) -> None:
         """data[start:stop] goes on as it came."""
