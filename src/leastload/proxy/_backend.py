@@ -29,6 +29,7 @@ from ..net.request_keys import KEYED_METHODS
 from ..net.tcpinfo import SegmentCounter
 from ._http1 import Buffer, Limits, Piece, ResponseReader
 
+# (each compiled module needs its own: a cdef global cannot be imported from another module)
 try:
     import cython
     _COMPILED = cython.compiled  # True only in the built module (a C constant there)
@@ -73,7 +74,11 @@ def write_now(transport: asyncio.WriteTransport, fd: int, data: Piece) -> int:
 
 def socket_fd(transport: asyncio.BaseTransport) -> int:
     """The descriptor of a transport's socket, for write_now(); -1 when it has none."""
-    sock = transport.get_extra_info("socket")
+    return _descriptor(transport.get_extra_info("socket"))
+
+
+def _descriptor(sock: Any) -> int:
+    """A socket's (or a transport's stand-in's) descriptor; -1 for None or a closed one."""
     try:
         return int(sock.fileno()) if sock is not None else -1
     except (AttributeError, OSError, ValueError):
@@ -227,7 +232,7 @@ class BackendConnection:
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         sock, self.dup = _own_socket(transport)
-        self.fd = socket_fd(transport)
+        self.fd = _descriptor(sock)  # (the dup's, when there is one: ours until connection_lost closes it)
         # the connection's first request is charged its handshake too
         self.counter = SegmentCounter(sock, from_start=True)
         self.exact = self.counter.exact  # TCP_INFO is read (not estimated); kept here, read per request

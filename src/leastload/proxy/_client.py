@@ -90,6 +90,7 @@ class ClientConnection(ClientSide):
     before any other callback)."""
 
     def __init__(self, proxy: ClientContext) -> None:
+        ClientSide.__init__(self)
         self.proxy = proxy
         self.core = proxy.core
         assert proxy.loop is not None  # connections come in once the proxy runs
@@ -111,7 +112,6 @@ class ClientConnection(ClientSide):
         self.deadline = 0.0
         self.in_pump = False
         self.backlog = 0        # lingering: what the transport held unsent when the span began
-        self.fd = -1            # the socket's descriptor, for write()
 
     # ---- asyncio.Protocol -------------------------------------------------
 

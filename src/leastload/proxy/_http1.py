@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Set, Tuple, Union
 
 import httptools
 
+# (each compiled module needs its own: a cdef global cannot be imported from another module)
 try:
     import cython
     _COMPILED = cython.compiled  # True only in the built module (a C constant there)
@@ -954,6 +955,7 @@ class ResponseReader:
     _headers: List[Tuple[bytes, bytes, bytes]]   # (lowercase name, name, value)
     _tokens: "frozenset[bytes] | Set[bytes]"      # the Connection headers' tokens, lowercase
     _length: Optional[int]                        # the Content-Length
+    _kept: Optional[bytes]                        # a plain response (or its head), for header()
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -990,7 +992,7 @@ class ResponseReader:
     def _begin_message(self) -> None:
         self._clean = False
         self._headers = []
-        self._kept: Optional[bytes] = None  # a plain response, whose header lines header() reads
+        self._kept = None  # a plain response, whose header lines header() reads
         self._kept_lines = self._kept_end = 0
         self._kept_report = False
         self._tokens = _NO_NAMES
