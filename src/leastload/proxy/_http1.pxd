@@ -51,14 +51,24 @@ cdef class RequestHead:
     cdef public bint keep_alive, expect_continue, chunked
     cdef public object content_length  # a Python int: up to 2**64 - 1 (llhttp's limit)
     cdef public object dropped, tokens, raw
-    cdef public list headers, hosts
+    cdef list _headers, _hosts        # the `headers` and `hosts` properties'
+    cdef Py_ssize_t _lines_at, _lines_end
 
     cpdef object header(self, object name)
 
 
-@cython.final
-cdef class RequestReader:
+cdef class _HeadReader:
     cdef public Limits limits
+    cdef int _line_flags
+
+    @cython.locals(at=Py_ssize_t, lines=Py_ssize_t, flags=int, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t,
+                   seen=tuple)
+    cdef Py_ssize_t _plain_lines(self, bytes data, Py_ssize_t start, Py_ssize_t stop, int not_plain,
+                                 bytes wanted) except -2
+
+
+@cython.final
+cdef class RequestReader(_HeadReader):
     cdef object _parser
     cdef object _buf
     cdef Py_ssize_t _scan
@@ -88,7 +98,7 @@ cdef class RequestReader:
                    head=RequestHead)
     cdef str _read_head(self)
     @cython.locals(data=bytes, p=cython.p_uchar, token=cython.p_uchar, space=Py_ssize_t, method=bytes,
-                   version_at=Py_ssize_t, fields=list, field=tuple, host=bytes, head=RequestHead, known=bytes)
+                   version_at=Py_ssize_t, stop=Py_ssize_t, at=Py_ssize_t, host=bytes, head=RequestHead, known=bytes)
     cdef bint _plain_head(self, object piece, Py_ssize_t first) except -1
     @cython.locals(length=object)
     cdef str _after_head(self, RequestHead head)
@@ -135,8 +145,7 @@ cpdef encode_request(RequestHead head, object body, bytes client, Forwarding for
 
 
 @cython.final
-cdef class ResponseReader:
-    cdef public Limits limits
+cdef class ResponseReader(_HeadReader):
     cdef object _parser
     cdef object _data
     cdef bint _clean, _fresh, _headers_done, _message_done, _plain, _chunked, _in_body, _until_eof
@@ -168,11 +177,8 @@ cdef class ResponseReader:
     cdef inline _emit(self, Py_ssize_t start, Py_ssize_t stop, list out)
     cdef _emit_bytes(self, object piece, list out)
     @cython.locals(p=cython.p_uchar, digit=cython.p_uchar, in_value=cython.p_uchar, first=Py_ssize_t, status=int,
-                   length=Py_ssize_t)
+                   at=Py_ssize_t, length=cython.longlong)
     cdef bint _plain_response(self, bytes data, Py_ssize_t stop) except -1
-    @cython.locals(length=Py_ssize_t, number=cython.longlong, lines=Py_ssize_t, flags=int, i=Py_ssize_t,
-                   j=Py_ssize_t, name_end=Py_ssize_t, seen=tuple)
-    cdef Py_ssize_t _plain_length(self, bytes data, Py_ssize_t start, Py_ssize_t stop) except -2
     @cython.locals(limits=Limits, start=Py_ssize_t, end=Py_ssize_t, stop=Py_ssize_t, consumed=Py_ssize_t,
                    raw_at=Py_ssize_t, rest=Py_ssize_t)
     cdef Py_ssize_t _head_step(self, bytes data, Py_ssize_t i, list out) except -1

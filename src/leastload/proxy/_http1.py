@@ -26,7 +26,7 @@ so it never accumulates a header piece by piece.
 """
 
 import re
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import Dict, List, Optional, Set, Tuple, Union, cast
 
 import httptools
 
@@ -188,8 +188,27 @@ class RequestHead:
         # the head as received when it can be forwarded as it is (HTTP/1.1, origin-form, no
         # header the proxy drops or rewrites): the common case costs no rebuilding
         self.raw: Optional[Buffer] = None
-        self.headers: List[Tuple[bytes, bytes, bytes]] = []  # (lowercase name, name, value), in order
-        self.hosts: List[bytes] = []
+        # made when first asked for: a plain head's from its lines in `raw` (_lines_at to _lines_end)
+        self._headers: Optional[List[Tuple[bytes, bytes, bytes]]] = None
+        self._hosts: Optional[List[bytes]] = None
+        self._lines_at = self._lines_end = 0
+
+    @property
+    def headers(self) -> List[Tuple[bytes, bytes, bytes]]:
+        """(lowercase name, name, value) of each header line, in order."""
+        if self._headers is None:
+            self._headers = []
+            if self._lines_end:  # a plain head (RequestReader._plain_head): its lines, read now
+                _plain_fields(cast(bytes, self.raw), self._lines_at, self._lines_end, self._lines_end, 0,
+                              self._headers)
+        return self._headers
+
+    @property
+    def hosts(self) -> List[bytes]:
+        """Each Host header's value, in order (trimmed)."""
+        if self._hosts is None:
+            self._hosts = [self.host] if self._lines_end and self.host is not None else []
+        return self._hosts
 
     def header(self, name: bytes) -> Optional[bytes]:
         """The first header of that lowercase name."""
@@ -441,7 +460,45 @@ def _host_ok(host: bytes) -> bool:
     return known
 
 
-class RequestReader:
+class _HeadReader:
+    """What RequestReader and ResponseReader share: their limits, and the scan of a plain
+    head's header lines."""
+
+    limits: Limits
+    _line_flags: int  # the flags of the names the last scan read, ORed
+
+    def _plain_lines(self, data: bytes, start: int, stop: int, not_plain: int, wanted: bytes) -> int:
+        """The header lines in data[start:stop], read as _plain_fields reads them but kept
+        nowhere: where the value of their one line named `wanted` (a lowercase name, the
+        object _field_name gives) starts; -1 when there is not exactly one, when a name has
+        a flag of `not_plain`, or when the lines are not plain or more than max_headers
+        (then llhttp reads the head)."""
+        if not 0 <= start <= stop <= len(data):
+            return -1
+        at = -1
+        lines = 0
+        flags = 0
+        i = start
+        while i < stop:
+            name_end = _name_end(data, i, stop)
+            if name_end < 0:
+                return -1
+            j = _value_end(data, name_end + 2, stop)
+            if j < 0 or lines == self.limits.max_headers:
+                return -1
+            seen = _known_name(data, i, name_end)
+            if seen[1] is wanted:
+                if at >= 0:
+                    return -1
+                at = name_end + 2
+            flags |= seen[2]
+            lines += 1
+            i = j + 2
+        self._line_flags = flags
+        return -1 if flags & not_plain else at
+
+
+class RequestReader(_HeadReader):
     """A client's bytes -> checked requests, one at a time (see the module docstring)."""
 
     def __init__(self, limits: Limits) -> None:
@@ -659,29 +716,23 @@ class RequestReader:
         if (method is None or not _equal_at(data, version_at, _HTTP11_END)
                 or not _all_in(data, space + 1, version_at, _VISIBLE_TABLE)):
             return False
-        head = self._next_head
-        fields = head.headers  # filled here; left empty when the head is not plain (llhttp fills it then)
-        if not _plain_fields(data, first + 1, len(data) - 2, self.limits.max_headers, _NOT_PLAIN_REQUEST, fields):
+        stop = len(data) - 2
+        at = self._plain_lines(data, first + 1, stop, _NOT_PLAIN_REQUEST, _HOST_NAME)
+        if at < 0:
             return False
-        host = None
-        for field in fields:
-            if field[0] is _HOST_NAME:
-                if host is not None:
-                    host = None
-                    break
-                host = field[2]
-                if host[len(host) - 1] in (32, 9):  # llhttp keeps the whitespace after a value
-                    host = host.strip()
-        if host is None or (host != self._good_host and not _host_ok(host)):
+        host = p[at:_value_end(data, at, stop)]
+        if host[len(host) - 1] in (32, 9):  # llhttp keeps the whitespace after a value
+            host = host.strip()
+        if host != self._good_host and not _host_ok(host):
             # (a keep-alive client sends the same Host each time; verdicts are kept in _HOSTS_SEEN)
-            del fields[:]
             return False
         self._good_host = host
+        head = self._next_head
         head.method = method
         head.target = p[space + 1:version_at]
         head.host = host
-        head.hosts.append(host)
         head.raw = data
+        head._lines_at, head._lines_end = first + 1, stop  # its headers and hosts, made when asked
         self.head = head
         self._headers_done = self._complete = True
         self.plain_heads += 1
@@ -930,7 +981,7 @@ def _forwarding_extras(parts: List[Buffer], head: RequestHead, client: bytes, fo
 
 # ---- responses ----------------------------------------------------------------------
 
-class ResponseReader:
+class ResponseReader(_HeadReader):
     """A backend's bytes for one request -> what its client gets.
 
     `start(head_only, http10, keep_alive)` before each request is sent;
@@ -1121,9 +1172,13 @@ class ResponseReader:
             first += 1
         if first + 2 > stop or p[first] != 13 or p[first + 1] != 10:
             return False
-        length = self._plain_length(data, first + 2, stop - 2)
+        at = self._plain_lines(data, first + 2, stop - 2, _NOT_PLAIN_RESPONSE, _CONTENT_LENGTH_NAME)
+        if at < 0:
+            return False
+        length = _decimal(data, at, _value_end(data, at, stop - 2))
         if length < 0 or stop + length != len(data):
             return False
+        self._kept_report = (self._line_flags & _LOAD_REPORT) != 0
         # no header list is made: header() reads the lines when asked (a small response is
         # kept whole, a larger one its head only, until the next start())
         self._kept = data if len(data) <= _KEEP_WHOLE else data[:stop]
@@ -1134,40 +1189,6 @@ class ResponseReader:
         self.complete = self._clean = self.reusable = True
         self.plain_heads += 1
         return True
-
-    def _plain_length(self, data: bytes, start: int, stop: int) -> int:
-        """A plain response's header lines, read as _plain_fields reads them (no name with a
-        flag of _NOT_PLAIN_RESPONSE) but kept nowhere: the value of their one Content-Length,
-        when it is 1 to 18 digits and at most len(data); -1 otherwise (then llhttp reads the
-        head). Notes whether a line is a load report (_kept_report)."""
-        if not 0 <= start <= stop <= len(data):
-            return -1
-        length = -1
-        lines = 0
-        flags = 0
-        i = start
-        while i < stop:
-            name_end = _name_end(data, i, stop)
-            if name_end < 0:
-                return -1
-            j = _value_end(data, name_end + 2, stop)
-            if j < 0 or lines == self.limits.max_headers:
-                return -1
-            seen = _known_name(data, i, name_end)
-            if seen[1] is _CONTENT_LENGTH_NAME:
-                if length >= 0:
-                    return -1
-                number = _decimal(data, name_end + 2, j)
-                if not 0 <= number <= len(data):  # (longer than the data: not a body that ends in it)
-                    return -1
-                length = number
-            flags |= seen[2]
-            lines += 1
-            i = j + 2
-        if flags & _NOT_PLAIN_RESPONSE:
-            return -1
-        self._kept_report = (flags & _LOAD_REPORT) != 0
-        return length
 
     def _emit(self, start: int, stop: int, out: List[Piece]) -> None:
         """data[start:stop] goes on as it came."""
