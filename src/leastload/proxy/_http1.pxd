@@ -134,9 +134,8 @@ cdef Py_ssize_t _name_end(bytes data, Py_ssize_t i, Py_ssize_t stop) except -2
 cdef Py_ssize_t _value_end(bytes data, Py_ssize_t j, Py_ssize_t stop) except -2
 @cython.locals(p=cython.p_uchar, slot=Py_ssize_t, seen=tuple, name=bytes, known=tuple)
 cdef tuple _known_name(bytes data, Py_ssize_t i, Py_ssize_t name_end)
-@cython.locals(p=cython.p_uchar, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, seen=tuple, had=Py_ssize_t)
-cdef bint _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_headers, int not_plain,
-                        list fields) except -1
+@cython.locals(p=cython.p_uchar, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, seen=tuple)
+cdef _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, list fields)
 @cython.locals(p=cython.p_uchar, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t)
 cdef object _plain_value(bytes data, Py_ssize_t start, Py_ssize_t stop, object lowered)
 cdef _forwarding_extras(list parts, RequestHead head, bytes client, Forwarding forwarding, object body)

@@ -199,8 +199,7 @@ class RequestHead:
         if self._headers is None:
             self._headers = []
             if self._lines_end:  # a plain head (RequestReader._plain_head): its lines, read now
-                _plain_fields(cast(bytes, self.raw), self._lines_at, self._lines_end, self._lines_end, 0,
-                              self._headers)
+                _plain_fields(cast(bytes, self.raw), self._lines_at, self._lines_end, self._headers)
         return self._headers
 
     @property
@@ -402,39 +401,26 @@ def _known_name(data: bytes, i: int, name_end: int) -> Tuple[bytes, bytes, int]:
 # The scans below take the lines of a head, data[start:stop], each ending with CRLF. Each
 # checks its bounds against len(data) first: the helpers above read without checks.
 
-def _plain_fields(data: bytes, start: int, stop: int, max_headers: int, not_plain: int,
-                  fields: List[Tuple[bytes, bytes, bytes]]) -> bool:
-    """Appends the header lines to `fields` as (lowercase name, name, value) and returns
-    True when there is at least one, at most `max_headers`, each plain (above) and no name
-    has a flag of `not_plain`; otherwise returns False with `fields` as it was. The
-    caller's list is filled rather than a new one made: a head already has one."""
+def _plain_fields(data: bytes, start: int, stop: int, fields: List[Tuple[bytes, bytes, bytes]]) -> None:
+    """Appends the header lines, lines _HeadReader._plain_lines found plain, to `fields` as
+    (lowercase name, name, value): a plain request head's `headers`, made when asked for."""
     if not 0 <= start <= stop <= len(data):
-        return False
+        return
     p = data
-    had = len(fields)
     i = start
     while i < stop:
         name_end = _name_end(data, i, stop)
-        if name_end < 0:
-            break
-        j = _value_end(data, name_end + 2, stop)
-        if j < 0 or len(fields) - had == max_headers:
-            break
+        j = _value_end(data, name_end + 2, stop) if name_end >= 0 else -1
+        if j < 0:
+            return
         seen = _known_name(data, i, name_end)
-        if seen[2] & not_plain:
-            break
         fields.append((seen[1], seen[0], p[name_end + 2:j]))
         i = j + 2
-    else:
-        if len(fields) > had:
-            return True
-    del fields[had:]
-    return False
 
 
 def _plain_value(data: bytes, start: int, stop: int, lowered: bytes) -> Optional[bytes]:
-    """The value of the first of the header lines named `lowered`, lines _plain_length
-    found plain; None when none is."""
+    """The value of the first of the header lines named `lowered`, lines
+    _HeadReader._plain_lines found plain; None when none is."""
     if not 0 <= start <= stop <= len(data):
         return None
     p = data
@@ -468,7 +454,7 @@ class _HeadReader:
     _line_flags: int  # the flags of the names the last scan read, ORed
 
     def _plain_lines(self, data: bytes, start: int, stop: int, not_plain: int, wanted: bytes) -> int:
-        """The header lines in data[start:stop], read as _plain_fields reads them but kept
+        """The header lines in data[start:stop], each checked (see _name_end) and kept
         nowhere: where the value of their one line named `wanted` (a lowercase name, the
         object _field_name gives) starts; -1 when there is not exactly one, when a name has
         a flag of `not_plain`, or when the lines are not plain or more than max_headers
@@ -692,7 +678,7 @@ class RequestReader(_HeadReader):
 
         The form is a subset of what llhttp accepts, and every value is what its callbacks
         would give: HTTP/1.1, a known method with no body framing header, an origin-form
-        target of visible ASCII, plain header lines (_plain_fields), one Host, no header
+        target of visible ASCII, plain header lines (_plain_lines), one Host, no header
         the proxy drops or rewrites. Anything else, including every head the proxy
         refuses, goes the general way, which says why."""
         data = piece if isinstance(piece, bytes) else bytes(piece)
@@ -1153,7 +1139,7 @@ class ResponseReader(_HeadReader):
 
         The form is a subset of what llhttp accepts, with the values its callbacks would
         give: an HTTP/1.1 status line of a final status with a body (not 1xx, 204, 304),
-        a reason of visible ASCII, spaces and tabs, plain header lines (_plain_fields),
+        a reason of visible ASCII, spaces and tabs, plain header lines (_plain_lines),
         one Content-Length of digits that ends the body exactly at the end of `data`, no
         header the proxy drops. Anything else goes to llhttp, which says what is wrong, if
         anything."""
