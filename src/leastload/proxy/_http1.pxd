@@ -136,8 +136,6 @@ cdef Py_ssize_t _value_end(bytes data, Py_ssize_t j, Py_ssize_t stop) except -2
 cdef tuple _known_name(bytes data, Py_ssize_t i, Py_ssize_t name_end)
 @cython.locals(p=cython.p_uchar, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, seen=tuple)
 cdef _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, list fields)
-@cython.locals(p=cython.p_uchar, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t)
-cdef object _plain_value(bytes data, Py_ssize_t start, Py_ssize_t stop, object lowered)
 cdef _forwarding_extras(list parts, RequestHead head, bytes client, Forwarding forwarding, object body)
 @cython.locals(tail=bytes)
 cpdef encode_request(RequestHead head, object body, bytes client, Forwarding forwarding)

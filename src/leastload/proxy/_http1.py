@@ -403,7 +403,8 @@ def _known_name(data: bytes, i: int, name_end: int) -> Tuple[bytes, bytes, int]:
 
 def _plain_fields(data: bytes, start: int, stop: int, fields: List[Tuple[bytes, bytes, bytes]]) -> None:
     """Appends the header lines, lines _HeadReader._plain_lines found plain, to `fields` as
-    (lowercase name, name, value): a plain request head's `headers`, made when asked for."""
+    (lowercase name, name, value): a plain head's list, made when asked for (a request's
+    `headers`, a response reader's header())."""
     if not 0 <= start <= stop <= len(data):
         return
     p = data
@@ -416,24 +417,6 @@ def _plain_fields(data: bytes, start: int, stop: int, fields: List[Tuple[bytes, 
         seen = _known_name(data, i, name_end)
         fields.append((seen[1], seen[0], p[name_end + 2:j]))
         i = j + 2
-
-
-def _plain_value(data: bytes, start: int, stop: int, lowered: bytes) -> Optional[bytes]:
-    """The value of the first of the header lines named `lowered`, lines
-    _HeadReader._plain_lines found plain; None when none is."""
-    if not 0 <= start <= stop <= len(data):
-        return None
-    p = data
-    i = start
-    while i < stop:
-        name_end = _name_end(data, i, stop)
-        j = _value_end(data, name_end + 2, stop) if name_end >= 0 else -1
-        if j < 0:
-            return None
-        if _known_name(data, i, name_end)[1] == lowered:
-            return p[name_end + 2:j]
-        i = j + 2
-    return None
 
 
 def _host_ok(host: bytes) -> bool:
@@ -1009,10 +992,9 @@ class ResponseReader(_HeadReader):
         if self._clean:  # the last response took the fast path: only what it changed is reset
             self._clean = False  # this one may take the general path
             self.complete = self.reusable = self._headers_done = self._message_done = False
-            if self._kept is not None:  # the last response's, for header()
-                self._kept = None
-            else:  # its headers, from llhttp: nothing reads them after start() (a slice, not a method call)
-                del self._headers[:]
+            self._kept = None  # the last response's, for header()
+            if self._headers:  # its headers (llhttp's, or header()'s): nothing reads them after start()
+                del self._headers[:]  # (a slice, not a method call)
             self._tokens = _NO_NAMES
             self._length = None
             self._plain = True
@@ -1057,8 +1039,8 @@ class ResponseReader(_HeadReader):
     def header(self, lowered: bytes) -> Optional[bytes]:
         """The value of the response's first header named `lowered` (lowercase), None if
         it has none: read after the head came in, before the next start()."""
-        if self._kept is not None:  # a plain response's
-            return _plain_value(self._kept, self._kept_lines, self._kept_end, lowered)
+        if self._kept is not None and not self._headers:  # a plain response's: its list, made now
+            _plain_fields(self._kept, self._kept_lines, self._kept_end, self._headers)
         for name, _, value in self._headers:
             if name == lowered:
                 return value
