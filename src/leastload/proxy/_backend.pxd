@@ -65,6 +65,30 @@ cdef class BackendConnection
 cdef class Pool
 
 
+@cython.final
+cdef class WriteTurn:
+    cdef public object loop
+    cdef public list waiting, spare
+    cdef public bint scheduled
+
+    cdef add(self, WriteSide side)
+    @cython.locals(held=list, side=WriteSide)
+    cpdef flush(self)
+
+
+cdef class WriteSide:
+    cdef public object transport, waiting
+    cdef public int fd
+    cdef public WriteTurn turn
+
+    @cython.locals(waiting=object)
+    cpdef write(self, object data)
+    @cython.locals(waiting=object)
+    cpdef send_waiting(self)
+    cpdef on_sent(self)
+    cpdef close_when_written(self)
+
+
 cdef class ProxyCore:
     cdef public object vserver, access_log, forwarding
     cdef public Stats stats
@@ -72,20 +96,19 @@ cdef class ProxyCore:
     cdef public double timeout, header_timeout, client_timeout
     cdef public object method
     cdef public bint keyed, by_packets
+    cdef public WriteTurn turn
 
     cpdef use_method(self, str method)
 
 
-cdef class ClientSide:
-    cdef public object proxy, loop, transport
+cdef class ClientSide(WriteSide):
+    cdef public object proxy, loop
     cdef public ProxyCore core
     cdef public bint gone, paused
     cdef public double paused_since
     cdef public BackendConnection backend
-    cdef public int fd
 
     cpdef exchange_done(self, bint keep_going)
-    cpdef write(self, object data)
 
 
 cdef class ExchangeSide:
@@ -96,8 +119,8 @@ cdef class ExchangeSide:
 
 
 @cython.final
-cdef class BackendConnection:
-    cdef public object loop, transport, counter, dup, t, ttfb
+cdef class BackendConnection(WriteSide):
+    cdef public object loop, counter, dup, t, ttfb
     cdef public Pool pool
     cdef public ClientSide client
     cdef public ExchangeSide exchange
@@ -105,7 +128,6 @@ cdef class BackendConnection:
     cdef public double timeout, sent_at, last_data
     cdef public Py_ssize_t sent, received, unread
     cdef public bint passed, held, exact
-    cdef public int fd
 
     cdef _pass_on(self, list out)
     cpdef send(self, ExchangeSide exchange, object payload, double timeout, bint head_only, bint http10,
@@ -123,6 +145,7 @@ cdef class BackendConnection:
 cdef class Pool:
     cdef dict __dict__                # for what is not declared here (a test replaces connect())
     cdef public object loop, host, port, limits, budget, on_late_packets
+    cdef public WriteTurn turn
     cdef public Py_ssize_t max_idle, opened
     cdef public list idle
     cdef public set busy

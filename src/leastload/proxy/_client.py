@@ -93,6 +93,7 @@ class ClientConnection(ClientSide):
         ClientSide.__init__(self)
         self.proxy = proxy
         self.core = proxy.core
+        self.turn = proxy.core.turn  # answers held to the loop's turn's end (_backend.WriteTurn)
         assert proxy.loop is not None  # connections come in once the proxy runs
         self.loop: asyncio.AbstractEventLoop = proxy.loop
         self.reader = _http1.RequestReader(proxy.limits)
@@ -181,7 +182,7 @@ class ClientConnection(ClientSide):
         if self.wait == WAIT_NONE or now < self.deadline:
             return
         if self.wait == WAIT_IDLE or not self.reader.started:
-            self.transport.close()  # nothing was asked: close quietly
+            self.close_when_written()  # nothing was asked: close quietly
         else:
             what = "request head" if self.wait == WAIT_HEAD else "request body"
             self._answer_and_close(408, f"the {what} did not arrive in time")
@@ -212,7 +213,7 @@ class ClientConnection(ClientSide):
                 event = reader.next_event()
                 if event is NEED_DATA:
                     if self.half_closed:
-                        self.transport.close()
+                        self.close_when_written()
                         return
                     self._start_reading()
                     return
@@ -294,6 +295,7 @@ class ClientConnection(ClientSide):
         """After the last answer: a lingering close, whose deadline the sweep keeps; a plain one when
         not asked to linger or once the client has shut its side (nothing more can come)."""
         self.closing = True
+        self.send_waiting()  # the answer held for the turn's end goes first
         if not linger or self.half_closed:
             self.transport.close()  # after what is buffered is written
         elif _linger.half_close(self.transport):

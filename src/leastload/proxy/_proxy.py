@@ -170,6 +170,7 @@ class Proxy:
 
     async def start(self) -> "Proxy":
         self.loop = loop = asyncio.get_running_loop()
+        self.core.turn = _backend.WriteTurn(loop)  # the writes of a turn of the loop, sent at its end
         for b in self.backends.values():
             self.pools[b.name] = self._pool(b)
         host, port = self.listen
@@ -210,6 +211,8 @@ class Proxy:
         deadline = self.loop.time() + grace
         while any(c.busy for c in self.clients) and self.loop.time() < deadline:
             await asyncio.sleep(0.02)
+        if self.core.turn is not None:
+            self.core.turn.flush()  # answers held to this turn's end go out before the aborts
         for client in list(self.clients):
             client.transport.abort()
         for pool in self.pools.values():
@@ -328,7 +331,7 @@ class Proxy:
     def _pool(self, b: Backend) -> _backend.Pool:
         assert self.loop is not None  # pools are made once the proxy runs
         return _backend.Pool(self.loop, b.host, b.port, self.pool_size, self.limits, self.budget,
-                             lambda packets: self._late_packets(b.name, packets))
+                             lambda packets: self._late_packets(b.name, packets), self.core.turn)
 
     def _late_packets(self, name: str, packets: int) -> None:
         """Segments a lost backend connection had not reported with an exchange (the method
