@@ -111,16 +111,34 @@ def test_without_a_turn_every_write_goes_at_once():
     assert transport.handed == [b"now"] and side.waiting is None
 
 
-def test_a_write_made_after_the_flush_is_held_for_the_next_turn(loop):
+def test_after_a_busy_turn_writes_are_held_again(loop):
+    turn = _backend.WriteTurn(loop)
+    transports = [RecordingTransport() for _ in range(_backend.HOLD_MIN)]
+    sides = [side_on(turn, t) for t in transports]
+    for i, side in enumerate(sides):
+        side.write(b"%d" % i)
+    end_of_turn(loop)  # HOLD_MIN pieces in one turn: a busy loop
+    sides[0].write(b"next")
+    assert transports[0].handed == [b"0"] and turn.scheduled
+    end_of_turn(loop)
+    assert transports[0].handed == [b"0", b"next"]
+
+
+def test_after_a_quiet_turn_writes_go_at_once_for_a_while(loop):
+    """A turn that held fewer than HOLD_MIN pieces saved no wake-up: the next DIRECT_RUN writes
+    go out at once (no callback a turn), then holding is tried again."""
     turn = _backend.WriteTurn(loop)
     transport = RecordingTransport()
     side = side_on(turn, transport)
-    side.write(b"1")
+    side.write(b"first")
     end_of_turn(loop)
-    side.write(b"2")
-    assert transport.handed == [b"1"] and turn.scheduled
+    for i in range(_backend.DIRECT_RUN):
+        side.write(b"%d" % i)
+        assert transport.handed[-1] == b"%d" % i and not turn.scheduled  # sent as it was made
+    side.write(b"held again")
+    assert side.waiting == b"held again" and turn.scheduled
     end_of_turn(loop)
-    assert transport.handed == [b"1", b"2"]
+    assert transport.handed == [b"first"] + [b"%d" % i for i in range(_backend.DIRECT_RUN)] + [b"held again"]
 
 
 def test_one_connections_failure_leaves_the_others_sent(loop):

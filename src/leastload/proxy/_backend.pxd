@@ -55,8 +55,9 @@ cdef extern from *:
     Py_ssize_t _send_now "ll_proxy_send" (int fd, const char *buf, Py_ssize_t size) nogil
 
 cdef bint _COMPILED
-@cython.locals(sent=Py_ssize_t)
 cpdef int write_now(object transport, int fd, object data) except -2
+@cython.locals(sent=Py_ssize_t)
+cdef int _send_open(object transport, int fd, bytes data) except -2
 @cython.locals(now=double)
 cpdef double clock() except? -1.0
 
@@ -70,7 +71,9 @@ cdef class WriteTurn:
     cdef public object loop
     cdef public list waiting, spare
     cdef public bint scheduled
+    cdef public Py_ssize_t direct
 
+    cdef bint holds(self)
     cdef add(self, WriteSide side)
     @cython.locals(held=list, side=WriteSide)
     cpdef flush(self)
@@ -81,7 +84,7 @@ cdef class WriteSide:
     cdef public int fd
     cdef public WriteTurn turn
 
-    @cython.locals(waiting=object)
+    @cython.locals(waiting=object, turn=WriteTurn)
     cpdef write(self, object data)
     @cython.locals(waiting=object)
     cpdef send_waiting(self)

@@ -63,12 +63,17 @@ def write_now(transport: asyncio.WriteTransport, fd: int, data: Piece) -> int:
     what the socket did not, or all of it after an error, which it then reports as its own
     (connection_lost). `fd` is -1 where there is no socket (a stand-in transport)."""
     if _COMPILED and fd >= 0 and type(data) is bytes and not transport.is_closing():
-        sent = _send_now(fd, data, len(data))  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
-        if sent == len(data):
-            return fd
-        transport.write(data[sent:] if sent > 0 else data)
-        return -1
+        return _send_open(transport, fd, data)
     transport.write(data)
+    return -1
+
+
+def _send_open(transport: asyncio.WriteTransport, fd: int, data: bytes) -> int:
+    """write_now()'s send, compiled only, once the transport is known to be open."""
+    sent = _send_now(fd, data, len(data))  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
+    if sent == len(data):
+        return fd
+    transport.write(data[sent:] if sent > 0 else data)
     return -1
 
 
@@ -121,26 +126,42 @@ def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socke
     return own, own
 
 
+# A turn whose flush found fewer than HOLD_MIN pieces was a quiet one: holding saved no wake-up
+# there and cost a callback (about 2,500 instructions), so the next DIRECT_RUN writes go out at
+# once; then holding is tried again. Under load a turn holds tens of pieces (256 connections).
+HOLD_MIN = 4
+DIRECT_RUN = 64
+
+
 class WriteTurn:
     """The writes of one turn of the event loop, sent when the turn's callbacks are done.
 
-    A request's two writes (the request to its backend, the answer to its client) are
-    held as they are made and sent together by one callback that the first of them
-    schedules (`call_soon`: after the turn's other I/O callbacks). Sent one by one as
-    they were made, tens of microseconds apart, each could find its reader (wrk, a
-    backend, a browser's socket) asleep and pay the kernel for waking it, and the reader
+    Under load, a request's two writes (the request to its backend, the answer to its
+    client) are held as they are made and sent together by one callback that the first of
+    them schedules (`call_soon`: it runs before the loop waits for events again). Sent one
+    by one as they were made, tens of microseconds apart, each could find its reader (wrk,
+    a backend, a browser's socket) asleep and pay the kernel for waking it, and the reader
     would run for that one message and sleep again. Sent back to back, a reader woken by
     the first finds the rest when it looks again: fewer wake-ups and context switches for
-    the proxy and for its peers (docs/performance.md, "Writes held to the end of the
-    loop's turn"). HAProxy sends in the same way, after its poller's events are handled."""
+    the proxy and for its peers (docs/performance.md, "Writes held to the end of the loop's
+    turn"). HAProxy also sends after its poller's events are handled. In a quiet loop
+    (see HOLD_MIN) writes go out at once, as they are made."""
 
-    __slots__ = ("loop", "waiting", "spare", "scheduled")
+    __slots__ = ("loop", "waiting", "spare", "scheduled", "direct")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.waiting: "List[WriteSide]" = []  # the connections with a piece held, in the order held
         self.spare: "List[WriteSide]" = []    # the other list (the two take turns: no new list a turn)
         self.scheduled = False
+        self.direct = 0  # writes still to go out at once (a quiet loop), before holding is tried again
+
+    def holds(self) -> bool:
+        """Whether the next write is held (and counts a write that is not)."""
+        if self.direct:
+            self.direct -= 1
+            return False
+        return True
 
     def add(self, side: "WriteSide") -> None:
         self.waiting.append(side)
@@ -149,9 +170,11 @@ class WriteTurn:
             self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        """Sends every piece held; a piece held while this runs waits for the next call."""
+        """Sends every piece held, in the order held."""
         self.scheduled = False
         held, self.waiting = self.waiting, self.spare
+        if len(held) < HOLD_MIN:
+            self.direct = DIRECT_RUN
         try:
             for side in held:
                 try:
@@ -167,16 +190,16 @@ class WriteTurn:
 
 class WriteSide:
     """A connection the proxy writes to (ClientSide, BackendConnection): every write goes
-    through `write()`, which holds the piece for its WriteTurn when there is one. At most
-    one piece is held: a second write in the same turn sends the first at once. Whatever
-    closes the transport gracefully calls `close_when_written()` (or `send_waiting()`) first;
-    an abort drops a held piece, as it drops what the transport holds."""
+    through `write()`, which holds the piece for its WriteTurn when there is one and it
+    holds. At most one piece is held: a second write in the same turn sends the first at
+    once. Whatever closes the transport gracefully calls `close_when_written()` (or
+    `send_waiting()`) first; an abort drops a held piece, as it drops what the transport holds."""
 
     __slots__ = ("transport", "fd", "waiting", "turn")
 
     transport: asyncio.Transport
-    fd: int                  # its socket's descriptor for write_now(); -1: through the transport only
-    waiting: Optional[bytes]  # the piece held for the turn's end
+    fd: int                    # its socket's descriptor for write_now(); -1: through the transport only
+    waiting: Optional[bytes]   # the piece held for the turn's end
     turn: Optional[WriteTurn]  # None: every write goes out at once (no loop of a proxy)
 
     def __init__(self) -> None:
@@ -186,17 +209,18 @@ class WriteSide:
 
     def write(self, data: Piece) -> None:
         """Writes `data` after what was written before (write_now's rule: the order is kept).
-        A bytes piece is held for the turn's end; another kind (a view, a bytearray: its owner
-        might change it meanwhile) goes at once."""
+        Only a bytes piece is held; another kind (a view, a bytearray: its owner might change
+        it meanwhile) goes at once."""
         waiting = self.waiting
         if waiting is not None:  # one piece held already: it goes first, now
             self.waiting = None
             self.fd = write_now(self.transport, self.fd, waiting)
             self.on_sent()
-        if self.turn is not None and type(data) is bytes:
+        turn = self.turn
+        if turn is not None and type(data) is bytes and turn.holds():
             self.waiting = data
             if waiting is None:  # (with one held, this connection is on the turn's list already)
-                self.turn.add(self)
+                turn.add(self)
         else:
             self.fd = write_now(self.transport, self.fd, data)
 
@@ -207,9 +231,13 @@ class WriteSide:
         if waiting is None:
             return
         self.waiting = None
-        if not self.transport.is_closing():
+        if self.transport.is_closing():
+            return
+        if _COMPILED and self.fd >= 0:
+            self.fd = _send_open(self.transport, self.fd, waiting)
+        else:
             self.fd = write_now(self.transport, self.fd, waiting)
-            self.on_sent()
+        self.on_sent()
 
     def on_sent(self) -> None:
         """A held piece has just been sent (BackendConnection times its request from here)."""
