@@ -46,6 +46,12 @@ def side_on(turn, transport, fd=-1):
     return side
 
 
+def one_connection(loop):
+    """A turn on `loop` and one connection writing through it: (turn, its transport, the connection)."""
+    turn, transport = _backend.WriteTurn(loop), RecordingTransport()
+    return turn, transport, side_on(turn, transport)
+
+
 def end_of_turn(loop):
     loop.run_until_complete(asyncio.sleep(0))  # the turn's call_soon callbacks run
 
@@ -71,9 +77,7 @@ def test_writes_are_held_to_the_turns_end_and_keep_their_order(loop):
 
 
 def test_a_second_write_in_the_turn_sends_the_first_at_once(loop):
-    turn = _backend.WriteTurn(loop)
-    transport = RecordingTransport()
-    side = side_on(turn, transport)
+    turn, transport, side = one_connection(loop)
     side.write(b"head")
     side.write(b"body")
     assert transport.handed == [b"head"] and side.waiting == b"body"
@@ -84,9 +88,7 @@ def test_a_second_write_in_the_turn_sends_the_first_at_once(loop):
 
 
 def test_a_graceful_close_sends_the_held_piece_first(loop):
-    turn = _backend.WriteTurn(loop)
-    transport = RecordingTransport()
-    side = side_on(turn, transport)
+    turn, transport, side = one_connection(loop)
     side.write(b"HTTP/1.1 400 Bad Request\r\n\r\n")
     side.close_when_written()
     assert transport.handed == [b"HTTP/1.1 400 Bad Request\r\n\r\n"] and transport.closed
@@ -95,9 +97,7 @@ def test_a_graceful_close_sends_the_held_piece_first(loop):
 
 
 def test_an_abort_drops_the_held_piece(loop):
-    turn = _backend.WriteTurn(loop)
-    transport = RecordingTransport()
-    side = side_on(turn, transport)
+    turn, transport, side = one_connection(loop)
     side.write(b"never")
     transport.abort()
     end_of_turn(loop)
@@ -127,9 +127,7 @@ def test_after_a_busy_turn_writes_are_held_again(loop):
 def test_after_a_quiet_turn_writes_go_at_once_for_a_while(loop):
     """A turn that held fewer than HOLD_MIN pieces saved no wake-up: the next DIRECT_RUN writes
     go out at once (no callback a turn), then holding is tried again."""
-    turn = _backend.WriteTurn(loop)
-    transport = RecordingTransport()
-    side = side_on(turn, transport)
+    turn, transport, side = one_connection(loop)
     side.write(b"first")
     end_of_turn(loop)
     for i in range(_backend.DIRECT_RUN):

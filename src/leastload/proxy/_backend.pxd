@@ -57,7 +57,7 @@ cdef extern from *:
 cdef bint _COMPILED
 cpdef int write_now(object transport, int fd, object data) except -2
 @cython.locals(sent=Py_ssize_t)
-cdef int _send_open(object transport, int fd, bytes data) except -2
+cdef int _write_open(object transport, int fd, object data) except -2
 @cython.locals(now=double)
 cpdef double clock() except? -1.0
 
@@ -84,7 +84,7 @@ cdef class WriteSide:
     cdef public int fd
     cdef public WriteTurn turn
 
-    @cython.locals(waiting=object, turn=WriteTurn)
+    @cython.locals(listed=bint, turn=WriteTurn)
     cpdef write(self, object data)
     @cython.locals(waiting=object)
     cpdef send_waiting(self)

@@ -62,18 +62,20 @@ def write_now(transport: asyncio.WriteTransport, fd: int, data: Piece) -> int:
     it closed, the descriptor's number may already belong to a new connection), and it takes
     what the socket did not, or all of it after an error, which it then reports as its own
     (connection_lost). `fd` is -1 where there is no socket (a stand-in transport)."""
-    if _COMPILED and fd >= 0 and type(data) is bytes and not transport.is_closing():
-        return _send_open(transport, fd, data)
+    if _COMPILED and fd >= 0 and transport.is_closing():
+        fd = -1  # a closing transport is handed the bytes (what becomes of them is its to report)
+    return _write_open(transport, fd, data)
+
+
+def _write_open(transport: asyncio.WriteTransport, fd: int, data: Piece) -> int:
+    """write_now() once the transport is known to be open (or `fd` is -1: through it)."""
+    if _COMPILED and fd >= 0 and type(data) is bytes:
+        sent = _send_now(fd, data, len(data))  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
+        if sent == len(data):
+            return fd
+        transport.write(data[sent:] if sent > 0 else data)
+        return -1
     transport.write(data)
-    return -1
-
-
-def _send_open(transport: asyncio.WriteTransport, fd: int, data: bytes) -> int:
-    """write_now()'s send, compiled only, once the transport is known to be open."""
-    sent = _send_now(fd, data, len(data))  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
-    if sent == len(data):
-        return fd
-    transport.write(data[sent:] if sent > 0 else data)
     return -1
 
 
@@ -211,15 +213,13 @@ class WriteSide:
         """Writes `data` after what was written before (write_now's rule: the order is kept).
         Only a bytes piece is held; another kind (a view, a bytearray: its owner might change
         it meanwhile) goes at once."""
-        waiting = self.waiting
-        if waiting is not None:  # one piece held already: it goes first, now
-            self.waiting = None
-            self.fd = write_now(self.transport, self.fd, waiting)
-            self.on_sent()
+        listed = self.waiting is not None  # one piece held already (so on the turn's list): it goes now
+        if listed:
+            self.send_waiting()
         turn = self.turn
         if turn is not None and type(data) is bytes and turn.holds():
             self.waiting = data
-            if waiting is None:  # (with one held, this connection is on the turn's list already)
+            if not listed:
                 turn.add(self)
         else:
             self.fd = write_now(self.transport, self.fd, data)
@@ -231,13 +231,9 @@ class WriteSide:
         if waiting is None:
             return
         self.waiting = None
-        if self.transport.is_closing():
-            return
-        if _COMPILED and self.fd >= 0:
-            self.fd = _send_open(self.transport, self.fd, waiting)
-        else:
-            self.fd = write_now(self.transport, self.fd, waiting)
-        self.on_sent()
+        if not self.transport.is_closing():
+            self.fd = _write_open(self.transport, self.fd, waiting)
+            self.on_sent()
 
     def on_sent(self) -> None:
         """A held piece has just been sent (BackendConnection times its request from here)."""
