@@ -15,17 +15,28 @@ DIRECT = HTTP_LAYER == "compiled" and sys.platform.startswith("linux")
 
 
 class RecordingTransport:
-    """Stands in for the transport that owns the socket: it keeps what it is handed, in order."""
+    """Stands in for the transport that owns the socket: it keeps what it is handed, in order,
+    and how it was closed (test_proxy_write_turn uses it too)."""
 
     def __init__(self, closing=False):
         self.handed = []
         self.closing = closing
+        self.closed = self.aborted = False
 
     def write(self, data):
         self.handed.append(bytes(data))
 
     def is_closing(self):
         return self.closing
+
+    def close(self):
+        self.closing = self.closed = True
+
+    def abort(self):
+        self.closing = self.aborted = True
+
+    def get_extra_info(self, name, default=None):
+        return default
 
 
 @pytest.fixture

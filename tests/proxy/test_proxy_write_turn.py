@@ -14,30 +14,16 @@ import pytest
 
 from leastload.proxy import _backend, _http1
 
+import test_proxy_write_now
 
-class RecordingTransport:
-    """Stands in for a transport: keeps what it is handed, in order, and how it was closed."""
 
-    def __init__(self):
-        self.handed = []
-        self.closing = False
-        self.closed = self.aborted = False
+class RecordingTransport(test_proxy_write_now.RecordingTransport):
+    """write_now's stand-in transport, which here also fails a write made after it was closed:
+    a held piece must not outlive its connection."""
 
     def write(self, data):
         assert not self.closing, "written after it was closed"
-        self.handed.append(bytes(data))
-
-    def is_closing(self):
-        return self.closing
-
-    def close(self):
-        self.closing = self.closed = True
-
-    def abort(self):
-        self.closing = self.aborted = True
-
-    def get_extra_info(self, name, default=None):
-        return default
+        super().write(data)
 
 
 def side_on(turn, transport, fd=-1):
