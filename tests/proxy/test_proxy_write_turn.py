@@ -14,10 +14,10 @@ import pytest
 
 from leastload.proxy import _backend, _http1
 
-import test_proxy_write_now
+from test_proxy_write_now import RecordingTransport as WriteNowTransport
 
 
-class RecordingTransport(test_proxy_write_now.RecordingTransport):
+class RecordingTransport(WriteNowTransport):
     """write_now's stand-in transport, which here also fails a write made after it was closed:
     a held piece must not outlive its connection."""
 
