@@ -77,6 +77,16 @@ latency distributions merged, each turn's given by its 0.1 %, 0.2 %, ...,
 proxy is idle (no health checks, no traffic) but keeps its pooled
 connections to the backends open.
 
+Under --slices each ratio is also given with what its turns say of it: turn
+i of one proxy and turn i of the other were measured one right after the
+other, so their ratio is one sample of the ratio at one moment of the
+machine. The geometric mean of the K turns' ratios and its 95 % interval
+(Student's t on their logarithms) follow the medians, and the JSON keeps
+every turn's req/s ("turn_requests_per_s") and each ratio's interval
+("turns"). An interval that holds 1.0 is a round whose turns cannot tell
+the two proxies apart; its ratio lands above or below 1.0 by the moments it
+met.
+
 It is not part of CI or of the pytest suites (its name does not start with
 test_ and it defines no tests): a person runs it, and its numbers depend on
 the machine. On a 2-core machine wrk, the backends and the proxy share the
@@ -114,6 +124,7 @@ request with its parts.
 import argparse
 import http.client
 import json
+import math
 import os
 import re
 import shutil
@@ -137,6 +148,11 @@ PROXY_KINDS = ("leastload", "private", "haproxy", "before")  # before: another b
 HAPROXY_BALANCE = {"LEASTCONNECTION": "leastconn", "ROUNDROBIN": "roundrobin"}
 METHODS = ("LEASTCONNECTION", "ROUNDROBIN", "LEASTRESPONSETIME", "LEASTBANDWIDTH", "LEASTPACKETS")
 SHARE_GOAL_PERCENT = 2.0
+# Student's t for a two-sided 95 % interval, by degrees of freedom 1-30 (above 30, 1.96: at most 4 %
+# narrower than t's own value)
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+       2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+       2.045, 2.042)
 MAXCONN = 4096         # HAProxy's; it needs about twice as many file descriptors
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -575,7 +591,7 @@ def measure_group(group, connections, args, backends, workdir):
         for _, _, _, _, port, _ in started:
             run_wrk(port, connections, args.warmup)
         sums = {name: {"requests": 0, "elapsed_s": 0.0, "non_2xx_3xx": 0, "cpu": [0.0, 0.0], "wall_s": 0.0,
-                       "socket_errors": {}, "served": {}, "quantiles": []} for name, *_ in started}
+                       "socket_errors": {}, "served": {}, "quantiles": [], "turns": []} for name, *_ in started}
         for turn in range(args.slices):
             for name, _, _, proxy, port, _ in (started if turn % 2 == 0 else started[::-1]):
                 acc = sums[name]
@@ -594,6 +610,7 @@ def measure_group(group, connections, args, backends, workdir):
                 for key, value in served.items():
                     acc["served"][key] = acc["served"].get(key, 0) + value
                 acc["quantiles"].append((wrk["requests"], wrk["quantiles_us"]))
+                acc["turns"].append(wrk["requests"] / wrk["elapsed_s"] if wrk["elapsed_s"] else 0.0)
         rows = []
         for name, kind, n, proxy, _, admin_port in started:
             acc = sums[name]
@@ -606,6 +623,7 @@ def measure_group(group, connections, args, backends, workdir):
                 "proxy": name, "kind": kind, "workers_or_threads": n, "connections": connections,
                 "requests_per_s": acc["requests"] / acc["elapsed_s"] if acc["elapsed_s"] else None,
                 "requests": acc["requests"], "elapsed_s": acc["elapsed_s"],
+                "turn_requests_per_s": acc["turns"],  # each turn's, in the order measured
                 "p50_ms": merged_percentile(acc["quantiles"], 50), "p99_ms": merged_percentile(acc["quantiles"], 99),
                 "non_2xx_3xx": acc["non_2xx_3xx"], "socket_errors": acc["socket_errors"],
                 "backend_requests": acc["served"],
@@ -727,9 +745,23 @@ def results_table(rows, names, pairs):
     return "\n".join(lines)
 
 
+def turn_interval(mine, theirs):
+    """What paired turns say of a ratio (--slices): turn i of each side was measured right after
+    the other's, so the turns' ratios mine[i]/theirs[i] are K samples of it, each taken at one
+    moment of the machine. Returns (geometric mean of those ratios, low, high): a 95 % interval
+    from Student's t on their logarithms; None with fewer than two pairs or a turn of no requests."""
+    if len(mine) != len(theirs) or len(mine) < 2 or min(*mine, *theirs) <= 0:
+        return None
+    logs = [math.log(a / b) for a, b in zip(mine, theirs)]
+    mean, df = statistics.fmean(logs), len(logs) - 1
+    half = (T95[df - 1] if df <= len(T95) else 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def ratios(rows, other="haproxy"):
     """leastload / HAProxy (or / the --before build: other="before") for each (round, connections,
-    workers = threads) measured on both sides: req/s, and CPU per request where both have it."""
+    workers = threads) measured on both sides: req/s, CPU per request where both have it, and
+    with --slices the paired turns' interval (turn_interval)."""
     by = {(r["round"], r["kind"], r["workers_or_threads"], r["connections"]): r for r in rows}
     kinds = ("leastload", "private") if other == "haproxy" else ("leastload",)
     out = []
@@ -738,9 +770,11 @@ def ratios(rows, other="haproxy"):
         if kind in kinds and r["requests_per_s"] and h and h["requests_per_s"]:
             cpu = (r["cpu_us_per_request"] / h["cpu_us_per_request"]
                    if r["cpu_us_per_request"] and h["cpu_us_per_request"] else None)
+            turns = turn_interval(r.get("turn_requests_per_s", []), h.get("turn_requests_per_s", []))
             out.append({"round": rnd, "connections": c, "workers_or_threads": n, "kind": kind,
                         "leastload_rps": r["requests_per_s"], f"{other}_rps": h["requests_per_s"],
-                        "ratio": r["requests_per_s"] / h["requests_per_s"], "cpu_ratio": cpu})
+                        "ratio": r["requests_per_s"] / h["requests_per_s"], "cpu_ratio": cpu,
+                        "turns": None if turns is None else dict(zip(("geometric_mean", "low_95", "high_95"), turns))})
     return out
 
 
@@ -760,6 +794,25 @@ def print_medians(pairs, against):
                      f"({', '.join(f'{x:.3f}' for x in rps)}){cpu}")
     if lines:
         print(f"\nmedians over the rounds, against {against}:")
+        print("\n".join(lines))
+
+
+def print_turn_intervals(pairs, against):
+    """With --slices: each ratio beside what its paired turns say of it (turn_interval), so that
+    a round's miss or pass can be told from the spread of the machine's moments."""
+    lines = []
+    for p in pairs:
+        t = p.get("turns")
+        if t is None:
+            continue
+        where = ("1.0 inside" if t["low_95"] <= 1.0 <= t["high_95"]
+                 else "above 1.0" if t["low_95"] > 1.0 else "below 1.0")
+        lines.append(f"  round {p['round']}, {p['kind']}, {p['connections']} connections, {p['workers_or_threads']} "
+                     f"worker(s): {p['ratio']:.3f}x; its turns {t['geometric_mean']:.3f}x, 95 % interval "
+                     f"{t['low_95']:.3f}-{t['high_95']:.3f} ({where})")
+    if lines:
+        print(f"\neach ratio against {against} and the 95 % interval of its paired turns (--slices; "
+              f"a turn's ratio is one moment of the machine):")
         print("\n".join(lines))
 
 
@@ -1069,10 +1122,12 @@ def main(argv=None):
     pairs, share = ratios(rows), engine_share(rows, engine["ns_per_request"])
     print_report(args, specs, rows, engine, pairs, share, stages)
     print_medians(pairs, "HAProxy")
+    print_turn_intervals(pairs, "HAProxy")
     print_cpu_split(rows)
     against_before = ratios(rows, other="before")
     print_before(against_before)
     print_medians(against_before, "the --before build")
+    print_turn_intervals(against_before, "the --before build")
     print_packets(rows, args.warmup + args.duration)
     if args.json:
         write_json(args.json, args, specs, rows, engine, pairs, against_before, share, stages)

@@ -1,7 +1,9 @@
 """proxy_vs_haproxy.py's order of runs and its --pin split, which decide what each ratio compares."""
 
-from proxy_vs_haproxy import (QUANTILE_STEPS, groups_of, merged_percentile, paired, parse_wrk, pin_sets,
-                              schedule)
+import math
+
+from proxy_vs_haproxy import (QUANTILE_STEPS, groups_of, merged_percentile, paired, parse_wrk, pin_sets, ratios,
+                              schedule, turn_interval)
 
 
 def test_each_leastload_run_is_next_to_the_haproxy_run_it_is_compared_with():
@@ -55,3 +57,39 @@ def test_wrk_output_with_the_quantile_script_is_read():
     assert parsed["p99_ms"] == 61.04
     assert parsed["quantiles_us"] == [1200.0, 1300.0, 61040.0]
     assert parse_wrk(out.split("\nquantiles_us")[0])["quantiles_us"] == []  # without the script
+
+
+def test_paired_turns_give_the_ratio_and_its_95_percent_interval():
+    # turns that agree: their ratio, and no width
+    mean, low, high = turn_interval([200.0, 300.0, 400.0], [100.0, 150.0, 200.0])
+    assert (round(mean, 12), round(low, 12), round(high, 12)) == (2.0, 2.0, 2.0)
+    # two turns whose ratios are e^0.1 and e^-0.1: mean of the logs 0, their sd 0.1 * sqrt(2),
+    # half-width t(1 df) * sd / sqrt(2) = 12.706 * 0.1
+    mean, low, high = turn_interval([math.exp(0.1), math.exp(-0.1)], [1.0, 1.0])
+    assert math.isclose(mean, 1.0)
+    assert math.isclose(low, math.exp(-1.2706)) and math.isclose(high, math.exp(1.2706))
+    # the other way round: the reciprocal interval
+    back = turn_interval([1.0, 1.0], [math.exp(0.1), math.exp(-0.1)])
+    assert math.isclose(back[1], 1 / high) and math.isclose(back[2], 1 / low)
+    # more turns of the same spread: a narrower interval around the same mean
+    wide = turn_interval([1.02, 0.98, 1.02, 0.98], [1.0] * 4)
+    narrow = turn_interval([1.02, 0.98] * 8, [1.0] * 16)
+    assert math.isclose(wide[0], narrow[0])
+    assert narrow[2] - narrow[1] < wide[2] - wide[1]
+    # nothing to say: one turn, unequal counts, a turn with no requests
+    assert turn_interval([1.0], [1.0]) is None
+    assert turn_interval([1.0, 1.0], [1.0]) is None
+    assert turn_interval([1.0, 0.0], [1.0, 1.0]) is None
+
+
+def test_ratios_carry_the_turns_interval_only_when_turns_were_paired():
+    def row(kind, rps, turns):
+        return {"round": 1, "kind": kind, "workers_or_threads": 1, "connections": 32, "requests_per_s": rps,
+                "cpu_us_per_request": 10.0, "turn_requests_per_s": turns}
+
+    sliced = ratios([row("leastload", 99.0, [100.0, 98.0]), row("haproxy", 100.0, [100.0, 100.0])])
+    assert len(sliced) == 1 and math.isclose(sliced[0]["ratio"], 0.99)
+    assert math.isclose(sliced[0]["turns"]["geometric_mean"], math.sqrt(0.98))
+    assert sliced[0]["turns"]["low_95"] < 0.98 and sliced[0]["turns"]["high_95"] > 1.0
+    whole = ratios([row("leastload", 99.0, [99.0]), row("haproxy", 100.0, [100.0])])
+    assert whole[0]["turns"] is None  # one run each (no --slices): no turns to pair
