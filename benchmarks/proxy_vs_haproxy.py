@@ -80,10 +80,11 @@ connections to the backends open.
 Under --slices each ratio is also given with what its turns say of it: turn
 i of one proxy and turn i of the other were measured in the same pass of
 the turns (one right after the other when two proxies take turns), so their
-ratio is one sample of the ratio at one moment of the machine. The geometric mean of the K turns' ratios and its 95 % interval
-(Student's t on their logarithms) follow the medians, and the JSON keeps
-every turn's req/s ("turn_requests_per_s") and each ratio's interval
-("turns"). An interval that holds 1.0 is a round whose turns cannot tell
+ratio is one sample of the ratio at one moment of the machine. The
+geometric mean of the K turns' ratios and its 95 % interval (Student's t
+on their logarithms) follow the medians, and the JSON keeps every turn's
+req/s (wrk's Requests/sec, "turn_requests_per_s") and each ratio's
+interval ("turns"). An interval that holds 1.0 is a round whose turns cannot tell
 the two proxies apart; its ratio lands above or below 1.0 by the moments it
 met.
 
@@ -610,7 +611,7 @@ def measure_group(group, connections, args, backends, workdir):
                 for key, value in served.items():
                     acc["served"][key] = acc["served"].get(key, 0) + value
                 acc["quantiles"].append((wrk["requests"], wrk["quantiles_us"]))
-                acc["turns"].append(wrk["requests"] / wrk["elapsed_s"] if wrk["elapsed_s"] else 0.0)
+                acc["turns"].append(wrk["requests_per_s"])
         rows = []
         for name, kind, n, proxy, _, admin_port in started:
             acc = sums[name]
@@ -748,8 +749,9 @@ def results_table(rows, names, pairs):
 def turn_interval(mine, theirs):
     """What paired turns say of a ratio (--slices): turn i of each side was measured in the same
     pass of the turns (right after the other's when two proxies take turns), so the turns' ratios
-    mine[i]/theirs[i] are K samples of it, each taken at one moment of the machine. Returns (geometric mean of those ratios, low, high): a 95 % interval
-    from Student's t on their logarithms; None with fewer than two pairs or a turn of no requests."""
+    mine[i]/theirs[i] are K samples of it, each taken at one moment of the machine. Returns
+    (geometric mean of those ratios, low, high): a 95 % interval from Student's t on their
+    logarithms; None with fewer than two pairs or a turn of no requests."""
     if len(mine) != len(theirs) or len(mine) < 2 or min(*mine, *theirs) <= 0:
         return None
     logs = [math.log(a / b) for a, b in zip(mine, theirs)]
