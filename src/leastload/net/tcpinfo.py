@@ -94,6 +94,10 @@ class SegmentCounter:
                 delta = ((now[0] - self.last[0]) & 0xFFFFFFFF) + ((now[1] - self.last[1]) & 0xFFFFFFFF)
                 self.last = now
                 return delta
-            self.last = None
-            self.mss = DEFAULT_MSS
+            self.stop_reading()
         return estimate_packets(sent, received, DEFAULT_MSS if self.mss is None else self.mss)
+
+    def stop_reading(self) -> None:
+        """Estimates from now on: TCP_INFO could not be read (the socket is closed, or cannot tell)."""
+        self.last = None
+        self.mss = DEFAULT_MSS

@@ -54,6 +54,41 @@ cdef extern from *:
     """
     Py_ssize_t _send_now "ll_proxy_send" (int fd, const char *buf, Py_ssize_t size) nogil
 
+# _take_segments()'s C path: one getsockopt(TCP_INFO) on a socket's descriptor, counted as
+# tcpinfo.SegmentCounter.take() counts: tcpi_segs_in and tcpi_segs_out (the 32-bit counters at
+# offsets 140 and 136 of struct tcp_info, kernel 4.2 and later), each taken modulo 2^32 since
+# the reading in *last, which becomes this one (segs_in << 32 | segs_out). -1 where the kernel
+# cannot tell (no TCP_INFO, a closed descriptor, a struct too short): the caller estimates.
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <netinet/in.h>
+    #include <netinet/tcp.h>
+    #include <stdint.h>
+    #include <string.h>
+    #include <sys/socket.h>
+    static long long ll_proxy_segments(int fd, unsigned long long *last) {
+        unsigned char info[144];
+        socklen_t size = (socklen_t)sizeof info;
+        uint32_t segs_out, segs_in, last_in, last_out;
+        if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, info, &size) != 0 || size < sizeof info)
+            return -1;
+        memcpy(&segs_out, info + 136, sizeof segs_out);
+        memcpy(&segs_in, info + 140, sizeof segs_in);
+        last_in = (uint32_t)(*last >> 32);
+        last_out = (uint32_t)*last;
+        *last = ((unsigned long long)segs_in << 32) | segs_out;
+        return (long long)(uint32_t)(segs_in - last_in) + (long long)(uint32_t)(segs_out - last_out);
+    }
+    #else
+    static long long ll_proxy_segments(int fd, unsigned long long *last) {
+        (void)fd; (void)last;
+        return -1;
+    }
+    #endif
+    """
+    long long _segments_since "ll_proxy_segments" (int fd, unsigned long long *last) nogil
+
 cdef bint _COMPILED
 cpdef int write_now(object transport, int fd, object data) except -2
 @cython.locals(sent=Py_ssize_t)
@@ -131,6 +166,8 @@ cdef class BackendConnection(WriteSide):
     cdef public double timeout, sent_at, last_data
     cdef public Py_ssize_t sent, received, unread
     cdef public bint passed, held, exact
+    cdef public int segments_fd
+    cdef public unsigned long long segments_read
 
     cdef _pass_on(self, list out)
     cpdef send(self, ExchangeSide exchange, object payload, double timeout, bint head_only, bint http10,
@@ -140,6 +177,7 @@ cdef class BackendConnection(WriteSide):
     cpdef abandon(self, bint stalled=*)
     cdef _end(self, str outcome)
     cpdef Py_ssize_t packets(self, bint every, bint reusable) except -1
+    @cython.locals(packets=cython.longlong)
     cdef Py_ssize_t _take_segments(self, Py_ssize_t sent, Py_ssize_t received) except -1
     cpdef bint reusable(self) except -1
     cpdef release(self, bint reusable)

@@ -318,7 +318,7 @@ class ExchangeSide:
 class BackendConnection(WriteSide):
     __slots__ = ("pool", "loop", "reader", "counter", "dup", "exchange", "client", "t",
                  "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held", "unread",
-                 "exact")
+                 "exact", "segments_fd", "segments_read")
 
     # set by connection_made / send(), before they are read
     counter: SegmentCounter
@@ -352,6 +352,9 @@ class BackendConnection(WriteSide):
         # the connection's first request is charged its handshake too
         self.counter = SegmentCounter(sock, from_start=True)
         self.exact = self.counter.exact  # TCP_INFO is read (not estimated); kept here, read per request
+        # compiled, TCP_INFO is read in C on this descriptor (see _take_segments), from no segments
+        self.segments_fd = _descriptor(sock)
+        self.segments_read = 0
         self.pool.opened_one()
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
@@ -369,6 +372,7 @@ class BackendConnection(WriteSide):
             late = self._take_segments(0, 0)  # no estimate: a read that fails here counts nothing
             if late and self.pool.on_late_packets is not None:
                 self.pool.on_late_packets(late)
+        self.segments_fd = -1  # (not read again: the number may name another socket once closed)
         if self.dup is not None:
             self.dup.close()
             self.dup = None
@@ -493,6 +497,15 @@ class BackendConnection(WriteSide):
         """Segments since the last read (without TCP_INFO: the estimate for `sent` and `received` bytes)."""
         self.unread = 0
         counter = self.counter
+        if _COMPILED and self.exact:
+            # compiled: one getsockopt() in C, counted as counter.take() counts. Its Python (a
+            # socket method, a struct, tuples) ran cold once every 16 responses, and cost
+            # about 2 % of the proxy's CPU at 32 connections (docs/performance.md)
+            packets = _segments_since(  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
+                self.segments_fd, cython.address(self.segments_read))
+            if packets >= 0:
+                return packets
+            counter.stop_reading()  # as take() does when its read fails: estimates from now on
         packets = counter.take(sent, received)
         self.exact = counter.exact  # a failed read: estimates from now on
         return packets
