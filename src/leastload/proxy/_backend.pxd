@@ -164,7 +164,7 @@ cdef class BackendConnection(WriteSide):
     cdef public ExchangeSide exchange
     cdef public ResponseReader reader
     cdef public double timeout, sent_at, last_data
-    cdef public Py_ssize_t sent, received, unread
+    cdef public Py_ssize_t sent, received, unread, unrecorded
     cdef public bint passed, held, exact
     cdef public int segments_fd
     cdef public unsigned long long segments_read

@@ -318,7 +318,7 @@ class ExchangeSide:
 class BackendConnection(WriteSide):
     __slots__ = ("pool", "loop", "reader", "counter", "dup", "exchange", "client", "t",
                  "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held", "unread",
-                 "exact", "segments_fd", "segments_read")
+                 "exact", "segments_fd", "segments_read", "unrecorded")
 
     # set by connection_made / send(), before they are read
     counter: SegmentCounter
@@ -342,6 +342,7 @@ class BackendConnection(WriteSide):
         self.exchange: Optional[ExchangeSide] = None
         self.held = False  # reading paused because the client does not read
         self.unread = 0  # exchanges sent on it since TCP_INFO was last read
+        self.unrecorded = 0  # the response's last bytes, which the exchange's end records (data_received)
 
     # ---- asyncio.Protocol (not its subclass: compiled, this is an extension type) --------
 
@@ -387,7 +388,12 @@ class BackendConnection(WriteSide):
         reader = self.reader
         out = reader.feed(data)
         self.received += len(data)
-        self.t.record(len(data))  # (bytes), positional: cheaper than a keyword
+        if reader.complete and reader.failed is None:
+            # the response's last bytes: the exchange records them as it ends, a few microseconds
+            # from now in this same callback, with its packets (one engine call a response fewer)
+            self.unrecorded = len(data)
+        else:
+            self.t.record(len(data))  # (bytes), positional: cheaper than a keyword
         if out:
             self._pass_on(out)
         if reader.failed is not None:
@@ -422,6 +428,7 @@ class BackendConnection(WriteSide):
         self.timeout = timeout
         self.reader.start(head_only, http10, keep_alive)
         self.sent, self.received, self.passed = len(payload), 0, False
+        self.unrecorded = 0
         self.ttfb = None
         self.unread += 1
         self.pool.busy.add(self)

@@ -194,8 +194,8 @@ class Exchange(ExchangeSide):
             assert conn is not None  # an answer came on it
             reusable = conn.reusable()  # read once: nothing changes it before the release below
             packets = conn.packets(self.by_packets, reusable)
-            if packets:
-                t.record(0, packets)  # (bytes, packets), positional: a keyword call costs more
+            if packets or conn.unrecorded:  # (the response's last bytes, left to this call)
+                t.record(conn.unrecorded, packets)  # (bytes, packets), positional: a keyword call costs more
                 self.counters.packets += packets
             status = conn.reader.status  # (BackendConnection.status, without a property's lookup)
             # the backend's ORCA report, if it sent one and weights_from_utilization reads them

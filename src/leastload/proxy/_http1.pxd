@@ -45,6 +45,7 @@ cdef class _Chunks:
 
 
 @cython.final
+@cython.freelist(64)  # one a request (as _exchange.Exchange)
 cdef class RequestHead:
     cdef public bytes method, target, host
     cdef public int version
