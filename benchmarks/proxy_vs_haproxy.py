@@ -681,10 +681,11 @@ def failed_row(label, kind, n, connections, problem):
 def engine_ns_per_request(method, number, repeat, req_bytes, resp_bytes, packets, engine=None):
     """ns for the engine calls of one proxied request on a 3-service C VirtualServer (best of
     repeat), made as the proxy makes them: positional arguments, the request's bytes as sent,
-    the response's as they come (one chunk here), the finish; and the TCP_INFO segments after
-    every answer for a method that picks by packets, after one in PACKETS_EVERY otherwise
-    (that fraction of the record call is charged). engine: another VirtualServer class (the
-    default is leastload.VirtualServer)."""
+    the response's (one chunk here, the last: recorded as the exchange ends, with the TCP_INFO
+    segments when they are read), the finish. The segments are read after every answer for a
+    method that picks by packets, after one in PACKETS_EVERY otherwise (that fraction of the
+    difference is charged). engine: another VirtualServer class (the default is
+    leastload.VirtualServer)."""
     from leastload import VirtualServer
     from leastload.engine.methods import BY_PACKETS
     from leastload.proxy._backend import PACKETS_EVERY
@@ -698,10 +699,10 @@ def engine_ns_per_request(method, number, repeat, req_bytes, resp_bytes, packets
         return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
 
     base = f"t = vs.acquire(); t.record({req_bytes}); t.record({resp_bytes}); t.finish(0.002, 200)"
-    with_packets = base.replace("t.finish", f"t.record(0, {packets}); t.finish")
+    with_packets = base.replace(f"t.record({resp_bytes})", f"t.record({resp_bytes}, {packets})")
     every = 1 if method in BY_PACKETS else PACKETS_EVERY
     ns_base, ns_packets = best(base), best(with_packets)
-    stmt = f"{base}, and t.record(0, {packets}) before the finish once in {every}"
+    stmt = f"{base}, the second record with {packets} packets once in {every}"
     return ns_base + (ns_packets - ns_base) / every, f"{type(vs).__module__}.{type(vs).__name__}", stmt
 
 

@@ -390,7 +390,8 @@ class BackendConnection(WriteSide):
         self.received += len(data)
         if reader.complete and reader.failed is None:
             # the response's last bytes: the exchange records them as it ends, a few microseconds
-            # from now in this same callback, with its packets (one engine call a response fewer)
+            # from now in this same callback, in one call with the packets when TCP_INFO is read
+            # (a call fewer after every response with LEASTPACKETS, after one in 16 otherwise)
             self.unrecorded = len(data)
         else:
             self.t.record(len(data))  # (bytes), positional: cheaper than a keyword
@@ -508,7 +509,7 @@ class BackendConnection(WriteSide):
             # compiled: one getsockopt() in C, counted as counter.take() counts. Its Python (a
             # socket method, a struct, tuples) ran cold once every 16 responses, and cost
             # about 2 % of the proxy's CPU at 32 connections (docs/performance.md)
-            packets = _segments_since(  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
+            packets: int = _segments_since(  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
                 self.segments_fd, cython.address(self.segments_read))
             if packets >= 0:
                 return packets
