@@ -14,10 +14,8 @@ import gc
 import math
 import os
 import socket
-import struct
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,7 +25,7 @@ httpx = pytest.importorskip("httpx")
 
 from leastload.net import tcpinfo  # noqa: E402
 from leastload.integrations.httpx import NoBackendAvailable, Transport  # noqa: E402
-from servers import free_port, start_backend  # noqa: E402
+from servers import RawServer, free_port, start_backend  # noqa: E402
 
 CONCURRENCY = 16
 
@@ -47,62 +45,6 @@ def backends():
     yield get
     for b in started.values():
         b.stop()
-
-
-class RawServer:
-    """A threaded one-purpose HTTP/1.1 server: "echo" answers 200 with the request
-    head as its body; "reset" reads a request and resets the connection."""
-
-    def __init__(self, mode):
-        self.mode = mode
-        self.requests = 0
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def address(self):
-        return f"127.0.0.1:{self.port}"
-
-    def _serve(self):
-        while not self.stopped.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:  # timeout: look at the flag again
-                continue
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn):
-        with conn:
-            conn.settimeout(5)
-            data = b""
-            try:
-                while b"\r\n\r\n" not in data:
-                    piece = conn.recv(65536)
-                    if not piece:
-                        return
-                    data += piece
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                while len(body) < length:
-                    body += conn.recv(65536)
-            except OSError:
-                return
-            self.requests += 1
-            if self.mode == "reset":  # linger 0: close() sends RST
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                return
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
-                         % (len(head), head))
-
-    def stop(self):
-        self.stopped.set()
-        self.thread.join(timeout=5)
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,7 @@ from leastload.net import upstream  # noqa: E402
 from leastload.integrations.httpx import Transport  # noqa: E402
 from leastload.proxy import Proxy  # noqa: E402
 from leastload.net.upstream import IDEMPOTENT, Outcome, Verdict, after_attempt  # noqa: E402
-from servers import free_port, run_loop, start_backend  # noqa: E402
-from test_httpx_transport import RawServer  # noqa: E402  (reads a request, then resets the connection)
+from servers import RawServer, free_port, run_loop, start_backend  # noqa: E402  (RawServer: a resetting backend)
 
 # ---- the rule itself ---------------------------------------------------------------------------
 
