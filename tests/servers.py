@@ -5,6 +5,10 @@ process on a free port and returns a handle with `.port`, `.stats()` (what it
 served, read over HTTP), `.kill()` (SIGKILL: its connections are reset) and
 `.stop()`. The process is always reaped; every wait is bounded.
 
+`tcp_pair()` connects two sockets over 127.0.0.1 in the test's own process,
+and `exchange_over(near, far, size)` passes a small request and a `size`-byte
+answer over them (for the TCP_INFO tests).
+
 `RawServer(mode)` is a threaded server in the test's own process, for a backend
 that has to behave one way on cue: "echo" answers with the request's head,
 "reset" reads a request and resets the connection.
@@ -232,3 +236,23 @@ class RawServer:
         self.stopped.set()
         self.thread.join(timeout=5)
         self.sock.close()
+
+
+def tcp_pair():
+    """(near, far): the two ends of a TCP connection on 127.0.0.1, blocking with a 5 s
+    timeout. The caller closes them."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        near = socket.create_connection(server.getsockname(), timeout=5)
+        far, _ = server.accept()
+    far.settimeout(5)
+    return near, far
+
+
+def exchange_over(near, far, size):
+    """A 10-byte request from `near`, read by `far`; `size` bytes back, all read by `near`."""
+    near.sendall(b"q" * 10)
+    assert far.recv(10) == b"q" * 10
+    far.sendall(b"r" * size)
+    got = 0
+    while got < size:
+        got += len(near.recv(65536))

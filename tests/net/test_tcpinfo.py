@@ -7,27 +7,17 @@ import pytest
 
 from leastload.net import tcpinfo
 from leastload.net import upstream
+from servers import exchange_over, tcp_pair
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TCP_INFO segment counters are Linux's")
 
 
 @pytest.fixture
 def connected_pair():
-    server = socket.create_server(("127.0.0.1", 0))
-    client = socket.create_connection(server.getsockname(), timeout=5)
-    peer, _ = server.accept()
+    client, peer = tcp_pair()
     yield client, peer
-    for s in (client, peer, server):
+    for s in (client, peer):
         s.close()
-
-
-def exchange(client, peer, size):
-    client.sendall(b"q" * 10)
-    assert peer.recv(10) == b"q" * 10
-    peer.sendall(b"r" * size)
-    got = 0
-    while got < size:
-        got += len(client.recv(65536))
 
 
 @linux_only
@@ -37,10 +27,10 @@ def test_segments_count_what_the_connection_sent_and_received(connected_pair):
     assert first is not None and first[0] >= 1 and first[1] >= 1  # the handshake
     counter = tcpinfo.SegmentCounter(client)
     assert counter.exact
-    exchange(client, peer, 100)
+    exchange_over(client, peer, 100)
     small = counter.take()
     assert small >= 2  # at least the request out and the answer in
-    exchange(client, peer, 2_000_000)
+    exchange_over(client, peer, 2_000_000)
     large = counter.take()
     assert large > small  # a 2 MB answer takes more segments than 100 bytes
     assert counter.take() >= 0

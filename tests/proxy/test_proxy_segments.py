@@ -4,7 +4,6 @@ On both, the counts add up to the kernel's own, wrap modulo 2^32, and turn into 
 from the bytes once the socket can no longer tell."""
 
 import asyncio
-import socket
 import sys
 import time
 
@@ -12,6 +11,7 @@ import pytest
 
 from leastload.net import tcpinfo
 from leastload.proxy import HTTP_LAYER, _backend, _http1
+from servers import exchange_over, tcp_pair
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="TCP_INFO segment counters are Linux's")
@@ -34,9 +34,7 @@ class SocketTransport:
 def connection():
     """A BackendConnection made on the near end of a real TCP connection, and both ends."""
     loop = asyncio.new_event_loop()
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        near = socket.create_connection(server.getsockname(), timeout=5)
-        far, _ = server.accept()
+    near, far = tcp_pair()
     pool = _backend.Pool(loop, "127.0.0.1", 1, 4, _http1.Limits(), _backend.ConnectionBudget(10), None,
                          _backend.WriteTurn(loop))
     conn = _backend.BackendConnection(pool)
@@ -49,15 +47,6 @@ def connection():
     loop.close()
 
 
-def exchange(near, far, size):
-    near.sendall(b"q" * 100)
-    assert far.recv(100) == b"q" * 100
-    far.sendall(b"r" * size)
-    got = 0
-    while got < size:
-        got += len(near.recv(65536))
-
-
 def quiet():
     time.sleep(0.25)  # past the delayed ACKs (at most 200 ms on Linux): no segment still on its way
 
@@ -66,7 +55,7 @@ def test_each_read_counts_the_segments_since_the_last_and_they_add_up_to_the_ker
     conn, near, far = connection
     taken = []
     for size in (100, 200_000, 1_000):
-        exchange(near, far, size)
+        exchange_over(near, far, size)
         quiet()
         taken.append(conn.packets(True, True))
     assert taken[0] >= 3 + 2  # the handshake (charged to the first read) and an exchange
@@ -89,7 +78,7 @@ def test_a_reading_wraps_modulo_2_to_the_32(connection):
 
 def test_a_socket_that_cannot_tell_any_more_gives_the_estimate_from_then_on(connection):
     conn, near, far = connection
-    exchange(near, far, 100)
+    exchange_over(near, far, 100)
     assert conn.packets(True, True) >= 2
     near.close()  # getsockopt() now fails (the descriptor is closed)
     conn.sent, conn.received = 3_000, 100

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from leastload.proxy import HTTP_LAYER, _backend
+import servers  # (its tcp_pair() under the fixture of that name)
 
 DIRECT = HTTP_LAYER == "compiled" and sys.platform.startswith("linux")
 
@@ -41,10 +42,7 @@ class RecordingTransport:
 
 @pytest.fixture
 def tcp_pair():
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        near = socket.create_connection(server.getsockname(), timeout=5)
-        far, _ = server.accept()
-    far.settimeout(5)
+    near, far = servers.tcp_pair()
     near.setblocking(False)  # as an event loop's sockets are
     yield near, far
     near.close()
