@@ -91,7 +91,7 @@ cdef extern from *:
 
 cdef bint _COMPILED
 cpdef int write_now(object transport, int fd, object data) except -2
-@cython.locals(sent=Py_ssize_t)
+@cython.locals(sent=Py_ssize_t, size=Py_ssize_t)
 cdef int _write_open(object transport, int fd, object data) except -2
 @cython.locals(now=double)
 cpdef double clock() except? -1.0
@@ -164,7 +164,7 @@ cdef class BackendConnection(WriteSide):
     cdef public ExchangeSide exchange
     cdef public ResponseReader reader
     cdef public double timeout, sent_at, last_data
-    cdef public Py_ssize_t sent, received, unread, unrecorded
+    cdef public Py_ssize_t sent, received, unread, unrecorded, busy_at
     cdef public bint passed, held, exact
     cdef public int segments_fd
     cdef public unsigned long long segments_read
@@ -189,9 +189,12 @@ cdef class Pool:
     cdef public WriteTurn turn
     cdef public Py_ssize_t max_idle, opened
     cdef public list idle
-    cdef public set busy
+    cdef public list busy
 
     # C only (the exchange's calls): a cpdef method of a type with a __dict__ would look
     # itself up in the instance on every call
     cdef BackendConnection take(self)
     cdef put(self, BackendConnection conn, bint reusable)
+    cdef started(self, BackendConnection conn)
+    @cython.locals(at=Py_ssize_t, last=BackendConnection)
+    cdef ended(self, BackendConnection conn)

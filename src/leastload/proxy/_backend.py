@@ -22,7 +22,7 @@ import asyncio
 import os
 import socket
 import time
-from typing import Any, Callable, Dict, List, Optional, Protocol, Set, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, cast
 
 from ..engine.methods import BY_PACKETS
 from ..net.request_keys import KEYED_METHODS
@@ -70,8 +70,9 @@ def write_now(transport: asyncio.WriteTransport, fd: int, data: Piece) -> int:
 def _write_open(transport: asyncio.WriteTransport, fd: int, data: Piece) -> int:
     """write_now() once the transport is known to be open (or `fd` is -1: through it)."""
     if _COMPILED and fd >= 0 and type(data) is bytes:
-        sent = _send_now(fd, data, len(data))  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
-        if sent == len(data):
+        size = len(cython.cast(bytes, data))  # (a bytes object's length: a field read, not len()'s call)
+        sent = _send_now(fd, data, size)  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
+        if sent == size:
             return fd
         transport.write(data[sent:] if sent > 0 else data)
         return -1
@@ -318,7 +319,7 @@ class ExchangeSide:
 class BackendConnection(WriteSide):
     __slots__ = ("pool", "loop", "reader", "counter", "dup", "exchange", "client", "t",
                  "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held", "unread",
-                 "exact", "segments_fd", "segments_read", "unrecorded")
+                 "exact", "segments_fd", "segments_read", "unrecorded", "busy_at")
 
     # set by connection_made / send(), before they are read
     counter: SegmentCounter
@@ -343,6 +344,7 @@ class BackendConnection(WriteSide):
         self.held = False  # reading paused because the client does not read
         self.unread = 0  # exchanges sent on it since TCP_INFO was last read
         self.unrecorded = 0  # the response's last bytes, which the exchange's end records (data_received)
+        self.busy_at = -1  # its place in its pool's busy list while an exchange is on it
 
     # ---- asyncio.Protocol (not its subclass: compiled, this is an extension type) --------
 
@@ -432,7 +434,7 @@ class BackendConnection(WriteSide):
         self.unrecorded = 0
         self.ttfb = None
         self.unread += 1
-        self.pool.busy.add(self)
+        self.pool.started(self)
         if self.held and not self.client.paused:  # held for an earlier client: this one reads
             self.held = False
             self.transport.resume_reading()
@@ -484,7 +486,7 @@ class BackendConnection(WriteSide):
     def _end(self, outcome: str) -> None:
         exchange, self.exchange = self.exchange, None
         assert exchange is not None  # every caller checked that an exchange is in progress
-        self.pool.busy.discard(self)
+        self.pool.ended(self)
         exchange.on_outcome(outcome, self)  # last: it may reuse this connection at once
 
     def packets(self, every: bool, reusable: bool) -> int:
@@ -563,7 +565,9 @@ class Pool:
         # segments a lost connection had not reported with an exchange (see PACKETS_EVERY)
         self.on_late_packets = on_late_packets
         self.idle: List[BackendConnection] = []  # oldest first: take() pops the newest
-        self.busy: Set[BackendConnection] = set()
+        # the connections with an exchange on them, in no order (each knows its place, busy_at:
+        # a list's append and a swap with the last cost less than a set's hashing, per request)
+        self.busy: List[BackendConnection] = []
         self.opened = 0
         budget.pools.append(self)
 
@@ -584,6 +588,23 @@ class Pool:
             if not conn.transport.is_closing():
                 return conn
         return None
+
+    def started(self, conn: BackendConnection) -> None:
+        """An exchange is on `conn`: check_timeouts() looks at it until ended()."""
+        if conn.busy_at < 0:
+            conn.busy_at = len(self.busy)
+            self.busy.append(conn)
+
+    def ended(self, conn: BackendConnection) -> None:
+        """`conn`'s exchange is over: off the busy list, the list's last taking its place."""
+        at = conn.busy_at
+        if at < 0:
+            return
+        conn.busy_at = -1
+        last = self.busy.pop()
+        if last is not conn:
+            self.busy[at] = last
+            last.busy_at = at
 
     def put(self, conn: BackendConnection, reusable: bool) -> None:
         if reusable and len(self.idle) < self.max_idle:
