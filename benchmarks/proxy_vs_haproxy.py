@@ -5,7 +5,9 @@ process each: by default fast1 and fast2 answer in 2 ms, slow in 60 ms, with
 1 KB bodies) sit behind four proxies in turn: `leastload proxy` with 1 and
 with 2 workers, and HAProxy with nbthread 1 and 2, all balancing with the
 same method (LEASTCONNECTION / HAProxy's leastconn by default), without health
-checks, keeping connections to the backends alive. For each proxy and each
+checks, keeping connections to the backends alive, each adding X-Forwarded-For
+and X-Forwarded-Proto to the requests it forwards (leastload's default; HAProxy's
+`option forwardfor` and a `set-header`). For each proxy and each
 number of client connections (32 and 256) wrk runs a short warm-up, then a
 measured run, and the script records:
 
@@ -432,6 +434,10 @@ def start_backends(specs, size, workdir, servers):
 # ---- the proxies ------------------------------------------------------------------------------
 
 def haproxy_config(port, threads, backends, balance):
+    """HAProxy doing the job leastload proxy does with its defaults: a request reaches its
+    backend with X-Forwarded-For and X-Forwarded-Proto added (leastload's `--xff append`),
+    the same bytes but for the names' case. Without them HAProxy forwarded wrk's request
+    as it came and leastload built a longer one for its backends to read."""
     servers = "\n".join(f"    server {name} {HOST}:{p}" for name, p in backends.items())
     return f"""\
 global
@@ -452,6 +458,8 @@ defaults
 
 frontend bench
     bind {HOST}:{port}
+    option forwardfor
+    http-request set-header X-Forwarded-Proto http
     default_backend pool
 
 backend pool
