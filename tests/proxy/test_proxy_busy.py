@@ -10,26 +10,12 @@ import pytest
 
 from leastload.proxy import _backend, _http1
 
+from test_proxy_write_now import RecordingTransport
 
-class StubTransport:
-    def __init__(self):
-        self.closing = False
-        self.written = []
 
-    def get_extra_info(self, name, default=None):
-        return default  # no socket: TCP_INFO is estimated, writes go through write()
-
-    def is_closing(self):
-        return self.closing
-
-    def write(self, data):
-        self.written.append(data)
-
-    def abort(self):
-        self.closing = True
-
-    def close(self):
-        self.closing = True
+class StubTransport(RecordingTransport):
+    """write_now's stand-in transport (no socket: TCP_INFO is estimated, writes are handed to
+    it), which a backend connection may also pause and resume."""
 
     def pause_reading(self):
         pass
@@ -39,11 +25,10 @@ class StubTransport:
 
 
 class Handle:
-    def __init__(self):
-        self.recorded = 0
+    """The exchange's transaction handle: send() records the request's bytes on it."""
 
     def record(self, bytes=0, packets=0):
-        self.recorded += bytes
+        pass
 
 
 class Client(_backend.ClientSide):
