@@ -20,6 +20,10 @@ measured run, and the script records:
   backends served in the measured run, and its two parts: user time (the
   process's own code) and system time (the kernel's work for it: system
   calls, the loopback TCP stack, scheduling);
+- what the same requests cost the rest of the machine, in the same turns:
+  the backends' CPU (/proc, as the proxy's) and how many times their
+  threads went to sleep (voluntary context switches: each a wake-up that a
+  write paid for), wrk's own CPU (its rusage), and the sum with the proxy's;
 - the engine's share of that CPU: the engine calls the proxy makes for one
   request, made as it makes them (acquire, a record of the request's bytes
   and one of the response's, finish, positional; the TCP_INFO record after
@@ -130,6 +134,7 @@ import json
 import math
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -392,6 +397,28 @@ def process_tree_cpu_split(pid):
     return user / CLK_TCK, system / CLK_TCK
 
 
+def sleeps(pids):
+    """How many times the threads of these processes have gone to sleep waiting for something
+    (voluntary context switches, /proc/PID/task/TID/status): each is a wake-up that someone, here
+    mostly a proxy's write, paid for. Threads that exited meanwhile are not counted."""
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches:"):
+                            total += int(line.split()[1])
+                            break
+            except OSError:
+                continue
+    return total
+
+
 # ---- backends --------------------------------------------------------------------------------
 
 def backend_stats(port):
@@ -568,23 +595,29 @@ def run_wrk(port, connections, seconds, script=None):
     cmd = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", f"http://{HOST}:{port}/"]
     if script is not None:
         cmd[1:1] = ["-s", script]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=seconds + 30, preexec_fn=None if PINNED is None else _on_other_cpus)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # (the proxies and backends are not waited for yet)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
-    return parse_wrk(done.stdout)
+    result = parse_wrk(done.stdout)
+    result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result
 
 
 # ---- one measured run ----------------------------------------------------------------------------
 
-def measure_group(group, connections, args, backends, workdir):
+def measure_group(group, connections, args, backends, workdir, peers=()):
     """The proxies of one group (without --slices, one proxy; with it, those of the same N, in the
     order given) all started and each warmed up, then measured in --slices turns of duration/slices
     seconds each, the order reversed at every other turn, so that the machine's moments are shared
     out between them instead of falling on one side's 10 s run; then stopped. Returns a row per
     proxy: its turns summed (requests, CPU, each backend's share), req/s the requests over wrk's
     own elapsed times (wrk's Requests/sec for one turn), p50 and p99 of the turns' latencies merged
-    (merged_percentile: wrk's own figures for one turn), engine_window read at the end."""
+    (merged_percentile: wrk's own figures for one turn), engine_window read at the end. `peers`: the
+    backends' PIDs, whose CPU and sleeps in each turn go to the proxy measured in it, as wrk's own
+    CPU does: what a request through that proxy cost the rest of the machine."""
     script = os.path.join(workdir, "quantiles.lua")
     with open(script, "w") as f:
         f.write(QUANTILES_LUA)
@@ -600,14 +633,19 @@ def measure_group(group, connections, args, backends, workdir):
         for _, _, _, _, port, _ in started:
             run_wrk(port, connections, args.warmup)
         sums = {name: {"requests": 0, "elapsed_s": 0.0, "non_2xx_3xx": 0, "cpu": [0.0, 0.0], "wall_s": 0.0,
-                       "socket_errors": {}, "served": {}, "quantiles": [], "turns": []} for name, *_ in started}
+                       "socket_errors": {}, "served": {}, "quantiles": [], "turns": [],
+                       "backends_cpu": 0.0, "backends_sleeps": 0, "wrk_cpu": 0.0} for name, *_ in started}
         for turn in range(args.slices):
             for name, _, _, proxy, port, _ in (started if turn % 2 == 0 else started[::-1]):
                 acc = sums[name]
                 before = all_stats(backends)
+                peers0, sleeps0 = sum(map(process_tree_cpu, peers)), sleeps(peers)
                 (user0, sys0), t0 = process_tree_cpu_split(proxy.pid), time.monotonic()
                 wrk = run_wrk(port, connections, seconds, script)
                 (user1, sys1), t1 = process_tree_cpu_split(proxy.pid), time.monotonic()
+                acc["backends_cpu"] += sum(map(process_tree_cpu, peers)) - peers0
+                acc["backends_sleeps"] += sleeps(peers) - sleeps0
+                acc["wrk_cpu"] += wrk["cpu_s"]
                 served, _ = split(before, all_stats(backends))
                 for key in ("requests", "elapsed_s", "non_2xx_3xx"):
                     acc[key] += wrk[key]
@@ -628,6 +666,7 @@ def measure_group(group, connections, args, backends, workdir):
             total = sum(acc["served"].values())
             requests = total or acc["requests"]
             user, system = acc["cpu"]
+            per_request = (lambda x: x / requests) if requests else (lambda x: None)
             rows.append({
                 "proxy": name, "kind": kind, "workers_or_threads": n, "connections": connections,
                 "requests_per_s": acc["requests"] / acc["elapsed_s"] if acc["elapsed_s"] else None,
@@ -642,6 +681,11 @@ def measure_group(group, connections, args, backends, workdir):
                 "cpu_us_per_request": 1e6 * (user + system) / requests if requests else None,
                 "cpu_user_us_per_request": 1e6 * user / requests if requests else None,
                 "cpu_system_us_per_request": 1e6 * system / requests if requests else None,
+                # the rest of the machine in the same turns: the backends' processes and wrk
+                "backends_cpu_us_per_request": per_request(1e6 * acc["backends_cpu"]),
+                "backends_sleeps_per_request": per_request(acc["backends_sleeps"]) if peers else None,
+                "wrk_cpu_us_per_request": per_request(1e6 * acc["wrk_cpu"]),
+                "machine_cpu_us_per_request": per_request(1e6 * (user + system + acc["backends_cpu"] + acc["wrk_cpu"])),
                 "engine_window": window, "problem": problem, "slices": args.slices,
             })
         return rows
@@ -680,7 +724,9 @@ def failed_row(label, kind, n, connections, problem):
             "requests_per_s": None, "requests": None, "p50_ms": None, "p99_ms": None, "non_2xx_3xx": None,
             "socket_errors": None, "backend_requests": None, "backend_percent": None, "proxy_cpu_s": None,
             "wall_s": None, "proxy_cpu_cores": None, "cpu_us_per_request": None,
-            "cpu_user_us_per_request": None, "cpu_system_us_per_request": None, "engine_window": None,
+            "cpu_user_us_per_request": None, "cpu_system_us_per_request": None,
+            "backends_cpu_us_per_request": None, "backends_sleeps_per_request": None,
+            "wrk_cpu_us_per_request": None, "machine_cpu_us_per_request": None, "engine_window": None,
             "problem": problem}
 
 
@@ -974,7 +1020,8 @@ def run_all(args, specs, runs):
                       + (f", {args.slices} turns each" if args.slices > 1 else "") + " ...",
                       end=" ", file=sys.stderr, flush=True)
                 try:
-                    measured = measure_group([(kind, n) for _, _, kind, n in group], c, args, backends, workdir)
+                    measured = measure_group([(kind, n) for _, _, kind, n in group], c, args, backends, workdir,
+                                             [server.pid for server in servers])
                 except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
                     measured = [failed_row(name, kind, n, c, f"{type(exc).__name__}: {exc}")
                                 for name, (_, _, kind, _) in zip(names, group)]
@@ -1025,18 +1072,27 @@ def print_report(args, specs, rows, engine, pairs, share, stages=None):
 
 def print_cpu_split(rows):
     """Each proxy's CPU per request as user + system time (the medians over the rounds): where a
-    difference in CPU per request lies, the process's own code or the kernel's work for it."""
+    difference in CPU per request lies, the process's own code or the kernel's work for it. Then
+    what the same requests cost the rest of the machine in the same turns: the backends' CPU and
+    how often their threads slept (each sleep a wake-up to pay for), wrk's CPU, and the sum of
+    all four. Near parity, a proxy whose writes wake its peers more often costs them CPU that is
+    not in its own figure."""
     groups = {}
     for r in rows:
         if r["cpu_user_us_per_request"] is not None:
             groups.setdefault((r["connections"], r["proxy"]), []).append(r)
     if not groups:
         return
-    print("\nCPU per request, user + system (us; medians over the rounds):")
+    print("\nCPU per request (us; medians over the rounds): the proxy's user + system; the backends' "
+          "(their sleeps a request), wrk's, and the machine's, all four together:")
     for (c, name), rs in sorted(groups.items()):
-        user = statistics.median(r["cpu_user_us_per_request"] for r in rs)
-        system = statistics.median(r["cpu_system_us_per_request"] for r in rs)
-        print(f"  {c:>4} connections  {name:<13} {user:6.1f} + {system:6.1f}")
+        def median(key):
+            values = [r[key] for r in rs if r.get(key) is not None]
+            return statistics.median(values) if values else math.nan
+        print(f"  {c:>4} connections  {name:<13} {median('cpu_user_us_per_request'):6.1f} + "
+              f"{median('cpu_system_us_per_request'):6.1f}   backends {median('backends_cpu_us_per_request'):6.1f} "
+              f"({median('backends_sleeps_per_request'):.3f})   wrk {median('wrk_cpu_us_per_request'):5.1f}   "
+              f"all {median('machine_cpu_us_per_request'):6.1f}")
 
 
 def print_before(pairs):

@@ -1,9 +1,11 @@
 """proxy_vs_haproxy.py's order of runs and its --pin split, which decide what each ratio compares."""
 
 import math
+import os
+import time
 
-from proxy_vs_haproxy import (QUANTILE_STEPS, groups_of, merged_percentile, paired, parse_wrk, pin_sets, ratios,
-                              schedule, turn_interval)
+from proxy_vs_haproxy import (QUANTILE_STEPS, groups_of, merged_percentile, paired, parse_wrk, pin_sets,
+                              print_cpu_split, ratios, schedule, sleeps, turn_interval)
 
 
 def test_each_leastload_run_is_next_to_the_haproxy_run_it_is_compared_with():
@@ -93,3 +95,24 @@ def test_ratios_carry_the_turns_interval_only_when_turns_were_paired():
     assert sliced[0]["turns"]["low_95"] < 0.98 and sliced[0]["turns"]["high_95"] > 1.0
     whole = ratios([row("leastload", 99.0, [99.0]), row("haproxy", 100.0, [100.0])])
     assert whole[0]["turns"] is None  # one run each (no --slices): no turns to pair
+
+
+def test_sleeps_counts_each_time_a_thread_waited():
+    before = sleeps([os.getpid()])
+    for _ in range(3):
+        time.sleep(0.002)  # each sleep is a voluntary context switch of this thread
+    assert sleeps([os.getpid()]) >= before + 3
+    assert sleeps([2 ** 22 + 1]) == 0  # above Linux's largest PID: no such process, nothing counted
+
+
+def test_cpu_split_gives_the_peers_cost_beside_the_proxys(capsys):
+    row = {"connections": 32, "proxy": "leastload-1w", "cpu_user_us_per_request": 13.0,
+           "cpu_system_us_per_request": 25.0, "backends_cpu_us_per_request": 52.0,
+           "backends_sleeps_per_request": 0.45, "wrk_cpu_us_per_request": 19.0, "machine_cpu_us_per_request": 109.0}
+    print_cpu_split([row, {**row, "machine_cpu_us_per_request": 111.0}, {**row, "proxy": "haproxy-1t",
+                                                                          "backends_sleeps_per_request": None}])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[1].split() == ["32", "connections", "haproxy-1t", "13.0", "+", "25.0", "backends", "52.0", "(nan)",
+                                "wrk", "19.0", "all", "109.0"]
+    # the median of the two rounds
+    assert lines[2].split()[-2:] == ["all", "110.0"] and "(0.450)" in lines[2]
