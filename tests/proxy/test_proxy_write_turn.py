@@ -205,3 +205,48 @@ def test_a_backend_request_is_timed_from_when_it_is_sent(loop):
     end_of_turn(loop)
     assert transport.handed == [b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"]
     assert conn.sent_at >= held_at + 0.009 and conn.last_data == conn.sent_at
+
+
+def test_an_always_held_sides_pieces_are_held_in_a_quiet_loop_too(loop):
+    """A client's answers (always_held) wait for the turn's end even while the loop is quiet and
+    a backend's requests go out at once; nor do they count as the turn's load."""
+    turn = _backend.WriteTurn(loop)
+    to_backend, to_client = RecordingTransport(), RecordingTransport()
+    backend, client = side_on(turn, to_backend), side_on(turn, to_client)
+    client.always_held = True
+    answers = [side_on(turn, RecordingTransport()) for _ in range(_backend.HOLD_MIN)]
+    for side in answers:  # a turn holding as many pieces as make a busy one, all of them answers
+        side.always_held = True
+        side.write(b"answer")
+    end_of_turn(loop)  # still a quiet turn for the requests
+    assert all(side.transport.handed == [b"answer"] for side in answers)
+    backend.write(b"request")
+    assert to_backend.handed == [b"request"] and backend.waiting is None  # sent as it was made
+    client.write(b"answer")
+    assert to_client.handed == [] and client.waiting == b"answer" and turn.scheduled  # held
+    end_of_turn(loop)
+    assert to_client.handed == [b"answer"] and client.waiting is None
+
+
+def test_a_proxys_client_connections_hold_their_answers_and_its_backend_connections_choose(backend_procs):
+    from leastload.proxy import Proxy
+    from servers import run_loop
+    procs = backend_procs(1)
+
+    async def scenario():
+        proxy = Proxy([f"b0=127.0.0.1:{procs[0].port}"], listen=("127.0.0.1", 0), health_check="none")
+        await proxy.start()
+        try:
+            reader, writer = await asyncio.open_connection(*proxy.address)
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            clients = list(proxy.clients)
+            backends = [conn for pool in proxy.pools.values() for conn in pool.idle]
+            writer.close()
+            return head, clients, backends, proxy.core.turn
+        finally:
+            await proxy.close()
+    head, clients, backends, turn = run_loop(scenario(), 30)
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert len(clients) == 1 and clients[0].always_held and clients[0].turn is turn
+    assert backends and all(not conn.always_held and conn.turn is turn for conn in backends)

@@ -106,7 +106,7 @@ cdef class WriteTurn:
     cdef public object loop
     cdef public list waiting, spare
     cdef public bint scheduled
-    cdef public Py_ssize_t direct
+    cdef public Py_ssize_t direct, chosen
 
     cdef bint holds(self)
     cdef add(self, WriteSide side)
@@ -118,6 +118,7 @@ cdef class WriteSide:
     cdef public object transport, waiting
     cdef public int fd
     cdef public WriteTurn turn
+    cdef public bint always_held
 
     @cython.locals(listed=bint, turn=WriteTurn)
     cpdef write(self, object data)

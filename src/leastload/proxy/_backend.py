@@ -129,9 +129,11 @@ def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socke
     return own, own
 
 
-# A turn whose flush found fewer than HOLD_MIN pieces was a quiet one: holding saved no wake-up
-# there and cost a callback (about 2,500 instructions), so the next DIRECT_RUN writes go out at
-# once; then holding is tried again. Under load a turn holds tens of pieces (256 connections).
+# A turn whose flush found fewer than HOLD_MIN pieces held by choice (WriteTurn.holds(): the
+# requests to the backends) was a quiet one: holding them saved no wake-up there and cost the
+# backend time, so the next DIRECT_RUN such writes go out at once; then holding is tried again.
+# Under load a turn holds tens of pieces (256 connections). Answers to clients are held in every
+# turn (WriteSide.always_held): docs/performance.md, "Answers held in every turn".
 HOLD_MIN = 4
 DIRECT_RUN = 64
 
@@ -148,9 +150,11 @@ class WriteTurn:
     the first finds the rest when it looks again: fewer wake-ups and context switches for
     the proxy and for its peers (docs/performance.md, "Writes held to the end of the loop's
     turn"). HAProxy also sends after its poller's events are handled. In a quiet loop
-    (see HOLD_MIN) writes go out at once, as they are made."""
+    (see HOLD_MIN) requests to the backends go out at once, as they are made; answers to
+    clients are held all the same (a client woken once for several answers sends its next
+    requests together, and holding a request only delays its backend's work)."""
 
-    __slots__ = ("loop", "waiting", "spare", "scheduled", "direct")
+    __slots__ = ("loop", "waiting", "spare", "scheduled", "direct", "chosen")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -158,12 +162,14 @@ class WriteTurn:
         self.spare: "List[WriteSide]" = []    # the other list (the two take turns: no new list a turn)
         self.scheduled = False
         self.direct = 0  # writes still to go out at once (a quiet loop), before holding is tried again
+        self.chosen = 0  # pieces held this turn by holds()'s choice (an always_held side's are not)
 
     def holds(self) -> bool:
-        """Whether the next write is held (and counts a write that is not)."""
+        """Whether the next write of a side that is not always_held is held (and counts it)."""
         if self.direct:
             self.direct -= 1
             return False
+        self.chosen += 1
         return True
 
     def add(self, side: "WriteSide") -> None:
@@ -176,8 +182,9 @@ class WriteTurn:
         """Sends every piece held, in the order held."""
         self.scheduled = False
         held, self.waiting = self.waiting, self.spare
-        if len(held) < HOLD_MIN:
+        if self.chosen < HOLD_MIN:
             self.direct = DIRECT_RUN
+        self.chosen = 0
         try:
             for side in held:
                 try:
@@ -198,17 +205,19 @@ class WriteSide:
     once. Whatever closes the transport gracefully calls `close_when_written()` (or
     `send_waiting()`) first; an abort drops a held piece, as it drops what the transport holds."""
 
-    __slots__ = ("transport", "fd", "waiting", "turn")
+    __slots__ = ("transport", "fd", "waiting", "turn", "always_held")
 
     transport: asyncio.Transport
     fd: int                    # its socket's descriptor for write_now(); -1: through the transport only
     waiting: Optional[bytes]   # the piece held for the turn's end
     turn: Optional[WriteTurn]  # None: every write goes out at once (no loop of a proxy)
+    always_held: bool          # held in every turn, quiet or busy (a client's answers); else turn.holds() says
 
     def __init__(self) -> None:
         self.fd = -1  # (a C int field starts at 0, a real descriptor: never left to that)
         self.waiting = None
         self.turn = None
+        self.always_held = False
 
     def write(self, data: Piece) -> None:
         """Writes `data` after what was written before (write_now's rule: the order is kept).
@@ -218,7 +227,7 @@ class WriteSide:
         if listed:
             self.send_waiting()
         turn = self.turn
-        if turn is not None and type(data) is bytes and turn.holds():
+        if turn is not None and type(data) is bytes and (self.always_held or turn.holds()):
             self.waiting = data
             if not listed:
                 turn.add(self)

@@ -94,6 +94,7 @@ class ClientConnection(ClientSide):
         self.proxy = proxy
         self.core = proxy.core
         self.turn = proxy.core.turn  # answers held to the loop's turn's end (_backend.WriteTurn)
+        self.always_held = True  # in every turn, a quiet loop's too (_backend.HOLD_MIN)
         assert proxy.loop is not None  # connections come in once the proxy runs
         self.loop: asyncio.AbstractEventLoop = proxy.loop
         self.reader = _http1.RequestReader(proxy.limits)
