@@ -106,7 +106,7 @@ cdef class WriteTurn:
     cdef public object loop
     cdef public list waiting, spare
     cdef public bint scheduled
-    cdef public Py_ssize_t direct, chosen
+    cdef public Py_ssize_t direct
 
     cdef bint holds(self)
     cdef add(self, WriteSide side)

@@ -129,11 +129,11 @@ def _own_socket(transport: asyncio.BaseTransport) -> Tuple[Optional[socket.socke
     return own, own
 
 
-# A turn whose flush found fewer than HOLD_MIN pieces held by choice (WriteTurn.holds(): the
-# requests to the backends) was a quiet one: holding them saved no wake-up there and cost the
-# backend time, so the next DIRECT_RUN such writes go out at once; then holding is tried again.
-# Under load a turn holds tens of pieces (256 connections). Answers to clients are held in every
-# turn (WriteSide.always_held): docs/performance.md, "Answers held in every turn".
+# A turn whose flush found fewer than HOLD_MIN pieces was a quiet one: holding the requests to
+# the backends saved no wake-up there and cost the backends time, so the next DIRECT_RUN of them
+# go out at once (WriteTurn.holds()); then holding them is tried again. Under load a turn holds
+# tens of pieces (256 connections). Answers to clients are held in every turn, a quiet one too
+# (WriteSide.always_held): docs/performance.md, "Answers held in every turn".
 HOLD_MIN = 4
 DIRECT_RUN = 64
 
@@ -154,7 +154,7 @@ class WriteTurn:
     only starts its backend's work later: 2-3 % fewer requests a second at 32 connections);
     answers to clients are held all the same (1-2 % more, measured the same way)."""
 
-    __slots__ = ("loop", "waiting", "spare", "scheduled", "direct", "chosen")
+    __slots__ = ("loop", "waiting", "spare", "scheduled", "direct")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -162,14 +162,13 @@ class WriteTurn:
         self.spare: "List[WriteSide]" = []    # the other list (the two take turns: no new list a turn)
         self.scheduled = False
         self.direct = 0  # writes still to go out at once (a quiet loop), before holding is tried again
-        self.chosen = 0  # pieces held this turn by holds()'s choice (an always_held side's are not)
 
     def holds(self) -> bool:
-        """Whether the next write of a side that is not always_held is held (and counts it)."""
+        """Whether the next write of a side that is not always_held is held (and counts a
+        write that is not)."""
         if self.direct:
             self.direct -= 1
             return False
-        self.chosen += 1
         return True
 
     def add(self, side: "WriteSide") -> None:
@@ -182,9 +181,8 @@ class WriteTurn:
         """Sends every piece held, in the order held."""
         self.scheduled = False
         held, self.waiting = self.waiting, self.spare
-        if self.chosen < HOLD_MIN:
+        if len(held) < HOLD_MIN:
             self.direct = DIRECT_RUN
-        self.chosen = 0
         try:
             for side in held:
                 try:
