@@ -666,7 +666,8 @@ def measure_group(group, connections, args, backends, workdir, peers=()):
             total = sum(acc["served"].values())
             requests = total or acc["requests"]
             user, system = acc["cpu"]
-            per_request = (lambda x: x / requests) if requests else (lambda x: None)
+            def per_request(amount):  # None when nothing was served
+                return amount / requests if requests else None
             rows.append({
                 "proxy": name, "kind": kind, "workers_or_threads": n, "connections": connections,
                 "requests_per_s": acc["requests"] / acc["elapsed_s"] if acc["elapsed_s"] else None,
@@ -678,9 +679,9 @@ def measure_group(group, connections, args, backends, workdir, peers=()):
                 "backend_percent": {k: (100.0 * v / total if total else 0.0) for k, v in acc["served"].items()},
                 "proxy_cpu_s": user + system, "wall_s": acc["wall_s"],
                 "proxy_cpu_cores": (user + system) / acc["wall_s"],
-                "cpu_us_per_request": 1e6 * (user + system) / requests if requests else None,
-                "cpu_user_us_per_request": 1e6 * user / requests if requests else None,
-                "cpu_system_us_per_request": 1e6 * system / requests if requests else None,
+                "cpu_us_per_request": per_request(1e6 * (user + system)),
+                "cpu_user_us_per_request": per_request(1e6 * user),
+                "cpu_system_us_per_request": per_request(1e6 * system),
                 # the rest of the machine in the same turns: the backends' processes and wrk
                 "backends_cpu_us_per_request": per_request(1e6 * acc["backends_cpu"]),
                 "backends_sleeps_per_request": per_request(acc["backends_sleeps"]) if peers else None,

@@ -14,6 +14,8 @@ import pytest
 
 from leastload.proxy import _backend, _http1
 
+from servers import run_loop
+from test_proxy_linger import started_proxy
 from test_proxy_write_now import RecordingTransport as WriteNowTransport
 
 
@@ -226,13 +228,10 @@ def test_an_always_held_sides_pieces_are_held_in_a_quiet_loop_too(loop):
 
 
 def test_a_proxys_client_connections_hold_their_answers_and_its_backend_connections_choose(backend_procs):
-    from leastload.proxy import Proxy
-    from servers import run_loop
     procs = backend_procs(1)
 
     async def scenario():
-        proxy = Proxy([f"b0=127.0.0.1:{procs[0].port}"], listen=("127.0.0.1", 0), health_check="none")
-        await proxy.start()
+        proxy = await started_proxy([procs[0].port])
         try:
             reader, writer = await asyncio.open_connection(*proxy.address)
             writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
