@@ -265,7 +265,7 @@ size_t ll_memory_bytes(const ll_vserver *vs);
  * most every LL_SHARED_SWEEP_NS, run by any process's lock), and a lock whose
  * holder died is repaired before it is handed on. */
 #define LL_SHARED_MAGIC 0x31444552414853ULL   /* "SHARED1" */
-#define LL_SHARED_VERSION 2u
+#define LL_SHARED_VERSION 3u
 #define LL_SHARED_MAX_PROCS 64u               /* processes attached at once */
 #define LL_SHARED_NAME_BYTES 240u             /* a service name's bytes at most */
 #define LL_SHARED_SETTINGS_BYTES 4096u        /* the creator's settings record */
@@ -314,8 +314,6 @@ typedef struct {
     uint64_t policy_gen;      /* moves whenever the policy record is written */
     uint32_t policy_len;      /* bytes of the policy record (0: none yet)    */
     uint32_t reserved;
-    uint64_t holder;          /* the tag of the handle that locked last (0: none) */
-    uint64_t next_tag;        /* the last tag handed to a handle             */
     pthread_mutex_t lock;     /* robust, process-shared                      */
     ll_shared_proc procs[LL_SHARED_MAX_PROCS];
     unsigned char settings[LL_SHARED_SETTINGS_BYTES]; /* the creator's, opaque */

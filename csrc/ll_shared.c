@@ -49,7 +49,6 @@ struct ll_shared {
     ll_vserver *vs;
     uint32_t me;          /* this process's entry in procs[] and row of the ledger */
     uint64_t fork_gen;    /* the fork generation `me` was taken in */
-    uint64_t tag;         /* this handle's, unique in the segment: see locked() */
     uint32_t locks;       /* locks taken here: every 16th reads the sweep's clock */
 };
 
@@ -112,14 +111,20 @@ static int proc_alive(const ll_shared_proc *p)
 }
 
 /* Makes the vserver this process's to use, under the lock: its pointers laid out
- * for this mapping when the last holder had it elsewhere, and the method table
- * this process's (its library may sit at another address even where the segment
- * sits at the same one). */
-static void adopt(ll_vserver *vs)
+ * for this mapping when the last holder had it elsewhere, the method table this
+ * process's (its library may sit at another address even where the segment sits
+ * at the same one: a process started by spawn or exec), and this process's
+ * ledger row. Every lock does this, whoever locked before: the vserver's
+ * per-process fields are only ever trusted between this call and the unlock.
+ * (A cheaper rule once skipped it when the same handle had locked last, and an
+ * attach in between left that handle another process's method table.) */
+static void adopt(ll_shared *sh)
 {
+    ll_vserver *vs = sh->vs;
     if (vs->self != (void *)vs)
         ll_fixed_rebase(vs);
     vs->ops = &ll_methods[vs->method];
+    vs->ledger_row = sh->me == NO_ROW ? NULL : vs->ledger + (size_t)sh->me * vs->capacity;
 }
 
 /* ---- the ledger ------------------------------------------------------------ */
@@ -198,7 +203,6 @@ static int join(ll_shared *sh)
     procs[r].started = started;
     sh->me = r;
     sh->fork_gen = fork_generation;
-    sh->tag = ++sh->hdr->next_tag;
     return 0;
 }
 
@@ -206,8 +210,8 @@ static int join(ll_shared *sh)
 static void recover(ll_shared *sh)
 {
     ll_vserver *vs = sh->vs;
-    adopt(vs);
-    vs->ledger_row = NULL;
+    adopt(sh);
+    vs->ledger_row = NULL;  /* nothing the repair does is counted to this process */
     ll_shared_reclaim(sh);
     size_t C = vs->capacity;
     for (uint32_t slot = 0; slot < vs->n_slots; slot++) {
@@ -230,7 +234,6 @@ static void recover(ll_shared *sh)
     ll_repair(vs);
     sh->hdr->names_gen++;
     sh->hdr->repairs++;
-    sh->hdr->holder = 0;  /* the next lock lays the vserver out for itself */
 }
 
 /* ---- the lock ---------------------------------------------------------- */
@@ -245,26 +248,18 @@ static int locked(ll_shared *sh, int rc, ll_vserver **out)
     } else if (rc != 0) {
         return -rc;
     }
-    ll_vserver *vs = sh->vs;
-    /* The vserver's per-process parts (its layout, the method table, this
-     * process's ledger row) are set by whoever locks; they need setting again
-     * only when another handle, or this one before a fork, locked last. */
-    if (sh->hdr->holder != sh->tag || sh->fork_gen != fork_generation) {
-        adopt(vs);
-        if (sh->fork_gen != fork_generation) {
-            int j = join(sh);
-            if (j < 0) {
-                pthread_mutex_unlock(&sh->hdr->lock);
-                return j;
-            }
+    if (sh->fork_gen != fork_generation) {  /* a forked child: a row of its own first */
+        int j = join(sh);
+        if (j < 0) {
+            pthread_mutex_unlock(&sh->hdr->lock);
+            return j;
         }
-        vs->ledger_row = vs->ledger + (size_t)sh->me * vs->capacity;
-        sh->hdr->holder = sh->tag;
     }
+    adopt(sh);
     sh->hdr->seq++;
     if ((++sh->locks & 15u) == 0)
         maybe_sweep(sh);
-    *out = vs;
+    *out = sh->vs;
     return repaired;
 }
 
@@ -281,15 +276,9 @@ int ll_shared_trylock(ll_shared *sh, ll_vserver **vs)
 int ll_shared_tryenter(ll_shared *sh, const ll_shared_seen *seen, uint64_t *seq, ll_vserver **vs)
 {
     ll_shared_header *h = sh->hdr;
-    int rc = pthread_mutex_trylock(&h->lock);
-    if (rc == 0 && h->holder == sh->tag && sh->fork_gen == fork_generation && (sh->locks & 15u) != 15u) {
-        /* locked(), for the case it has nothing to do but count */
-        sh->locks++;
-        h->seq++;
-        *vs = sh->vs;
-    } else if ((rc = locked(sh, rc, vs)) < 0) {
+    int rc = locked(sh, pthread_mutex_trylock(&h->lock), vs);
+    if (rc < 0)
         return rc;
-    }
     *seq = h->seq;
     return rc == 0 && h->names_gen == seen->names_gen && h->policy_gen == seen->policy_gen
            && h->reclaimed == seen->reclaimed ? 0 : 1;
@@ -570,7 +559,7 @@ static int attach(const char *name, ll_shared **out)
         munmap(mem, size);
         return -rc;
     }
-    adopt(sh->vs);
+    adopt(sh);
     int alive = 0;
     for (uint32_t r = 0; r < LL_SHARED_MAX_PROCS; r++)
         alive += proc_alive(&h->procs[r]);

@@ -143,8 +143,6 @@ cdef extern from "leastload.h" nogil:
         uint32_t settings_len
         uint64_t policy_gen
         uint32_t policy_len
-        uint64_t holder
-        uint64_t next_tag
         ll_shared_proc procs[64]
         unsigned char settings[4096]
 
