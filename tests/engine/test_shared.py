@@ -67,6 +67,15 @@ def outcome(call, *args, **kw):
     return result
 
 
+def finish_outcome(vs, service):
+    """finish(name) of a select(): another process may have unbound the service since,
+    or ended its transactions (set_state, unbind and bind again): what it raises is logged."""
+    try:
+        return outcome(vs.finish, service)
+    except ValueError as exc:
+        return str(exc)
+
+
 # ---- one process at a time ---------------------------------------------------------------------
 
 
@@ -229,18 +238,26 @@ def _acquire_in_child(vs):
 POOL = ["s%d" % i for i in range(8)]
 
 
-def _worker(name, method, settings, seed, ops, out_path, done):
+def _worker(name, method, settings, seed, ops, out_path, done, reopen_every=0):
     """Mixed operations on the shared vserver; each logged with its call's global
-    sequence number. A transaction is known by the index of the acquire that opened it."""
+    sequence number. A transaction is known by the index of the acquire that opened it.
+    With `reopen_every`, the worker also ends every transaction it has open (its
+    select()s included, by name) and closes and opens its handle again every that many
+    operations: other processes attach while this one runs, and it attaches while they do."""
     rng = random.Random(seed)
     vs = shared_vs(native, name, method, **settings)
     log = []
     open_tx = []
+    selected = []  # with reopen_every: the select()s to end before the handle closes
     for i in range(ops):
+        if reopen_every and i and i % reopen_every == 0:
+            vs = _end_everything_and_reopen(vs, name, method, settings, log, open_tx, selected)
         r = rng.random()
         if r < 0.30:
             op, args = "select", ()
             result = outcome(vs.select)
+            if reopen_every and result in POOL:
+                selected.append(result)
         elif r < 0.55:
             op, args = "acquire", (i,)
             tx = outcome(vs.acquire)
@@ -283,6 +300,22 @@ def _worker(name, method, settings, seed, ops, out_path, done):
     os._exit(0)
 
 
+def _end_everything_and_reopen(vs, name, method, settings, log, open_tx, selected):
+    """Ends what this handle has open (so that closing it changes nothing), closes it and
+    attaches again by name: a new handle, a new row of the ledger."""
+    for tx_id, tx in open_tx:
+        result = outcome(tx.finish)
+        log.append((vs._shared_sequence(), "finish", (tx_id, None, 200), result))
+    open_tx.clear()
+    for service in selected:
+        result = finish_outcome(vs, service)
+        log.append((vs._shared_sequence(), "finish_name", (service,), result))
+    selected.clear()
+    del vs
+    gc.collect()
+    return shared_vs(native, name, method, **settings)
+
+
 def replay_in_order(c_impl, method, settings, logs):
     """The logged calls, in their global order, on one private vserver; asserts each result."""
     clock = c_impl.ManualClock(0.0)
@@ -303,6 +336,8 @@ def replay_in_order(c_impl, method, settings, logs):
             got = outcome(txs.pop((worker, args[0])).finish, ttfb=args[1], status=args[2])
         elif op == "fail":
             got = outcome(txs.pop((worker, args[0])).fail)
+        elif op == "finish_name":
+            got = finish_outcome(vs, args[0])
         elif op == "record":
             got = outcome(vs.record, args[0], bytes=args[1], packets=1)
         else:
@@ -323,31 +358,73 @@ PERCENT_RAMP = {"new_service_request": 25, "new_service_request_unit": "PERCENT"
     ("LEASTCONNECTION", SLOW_START_AND_EJECTION), ("LEASTBANDWIDTH", PERCENT_RAMP),
 ], ids=["LC", "LB", "RR", "LC-slow-start-ejection", "LB-percent-ramp-ejection"])
 def test_workers_on_one_shared_vserver_agree_with_one_private_replay(c_impl, name, method, settings, tmp_path):
+    run_workers_and_replay(c_impl, name, method, settings, tmp_path, FORK, OPS)
+
+
+# Processes started both ways attach by name after the creator bound services, while the
+# others run: with spawn (as with exec, or a program in another language) each has the
+# library, and maybe the segment, at an address of its own, which forked workers never do.
+# The lock must lay the vserver out for whichever process takes it, every time.
+STRESS_OPS = int(os.environ.get("LEASTLOAD_SHARED_STRESS_OPS", "1200"))
+REOPEN_EVERY = 100
+
+
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+@pytest.mark.parametrize("method, settings", [("LEASTBANDWIDTH", {}), ("LEASTCONNECTION", SLOW_START_AND_EJECTION)],
+                         ids=["LB", "LC-slow-start-ejection"])
+def test_processes_attaching_and_leaving_while_others_run_agree_with_one_private_replay(
+        c_impl, name, method, settings, start, tmp_path):
+    run_workers_and_replay(c_impl, name, method, settings, tmp_path, multiprocessing.get_context(start),
+                           STRESS_OPS, reopen_every=REOPEN_EVERY)
+
+
+def _attach_and_leave(name, method, settings, stop, limit):
+    """Opens the vserver by name and closes it again, over and over, until `stop`: each
+    attach happens between two calls of the running workers."""
+    for _ in range(limit):
+        if stop.is_set():
+            break
+        vs = shared_vs(native, name, method, **settings)
+        del vs
+        gc.collect()
+    os._exit(0)
+
+
+def run_workers_and_replay(c_impl, name, method, settings, tmp_path, context, ops, reopen_every=0):
+    """WORKERS processes of `context` run _worker on the vserver the parent created and bound;
+    their logs, replayed in the global order on one private vserver, give every result they
+    saw and the parent's final snapshot. With `reopen_every`, one more process attaches and
+    leaves (changing nothing) as often as it can while they run."""
     parent = shared_vs(c_impl, name, method, **settings)
     logs = {"parent": []}
     for s in POOL[:4]:
         parent.bind(s)
         logs["parent"].append((parent._shared_sequence(), "bind", (s, 1), None))
-    done = FORK.Event()
+    done = context.Event()
     paths = [tmp_path / f"w{w}" for w in range(WORKERS)]
-    procs = [FORK.Process(target=_worker, args=(name, method, settings, 1000 + w, OPS, paths[w], done))
+    procs = [context.Process(target=_worker, args=(name, method, settings, 1000 + w, ops, paths[w], done,
+                                                   reopen_every))
              for w in range(WORKERS)]
+    stop = context.Event()
+    if reopen_every:
+        procs.append(context.Process(target=_attach_and_leave, args=(name, method, settings, stop, 100_000)))
     for p in procs:
         p.start()
     try:
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and any(p.exitcode is None for p in procs):
+        while time.monotonic() < deadline and len(logs) < WORKERS + 1:
             logs.update({w: pickle.loads(paths[w].read_bytes()) for w in range(WORKERS)
                          if w not in logs and paths[w].exists() and _complete(paths[w])})
-            if len(logs) == WORKERS + 1:
-                break
+            dead = [p.exitcode for p in procs if p.exitcode is not None]
+            assert not dead, f"a worker died before writing its log: exit codes {dead}"
             time.sleep(0.05)
         assert len(logs) == WORKERS + 1, "a worker did not finish"
+        stop.set()
         # compared while the workers live on: a dead one's select()s would be reclaimed
         seqs = [e[0] for log in logs.values() for e in log if e[1] != "tx_record"]
         assert len(seqs) == len(set(seqs))  # each call has a place of its own in the global order
         replayed, n = replay_in_order(c_impl, method, settings, logs)
-        assert n >= WORKERS * OPS
+        assert n >= WORKERS * ops
         with parent.atomic():
             assert parent.snapshot() == replayed.snapshot()
             # the policy ran once for all: the same ramps and ejections (the shared lists keep the newest)
@@ -359,10 +436,11 @@ def test_workers_on_one_shared_vserver_agree_with_one_private_replay(c_impl, nam
         if settings:
             assert replayed.outlier_events and replayed.slow_start_exits  # the policy had work to do
     finally:
+        stop.set()
         done.set()
         for p in procs:
             p.join(60)
-    assert [p.exitcode for p in procs] == [0] * WORKERS
+    assert [p.exitcode for p in procs] == [0] * len(procs)
 
 
 def _complete(path):
@@ -473,6 +551,49 @@ def test_a_c_program_attaches_and_picks(c_impl, name, tmp_path):
     assert vs._shared_stats()["reclaimed"] == 3
     for tx in held:
         tx.finish()
+
+
+def _call_around_an_attach(name, called, go, picks):
+    vs = native.VirtualServer(shared=name)
+    picks.put(vs.select())  # this process locked last
+    called.set()
+    assert go.wait(60)
+    picks.put(vs.select())  # the first call after another program attached
+    picks.close()
+    picks.join_thread()
+    os._exit(0)
+
+
+def test_a_call_after_another_program_attached_uses_its_own_process_s_layout(c_impl, name, tmp_path):
+    """A spawned process calls, a C program attaches (and takes no lock after), the process
+    calls again: its call must not run on what the attach laid out for the program (its
+    method table sits at another address there). Before every lock laid the vserver out
+    for its process, this call jumped into the other program's address space."""
+    exe = _build_attach_program(tmp_path)
+    vs = c_impl.VirtualServer(shared=name)
+    for s in ("alpha", "beta"):
+        vs.bind(s)
+    spawn = multiprocessing.get_context("spawn")
+    called, go, picks = spawn.Event(), spawn.Event(), spawn.Queue()
+    child = spawn.Process(target=_call_around_an_attach, args=(name, called, go, picks))
+    child.start()
+    program = None
+    try:
+        assert called.wait(60)
+        program = subprocess.Popen([str(exe), name, "0", "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   text=True)
+        assert program.stdout.readline() == "attached\n"
+        go.set()
+        child.join(60)
+        assert child.exitcode == 0
+        assert [picks.get(timeout=10), picks.get(timeout=10)] == ["alpha", "beta"]
+    finally:
+        go.set()
+        if program is not None:
+            program.communicate(timeout=60)
+        if child.exitcode is None:
+            child.kill()
+            child.join(30)
 
 
 def test_the_c_program_says_when_there_is_no_segment(tmp_path, name):

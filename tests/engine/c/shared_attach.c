@@ -4,9 +4,10 @@
  * alone: leastload.h's ll_shared_* calls and the vserver calls between a lock
  * and an unlock. tests/engine/test_shared.py builds and runs it.
  *
- * Usage: shared_attach NAME PICKS   (the segment is "/leastload.NAME")
- * Prints one line per pick: the service's name. Exit 0; 2 when there was no
- * such segment; 1 on any other error.
+ * Usage: shared_attach NAME PICKS [wait]   (the segment is "/leastload.NAME")
+ * Prints one line per pick: the service's name. With "wait", then prints
+ * "attached" and keeps its handle open, taking no lock, until its standard
+ * input ends. Exit 0; 2 when there was no such segment; 1 on any other error.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,8 +19,8 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s NAME PICKS\n", argv[0]);
+    if (argc != 3 && !(argc == 4 && strcmp(argv[3], "wait") == 0)) {
+        fprintf(stderr, "usage: %s NAME PICKS [wait]\n", argv[0]);
         return 1;
     }
     char segment[256];
@@ -52,6 +53,12 @@ int main(int argc, char **argv)
             printf("(none: %s)\n", strerror((int)-slot));
         }
         ll_shared_unlock(sh);
+    }
+    if (argc == 4) {
+        printf("attached\n");
+        fflush(stdout);
+        while (getchar() != EOF) {
+        }
     }
     fflush(stdout);
     ll_shared_close(sh);  /* its picks were transactions of this process: they end here */
