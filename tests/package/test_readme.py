@@ -1,0 +1,23 @@
+"""The README's Python blocks run as written, in order, in one namespace (each block
+goes on from the ones before it, as a reader would type them)."""
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+def test_every_python_block_of_the_readme_runs():
+    if not README.exists():
+        pytest.skip("the README is not beside the tests (the suite runs from a copy without it)")
+    blocks = BLOCK.findall(README.read_text(encoding="utf-8"))
+    assert len(blocks) >= 3  # the engine, the handle with retries, slow start
+    namespace = {"__name__": "readme"}
+    for i, block in enumerate(blocks):
+        try:
+            exec(compile(block, f"README.md python block {i + 1}", "exec"), namespace)
+        except Exception as exc:  # the block's number and what it raised
+            pytest.fail(f"README.md python block {i + 1} raised {type(exc).__name__}: {exc}")
+    assert namespace["vs"].new_service_request == 4  # the last block set slow start
