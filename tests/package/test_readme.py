@@ -21,3 +21,12 @@ def test_every_python_block_of_the_readme_runs():
         except Exception as exc:  # the block's number and what it raised
             pytest.fail(f"README.md python block {i + 1} raised {type(exc).__name__}: {exc}")
     assert namespace["vs"].new_service_request == 4  # the last block set slow start
+
+
+def test_the_docs_home_page_links_every_page_of_the_site():
+    docs = README.parent / "docs"
+    if not (docs / "index.md").exists():
+        pytest.skip("the docs are not beside the tests")
+    index = (docs / "index.md").read_text(encoding="utf-8")
+    pages = sorted(p.name for p in docs.glob("*.md") if p.name != "index.md")
+    assert [p for p in pages if f"({p})" not in index and f"({p}#" not in index] == []
