@@ -58,16 +58,22 @@ def test_engine_calls_of_one_request(benchmark, impl):
 
 def test_stages_of_one_request(impl):
     """benchmarks/proxy_stages.py (the stage table of proxy_vs_haproxy.py) on small numbers: every
-    stage a positive time, the whole path more than its parse, every request it sent answered."""
+    timed stage a positive time, the whole path more than its parse, every request it sent answered."""
     pytest.importorskip("httptools", reason="the proxy needs httptools (pip install leastload[proxy])")
     import math
 
     from proxy_stages import STAGES, stages_ns_per_request
 
     stages = stages_ns_per_request("LEASTCONNECTION", 1024, number=200, repeat=2, engine=impl.VirtualServer)
-    for name in (*STAGES, "whole", *stages["parts"]):
+    # Timed directly: positive. Differences of two timings ("account", "engine_records_and_finish",
+    # "other") are only finite: on a busy machine one timing can exceed the other it is taken from.
+    timed = ("parse", "pick", "forward", "whole", "acquire", "encode_request", "response_read",
+             "engine_calls", "counters")
+    for name in (*STAGES, "whole", "other", *stages["parts"]):
         figure = stages["parts"][name] if name in stages["parts"] else stages[name]
-        assert math.isfinite(figure) and figure > 0, (name, figure)
+        assert math.isfinite(figure), (name, figure)
+        if name in timed:
+            assert figure > 0, (name, figure)
     assert stages["whole"] > stages["parse"]
     assert stages["whole_requests"] >= 200 * 2  # the timed runs' requests, and the warm-up's
     assert stages["whole_answered_2xx"] == stages["whole_requests"]
