@@ -12,7 +12,7 @@ import signal
 import sys
 from typing import Optional, Sequence
 
-from .cli.args import EXIT_USAGE, FileError, MissingExtra, OneLineParser, UserError, die, one_line_errors
+from .cmdline import EXIT_USAGE, FileError, MissingExtra, OneLineParser, UserError, die, one_line_errors
 from ._version import __version__
 
 COMMANDS = {

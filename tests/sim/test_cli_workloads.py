@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from leastload.cli.args import FileError
+from leastload.cmdline import FileError
 from leastload.config import parse_netscaler
 from leastload.sim import progress as progress_module
 from leastload.sim import runs, workload_file

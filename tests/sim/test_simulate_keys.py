@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from leastload.cli.args import FileError
+from leastload.cmdline import FileError
 from leastload.engine.methods import TABLE
 from leastload.config import parse_netscaler
 from leastload.sim import keys as sim_keys

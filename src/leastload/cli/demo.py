@@ -111,7 +111,7 @@ def _slow_start(impl: ModuleType) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from leastload.cli.args import OneLineParser, UserError
+    from ..cmdline import OneLineParser, UserError
 
     parser = OneLineParser(prog="leastload demo", description=__doc__.splitlines()[0])
     parser.add_argument("--implementation", choices=("c", "python"), default="c",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Optional, Sequence
 
-from .args import OneLineParser
+from ..cmdline import OneLineParser
 from ..config import load, to_json, to_netscaler, to_toml
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Optional
 
+from .. import _implementation
 from ..engine.errors import METHODS
 from .errors import ConfigError
 from .model import Config, VServer
@@ -25,10 +26,9 @@ def build_vserver(config: Config, vs: VServer, clock: Any, impl: Optional[Module
     """One engine VirtualServer for `vs`, its services bound in order, on `clock`.
 
     `impl` is the engine module (leastload.engine.native or leastload.reference);
-    None: the package's choice (`import leastload`)."""
+    None: the package's choice (the one `import leastload` made)."""
     if impl is None:
-        import leastload as chosen
-        impl = chosen
+        impl = _implementation
     check_supported(config, vs)
     engine_class: Any = impl.VirtualServer
     settings = dict(new_service_request=vs.new_service_request,

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Type, Union
 
-from .. import VirtualServer
+from .._implementation import VirtualServer  # the engine `import leastload` chose
 from ..engine import errors as _errors
 
 # Methods that may be sent again on another backend when the first one

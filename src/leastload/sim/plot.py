@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..cli.args import MissingExtra, write_file
+from ..cmdline import MissingExtra, write_file
 
 SERIES_KEY = "leastload-series"
 

@@ -185,7 +185,7 @@ def figure(lines: Sequence[Line], model: Model = STUDY_MODEL, spreader: str = "r
 
 def save_figure(lines: Sequence[Line], path: str, model: Model = STUDY_MODEL) -> None:
     """The figure as a PNG at `path`, written whole or not at all."""
-    from ..cli.args import write_file
+    from ..cmdline import write_file
 
     fig = figure(lines, model)
     write_file(path, lambda fh: fig.savefig(fh, format="png"))
@@ -218,7 +218,7 @@ def _replica_list(text: str) -> List[int]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ..cli.args import MissingExtra, UserError, write_file
+    from ..cmdline import MissingExtra, UserError, write_file
     from .progress import Progress
     from .sweep_file import executor_for
 

@@ -8,7 +8,7 @@ import io
 import json
 from typing import Any, BinaryIO, Sequence
 
-from ..cli.args import write_file
+from ..cmdline import write_file
 from .runs import Run
 
 

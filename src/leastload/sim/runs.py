@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..cli.args import FileError, UserError
+from ..cmdline import FileError, UserError
 from ..engine.methods import NEEDS_KEY
 from ..config import Config, VServer, build_vserver
 from . import keys as sim_keys

@@ -19,14 +19,14 @@ up, out_of_service (as many as needed). docs/cli.md has the details."""
 
 
 def _number(flag: str, text: Optional[str], default: float, **check: Any) -> float:
-    from ..cli.args import parse_number
+    from ..cmdline import parse_number
 
     return default if text is None else parse_number(flag, text, **check)
 
 
 def _default_config(args: Any, duration: int, events: list[Any]) -> Any:
     """The vserver of the flags when there is no CONFIG: S1..Sn, --method, --slow-start, --new."""
-    from ..cli.args import UserError
+    from ..cmdline import UserError
     from ..engine.methods import METHODS
     from ..config import Binding, Config, Service, VServer
     from ..config.model import MAX_INCREMENT_INTERVAL, UNITS
@@ -63,7 +63,7 @@ def _default_config(args: Any, duration: int, events: list[Any]) -> Any:
 
 
 def _parse_event(text: str) -> Any:
-    from ..cli.args import UserError
+    from ..cmdline import UserError
     from .workload_file import ACTIONS, parse_event
 
     when, sep, rest = text.partition(":")
@@ -82,7 +82,7 @@ def _parse_event(text: str) -> Any:
 
 def _sweep(args: Any) -> int:
     """`--sweep FILE`: the cells of FILE, the summary printed, every row to --csv."""
-    from ..cli.args import UserError
+    from ..cmdline import UserError
     from . import report, sweep_file
 
     if args.sweep is None:
@@ -116,7 +116,7 @@ def _flag_default(flag: str) -> Any:
 def _check_output(flag: str, path: Optional[str]) -> None:
     import os
 
-    from ..cli.args import UserError
+    from ..cmdline import UserError
 
     if path is None:
         return
@@ -133,7 +133,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import os
     import sys
 
-    from ..cli.args import OneLineParser, UserError
+    from ..cmdline import OneLineParser, UserError
     from ..config import check_supported, load
     from . import report, runs, workload_file
     from .progress import Progress

@@ -21,7 +21,7 @@ import statistics
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..cli.args import FileError, MissingExtra, UserError
+from ..cmdline import FileError, MissingExtra, UserError
 from .sweep import Generated, Table, sweep
 
 KEYS = ("seeds", "configs", "workloads")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..cli.args import FileError
+from ..cmdline import FileError
 
 COLUMNS = ("time", "event", "request_bytes", "response_bytes", "ttfb", "duration", "status", "key")
 ACTIONS = ("bind", "unbind", "down", "up", "out_of_service")

@@ -1,4 +1,7 @@
-"""Command-line plumbing shared by leastload's commands: user errors as one line.
+"""What every command shares: user errors as one line, flags' numbers, files written whole.
+
+At the bottom of the package's layers (it imports nothing of leastload), so the
+commands' parts in any layer (sim's `simulate`, the proxy's, cli's) can use it.
 
 A user error (a bad flag value, a bad config line, a missing file) prints
 exactly one line on stderr, `leastload COMMAND: message` or
