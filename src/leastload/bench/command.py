@@ -4,9 +4,10 @@ Measures, for each size n and method: a whole-trace replay (the C fast path,
 and the reference through the per-call driver), the per-call pair
 (select()+record() or select()+finish()), select() against the empty call
 `_noop(1)`, the all-tied worst case against random loads, the window roll and
-the C core's memory per service; then states which of the performance targets are
-met. Each figure is the minimum over repeats of a perf_counter_ns loop, with
-the garbage collector off. The reference is slow at large n, so it runs fewer
+the C core's memory per service; then states which of the performance targets
+(targets.py) are met, what each measures and why a missed one is missed. Each
+figure is the minimum over repeats of a perf_counter_ns loop, with the garbage
+collector off. The reference is slow at large n, so it runs fewer
 operations (a head of the same trace, a shorter loop): ns per operation stay
 comparable.
 """
@@ -31,6 +32,7 @@ import numpy.typing as npt
 
 from ..engine._engine import _floor_replay
 from . import cases, report
+from .targets import targets
 
 RATE = 50_000.0  # requests per second in the replayed trace
 
@@ -388,77 +390,6 @@ def _meta(plan: Plan) -> Dict[str, Any]:
         "machine": f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs",
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-
-
-# ---- targets ------------------------------------------------------------------------
-
-def _target(name: str, value: Optional[float], limit: float, lower_is_better: bool = True,
-            where: str = "") -> Dict[str, Any]:
-    bound = "at most" if lower_is_better else "at least"
-    if value is None:
-        return {"target": name, "value": None, "bound": bound, "limit": limit, "met": None, "where": "not measured"}
-    met = value <= limit if lower_is_better else value >= limit
-    return {"target": name, "value": value, "bound": bound, "limit": limit, "met": bool(met), "where": where}
-
-
-def targets(results: Results) -> List[Dict[str, Any]]:
-    """The performance targets, each met, missed or not measured (None)."""
-    rows = {r["n"]: r for r in results["rows"]}
-    out: List[Dict[str, Any]] = []
-    for n, limit in ((64, 2.0), (16384, 4.0)):
-        r = rows.get(n)
-        # timed as the floor is: per loop step, the loop included
-        out.append(_target(f"select() / _noop(1) at n={n}", r and r["select_over_noop"], limit, where=f"n={n}"))
-    for method in ("LEASTCONNECTION", "LEASTBANDWIDTH"):
-        for n, limit in ((64, 20.0), (16384, 70.0)):
-            r = rows.get(n)
-            v = r["methods"][method]["replay_ns_c"] if r and method in r["methods"] else None
-            out.append(_target(f"replay {method} ns/request at n={n}", v, limit, where=f"n={n}"))
-        for n in (64, 16384):
-            r = rows.get(n)
-            v = r["methods"][method]["replay_over_floor"] if r and method in r["methods"] else None
-            out.append(_target(f"replay / floor, {method} at n={n}", v, 1.5, where=f"n={n}"))
-
-    def worst(key: str, pick: Callable[[Dict[str, Any], str], Optional[float]],
-              lower_is_better: bool = True) -> Tuple[Optional[float], str]:
-        vals = [(pick(r, key), r["n"]) for r in results["rows"]]
-        vals = [(v, n) for v, n in vals if v is not None]
-        if not vals:
-            return None, ""
-        v, n = (max if lower_is_better else min)(vals)
-        return v, f"worst at n={n}"
-
-    v, where = worst("tied_over_random", lambda r, k: r[k])
-    out.append(_target("all-tied / random select+finish (every n)", v, 1.5, where=where))
-    for key, name, limit in (("replay_speedup", "replay C vs reference, x faster (every n, method)", 30.0),
-                             ("percall_speedup", "per-call C vs reference, x faster (every n, method)", 10.0)):
-        v, where = worst(key, lambda r, k: min((m[k] for m in r["methods"].values()), default=None), False)
-        out.append(_target(name, v, limit, lower_is_better=False, where=where))
-    shared = results.get("shared_n64")
-    if shared:
-        out.append(_target("shared / private vserver, select+finish at n=64 (one process)",
-                           shared["shared_over_private"], 1.5, where=f"n={shared['n']}"))
-    every = results.get("methods_n64") or []
-    if every:
-        worst_m = max(every, key=lambda r: r["over_lc"])
-        out.append(_target("per-call pair of every method / LEASTCONNECTION's at n=64", worst_m["over_lc"], 2.0,
-                           where=f"worst: {worst_m['method']}"))
-    for name, key in (("P2C", "p2c_by_n"), ("PEAKEWMA", "peakewma_by_n")):
-        by_n = results.get(key) or []
-        base = next((r for r in by_n if r["n"] == 64), None)
-        if base and by_n[-1]["n"] > 64:
-            out.append(_target(f"{name} per-call pair at n={by_n[-1]['n']:,} / at n=64 (flat: O(1))",
-                               by_n[-1]["ns"] / base["ns"], 2.0, where=f"n={by_n[-1]['n']:,}"))
-    for w in results.get("worst_select", ()):
-        if w["n"] >= 10**6:
-            out.append(_target(f"worst single select() {w['method']} at n={w['n']:,}, every second rolling, ms",
-                               w["worst_ms"], 1.0, where=f"mean {w['mean_us']:.2f} us"))
-    if results["rows"]:
-        big = results["rows"][-1]
-        v = max(big["bytes_per_service"], big["bytes_per_service_reserved"])
-        out.append(_target(f"bytes per service at n={big['n']} (bound, and reserved)", v, 320.0,
-                           where=f"n={big['n']}"))
-    return out
 
 
 # ---- command line ---------------------------------------------------------------------

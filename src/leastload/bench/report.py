@@ -1,9 +1,13 @@
 """How `leastload.bench` shows its results: a text table, JSON, a PNG plot."""
 import json
 import math
+import textwrap
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .cases import SHORT
+from .targets import NOTES
+
+WIDTH = 100  # the notes' lines
 
 
 def _fmt(v: Optional[float], kind: str) -> str:
@@ -102,7 +106,28 @@ def text(results: Dict[str, Any]) -> str:
         op = "<=" if t["bound"] == "at most" else ">="
         trows.append([t["target"], value, f"{op} {t['limit']:g}", verdict, t["where"]])
     out.append(_grid(["target", "value", "limit", "", ""], trows))
+    out += ["", *notes(results["targets"])]
     return "\n".join(out)
+
+
+def notes(targets: List[Dict[str, Any]]) -> List[str]:
+    """Under the targets' table: what each kind of target measures and, for a missed one,
+    what stands between its figure and its limit; then how many were missed."""
+    lines = ["What the targets measure (each compares figures of this run):"]
+    kinds: Dict[str, List[Dict[str, Any]]] = {}
+    for t in targets:
+        kinds.setdefault(t["kind"], []).append(t)
+    for kind, rows in kinds.items():
+        lines += textwrap.wrap(f"- {NOTES[kind][0]}: {rows[0]['what']}", WIDTH, subsequent_indent="  ")
+        missed = [t for t in rows if t["met"] is False]
+        if missed:
+            which = ", ".join(t["where"] for t in missed)
+            lines += textwrap.wrap(f"MISSED ({which}): {rows[0]['why_missed']}", WIDTH,
+                                   initial_indent="  ", subsequent_indent="  ")
+    count = sum(t["met"] is False for t in targets)
+    lines += ["", f"{count} of {len(targets)} targets missed. A target is a goal, not a check: the exit status "
+                  "is 0 unless --strict."]
+    return lines
 
 
 def write_json(results: Dict[str, Any], path: str) -> None:
