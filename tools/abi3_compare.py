@@ -1,4 +1,4 @@
-"""One measurement round of the installed leastload, for docs/performance.md (abi3).
+"""One measurement round of the installed leastload, for the abi3 comparison (journal/performance-2026.md).
 
 Prints one JSON line: select() (+ finish()) ns per call with the default
 clock and with a ManualClock, and replay() ns per request. Run it in two

@@ -41,6 +41,14 @@ def test_the_notes_give_the_reason_of_each_missed_kind_only():
     assert max(len(line) for line in lines) <= report.WIDTH
 
 
+def test_a_missed_row_is_named_in_its_kinds_reason():
+    r = results(1.5, urlhash_over_lc=1.5)
+    r["rows"][1]["methods"]["LEASTBANDWIDTH"]["replay_over_floor"] = 1.7
+    r["rows"][1]["methods"]["LEASTCONNECTION"]["replay_over_floor"] = 1.6
+    text = "\n".join(report.notes(targets(r)))
+    assert "MISSED (LEASTCONNECTION n=16384, LEASTBANDWIDTH n=16384): the replay keeps" in text
+
+
 def test_all_met_says_none_missed():
     lines = report.notes(targets(results(1.5, urlhash_over_lc=1.5)))
     assert "MISSED" not in "\n".join(lines) and lines[-1].startswith("0 of 11 targets missed.")

@@ -109,7 +109,8 @@ def targets(results: Results) -> List[Dict[str, Any]]:
         for n in (64, 16384):
             r = rows.get(n)
             v = r["methods"][method]["replay_over_floor"] if r and method in r["methods"] else None
-            out.append(_target("replay_over_floor", f"replay / floor, {method} at n={n}", v, 1.5, where=f"n={n}"))
+            out.append(_target("replay_over_floor", f"replay / floor, {method} at n={n}", v, 1.5,
+                               where=f"{method} n={n}"))
 
     def worst(key: str, pick: Callable[[Dict[str, Any], str], Optional[float]],
               lower_is_better: bool = True) -> Tuple[Optional[float], str]:
