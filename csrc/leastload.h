@@ -24,7 +24,6 @@
 #ifndef LEASTLOAD_H
 #define LEASTLOAD_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -253,9 +252,10 @@ void ll_last_pick(const ll_vserver *vs, ll_pick_record *out);
 /* Bytes allocated by the engine (for the memory figures). */
 size_t ll_memory_bytes(const ll_vserver *vs);
 
-/* ---- a vserver shared by processes (ll_shared.c: POSIX, not plain C11) ----
- * One POSIX shared-memory segment holds a whole vserver, laid out at fixed
- * offsets for a capacity chosen once, with a robust process-shared mutex.
+/* ---- a vserver shared by processes (ll_shared.c; the system's part in ll_shared_os.h) ----
+ * One shared-memory segment holds a whole vserver, laid out at fixed
+ * offsets for a capacity chosen once, with a lock that outlives a holder's
+ * death (Linux: a robust mutex; macOS: an owner word; Windows: a named mutex).
  * Any process (any language) maps it by name with ll_shared_open() and then
  * calls the functions above on the vserver ll_shared_lock() hands it, between
  * ll_shared_lock() and ll_shared_unlock(): every such span is one atomic step
@@ -265,15 +265,20 @@ size_t ll_memory_bytes(const ll_vserver *vs);
  * most every LL_SHARED_SWEEP_NS, run by any process's lock), and a lock whose
  * holder died is repaired before it is handed on. */
 #define LL_SHARED_MAGIC 0x31444552414853ULL   /* "SHARED1" */
-#define LL_SHARED_VERSION 3u
+#define LL_SHARED_VERSION 4u
 #define LL_SHARED_MAX_PROCS 64u               /* processes attached at once */
 #define LL_SHARED_NAME_BYTES 240u             /* a service name's bytes at most */
 #define LL_SHARED_SETTINGS_BYTES 4096u        /* the creator's settings record */
 #define LL_SHARED_POLICY_BYTES (1u << 20)     /* the callers' policy record (slow start, ejection) */
 #define LL_SHARED_SWEEP_NS 250000000LL        /* the liveness sweep's period */
+#define LL_SHARED_LOCK_WORDS 8u               /* the lock's place: 64 bytes, any platform's */
+/* The lock a build takes (the header's lock_kind: builds of other kinds refuse to attach) */
+#define LL_SHARED_LOCK_ROBUST 1u              /* Linux: a robust process-shared pthread mutex */
+#define LL_SHARED_LOCK_OWNER 2u               /* macOS (and LL_SHARED_LOCK_PORTABLE): an owner word */
+#define LL_SHARED_LOCK_WINDOWS 3u             /* Windows: a named mutex beside the segment */
 
 /* One attached process (pid 0: a free entry). `started` is its start time
- * as /proc gives it (0: unknown), so that a reused pid is not taken for it. */
+ * as the system gives it (0: unknown), so that a reused pid is not taken for it. */
 typedef struct {
     int32_t pid;
     uint32_t reserved;
@@ -308,13 +313,15 @@ typedef struct {
     uint64_t next_serial;     /* the last serial handed out                  */
     uint64_t reclaimed;       /* transactions ended for processes that died  */
     uint64_t repairs;         /* locks recovered from a holder that died     */
-    int64_t next_sweep_ns;    /* CLOCK_MONOTONIC: the next liveness sweep    */
+    int64_t next_sweep_ns;    /* monotonic ns: the next liveness sweep       */
     uint32_t dead;            /* 1: being removed; whoever sees it opens anew */
     uint32_t settings_len;
     uint64_t policy_gen;      /* moves whenever the policy record is written */
     uint32_t policy_len;      /* bytes of the policy record (0: none yet)    */
     uint32_t reserved;
-    pthread_mutex_t lock;     /* robust, process-shared                      */
+    uint32_t lock_kind;       /* LL_SHARED_LOCK_*                            */
+    uint32_t reserved2;
+    uint64_t lock[LL_SHARED_LOCK_WORDS]; /* the lock's state (ll_shared_os.h)  */
     ll_shared_proc procs[LL_SHARED_MAX_PROCS];
     unsigned char settings[LL_SHARED_SETTINGS_BYTES]; /* the creator's, opaque */
 } ll_shared_header;
@@ -329,13 +336,14 @@ typedef struct ll_shared ll_shared;  /* one process's handle on a segment */
  * Otherwise attaches and ignores those four. Returns 1 (created), 0
  * (attached) or -errno: -EINVAL, -ENAMETOOLONG, -EUSERS (LL_SHARED_MAX_PROCS
  * attached), -EPROTO (a segment of another layout or build), -ENOMEM, or
- * what shm_open/mmap reported. */
+ * what the system reported (shm_open/mmap; CreateFileMapping on Windows). */
 int ll_shared_open(const char *name, ll_method method, int64_t sec, uint32_t capacity, const void *settings,
                    uint32_t settings_len, ll_shared **out);
 /* Ends this process's open transactions (ll_abandon), leaves the segment,
  * unmaps it. The segment stays until ll_shared_unlink(). NULL accepted. */
 void ll_shared_close(ll_shared *sh);
-/* Removes the name (mappings stay valid). 0, or -errno (-ENOENT). */
+/* Removes the name (mappings stay valid). 0, or -errno (-ENOENT). Windows
+ * removes a name when its last handle closes: there, 0 when it exists. */
 int ll_shared_unlink(const char *name);
 /* Takes the lock (a process-wide wait: use from one thread at a time per
  * handle) and returns the vserver, laid out for this mapping, in *vs.

@@ -1,41 +1,34 @@
 /*
- * ll_shared.c - one vserver in a POSIX shared-memory segment, used by every
+ * ll_shared.c - one vserver in a shared-memory segment, used by every
  * process that opens it by name (leastload.h has the segment's layout).
  *
  * The vserver is a fixed one (ll_fixed.c) placed after the header and the
  * names: its arrays sit at offsets fixed by its capacity, so a process that
  * maps the segment at another address only lays the pointers out again
  * when it takes the lock (forked workers map it at the same address: one
- * compare). Every call on it happens under one robust process-shared mutex.
+ * compare). Every call on it happens under one process-shared lock that
+ * survives its holder's death (ll_shared_os.h: the segment, the lock and
+ * liveness on each platform).
  *
  * A process can die anywhere. Its open transactions are in its ledger row
  * (the core counts them on every pick, begin and finish), so whoever sees it
  * dead ends them: the lock's next holder at once when it died holding the
- * lock (the kernel reports that: EOWNERDEAD), otherwise the liveness sweep
+ * lock (the lock reports that: LL_OS_OWNER_DIED), otherwise the liveness sweep
  * that any lock runs every LL_SHARED_SWEEP_NS. A holder that died in the
  * middle of a call may have left the state half-changed: the counts that
  * matter are rebuilt from what is whole (each service's open transactions
  * from the ledger of the living, everything derived by ll_repair).
  *
- * POSIX, not plain C11 like the rest of the core; the engine itself still
- * reads no clock (only the sweep does, to pace itself).
+ * Plain C11 over ll_shared_os.h; the engine itself still reads no clock
+ * (only the sweep does, to pace itself).
  */
-#define _GNU_SOURCE 1 /* MAP_FIXED_NOREPLACE; the rest is POSIX.1-2008 */
-
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "ll_fixed.h"
 #include "ll_internal.h"
+#include "ll_shared_os.h"
 
 #define NAME_MAX_BYTES 201     /* "/" and 200 more */
 #define WAIT_READY_MS 2000     /* a creator is given this long to initialize */
@@ -50,64 +43,21 @@ struct ll_shared {
     uint32_t me;          /* this process's entry in procs[] and row of the ledger */
     uint64_t fork_gen;    /* the fork generation `me` was taken in */
     uint32_t locks;       /* locks taken here: every 16th reads the sweep's clock */
+    ll_os_map map;        /* this process's mapping of the segment */
+    ll_os_lock lock;      /* and its handle on the segment's lock */
 };
-
-/* Moves in every child a fork makes: a forked handle takes a row of its own. */
-static uint64_t fork_generation;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static void on_fork_child(void) { fork_generation++; }
-static void install_atfork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
 
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 /* ---- liveness ------------------------------------------------------------ */
 
-/* /proc/<pid>/stat's state and start time: 0, -ENOENT (no such process),
- * or -1 (no /proc to ask). */
-static int read_stat(int pid, char *state, uint64_t *started)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? -ENOENT : -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');  /* the command name may hold anything */
-    if (!p || p[1] != ' ')
-        return -1;
-    p += 2;
-    *state = *p;
-    for (int field = 3; field < 22; field++) {  /* the start time is field 22 */
-        p = strchr(p, ' ');
-        if (!p)
-            return -1;
-        p++;
-    }
-    *started = strtoull(p, NULL, 10);
-    return 0;
-}
-
 /* 0 when the process is gone, a zombie, or its pid belongs to another one now. */
 static int proc_alive(const ll_shared_proc *p)
 {
-    if (p->pid <= 0)
-        return 0;
-    if (kill(p->pid, 0) < 0 && errno == ESRCH)
-        return 0;
-    char state;
     uint64_t started;
-    int rc = read_stat(p->pid, &state, &started);
-    if (rc == -ENOENT)
+    if (!ll_os_proc(p->pid, &started))
         return 0;
-    if (rc < 0)
-        return 1;  /* no /proc: kill's answer */
-    if (state == 'Z' || state == 'X' || state == 'x')
-        return 0;
-    return p->started == 0 || started == p->started;
+    return p->started == 0 || started == 0 || started == p->started;
 }
 
 /* Makes the vserver this process's to use, under the lock: its pointers laid out
@@ -169,10 +119,7 @@ uint64_t ll_shared_reclaim(ll_shared *sh)
 
 static void maybe_sweep(ll_shared *sh)
 {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
-        return;
-    int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    int64_t now = ll_os_monotonic_ns();
     if (now < sh->hdr->next_sweep_ns)
         return;
     sh->hdr->next_sweep_ns = now + LL_SHARED_SWEEP_NS;
@@ -195,14 +142,9 @@ static int join(ll_shared *sh)
         }
     if (r == NO_ROW)
         return -EUSERS;
-    char state;
-    uint64_t started = 0;
-    if (read_stat((int)getpid(), &state, &started) < 0)
-        started = 0;
-    procs[r].pid = (int32_t)getpid();
-    procs[r].started = started;
+    ll_os_self(&procs[r].pid, &procs[r].started);
     sh->me = r;
-    sh->fork_gen = fork_generation;
+    sh->fork_gen = ll_os_fork_gen;
     return 0;
 }
 
@@ -241,17 +183,17 @@ static void recover(ll_shared *sh)
 static int locked(ll_shared *sh, int rc, ll_vserver **out)
 {
     int repaired = 0;
-    if (rc == EOWNERDEAD) {
+    if (rc == LL_OS_OWNER_DIED) {
         recover(sh);
-        pthread_mutex_consistent(&sh->hdr->lock);
+        ll_os_lock_consistent(&sh->lock);
         repaired = 1;
     } else if (rc != 0) {
-        return -rc;
+        return rc;
     }
-    if (sh->fork_gen != fork_generation) {  /* a forked child: a row of its own first */
+    if (sh->fork_gen != ll_os_fork_gen) {  /* a forked child: a row of its own first */
         int j = join(sh);
         if (j < 0) {
-            pthread_mutex_unlock(&sh->hdr->lock);
+            ll_os_lock_release(&sh->lock);
             return j;
         }
     }
@@ -265,18 +207,18 @@ static int locked(ll_shared *sh, int rc, ll_vserver **out)
 
 int ll_shared_lock(ll_shared *sh, ll_vserver **vs)
 {
-    return locked(sh, pthread_mutex_lock(&sh->hdr->lock), vs);
+    return locked(sh, ll_os_lock_take(&sh->lock, 1), vs);
 }
 
 int ll_shared_trylock(ll_shared *sh, ll_vserver **vs)
 {
-    return locked(sh, pthread_mutex_trylock(&sh->hdr->lock), vs);
+    return locked(sh, ll_os_lock_take(&sh->lock, 0), vs);
 }
 
 int ll_shared_tryenter(ll_shared *sh, const ll_shared_seen *seen, uint64_t *seq, ll_vserver **vs)
 {
     ll_shared_header *h = sh->hdr;
-    int rc = locked(sh, pthread_mutex_trylock(&h->lock), vs);
+    int rc = locked(sh, ll_os_lock_take(&sh->lock, 0), vs);
     if (rc < 0)
         return rc;
     *seq = h->seq;
@@ -296,8 +238,8 @@ static inline void cpu_relax(void)
 int ll_shared_lock_spinning(ll_shared *sh, ll_vserver **vs, unsigned spins)
 {
     for (unsigned i = 0;; i++) {
-        int rc = pthread_mutex_trylock(&sh->hdr->lock);
-        if (rc != EBUSY)
+        int rc = ll_os_lock_take(&sh->lock, 0);
+        if (rc != -EBUSY)
             return locked(sh, rc, vs);
         if (i >= spins)
             return -EBUSY;
@@ -307,7 +249,7 @@ int ll_shared_lock_spinning(ll_shared *sh, ll_vserver **vs, unsigned spins)
 
 void ll_shared_unlock(ll_shared *sh)
 {
-    pthread_mutex_unlock(&sh->hdr->lock);
+    ll_os_lock_release(&sh->lock);
 }
 
 ll_shared_header *ll_shared_header_of(const ll_shared *sh) { return sh->hdr; }
@@ -409,20 +351,16 @@ static int create(const char *name, ll_method method, int64_t sec, uint32_t capa
     size_t labels_at = up64(sizeof(ll_shared_header));
     size_t vserver_at = up64(policy_at(labels_at, capacity) + LL_SHARED_POLICY_BYTES);
     size_t size = vserver_at + ll_fixed_size(capacity, LL_SHARED_MAX_PROCS);
-    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0)
-        return -errno;
-    int rc = 0;
-    void *mem = MAP_FAILED;
-    if (ftruncate(fd, (off_t)size) < 0)
-        rc = -errno;
-    else if ((mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
-        rc = -errno;
-    close(fd);
-    ll_shared *sh = rc ? NULL : calloc(1, sizeof *sh);
-    if (!rc && !sh)
+    ll_os_map map;
+    int rc = ll_os_create(name, size, &map);
+    if (rc)
+        return rc;
+    void *mem = map.base;
+    ll_shared *sh = calloc(1, sizeof *sh);
+    if (!sh)
         rc = -ENOMEM;
     if (!rc) {
+        sh->map = map;
         ll_shared_header *h = mem;
         h->version = LL_SHARED_VERSION;
         h->size = size;
@@ -435,16 +373,8 @@ static int create(const char *name, ll_method method, int64_t sec, uint32_t capa
         h->settings_len = settings_len;
         if (settings_len)
             memcpy(h->settings, settings, settings_len);
-        pthread_mutexattr_t attr;
-        if (pthread_mutexattr_init(&attr) != 0)
-            rc = -ENOMEM;
-        else {
-            if (pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED) != 0
-                || pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST) != 0
-                || pthread_mutex_init(&h->lock, &attr) != 0)
-                rc = -ENOTSUP;
-            pthread_mutexattr_destroy(&attr);
-        }
+        h->lock_kind = LL_OS_LOCK_KIND;
+        rc = ll_os_lock_init(h->lock, name, &sh->lock);
         if (!rc && !ll_fixed_create((unsigned char *)mem + vserver_at, size - vserver_at, method, sec, capacity,
                                     LL_SHARED_MAX_PROCS))
             rc = -EINVAL;
@@ -454,110 +384,95 @@ static int create(const char *name, ll_method method, int64_t sec, uint32_t capa
         rc = join(sh);
     }
     if (rc) {
+        if (sh)
+            ll_os_lock_close(&sh->lock);
         free(sh);
-        if (mem != MAP_FAILED)
-            munmap(mem, size);
-        shm_unlink(name);
+        ll_os_close(&map);
+        ll_os_unlink(name);
         return rc;
     }
+    ll_os_opened(&sh->map);
     sh->hdr->magic = LL_SHARED_MAGIC;
     __atomic_store_n(&sh->hdr->ready, 1u, __ATOMIC_RELEASE);
     *out = sh;
     return 1;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
-/* The segment mapped at the creator's address when that place is free here too
- * (Linux: MAP_FIXED_NOREPLACE), so that no lock ever has to lay the vserver's
- * pointers out again; else `mem` as it is. */
-static void *map_where_the_creator_did(void *mem, size_t size, int fd)
-{
-#ifdef MAP_FIXED_NOREPLACE
-    void *want = (void *)(uintptr_t)((ll_shared_header *)mem)->map_address;
-    if (want && want != mem) {
-        void *there = mmap(want, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-        if (there == want) {
-            munmap(mem, size);
-            return there;
-        }
-        if (there != MAP_FAILED)  /* an old kernel took the flag for a hint and mapped elsewhere */
-            munmap(there, size);
-    }
-#else
-    (void)size;
-    (void)fd;
-#endif
-    return mem;
-}
-
 /* 0 attached; -EAGAIN: gone, being removed, or a leftover (removed here): open again. */
 static int attach(const char *name, ll_shared **out)
 {
-    int fd = shm_open(name, O_RDWR, 0);
-    if (fd < 0)
-        return errno == ENOENT ? -EAGAIN : -errno;
-    void *mem = MAP_FAILED;
+    ll_os_map map;
+    int rc = ll_os_open(name, &map);
+    if (rc < 0)
+        return rc == -ENOENT ? -EAGAIN : rc;
+    void *mem = NULL;
     size_t size = 0;
     for (int waited = 0; waited <= WAIT_READY_MS; waited++) {
-        struct stat st;
-        if (fstat(fd, &st) < 0) {
-            int e = -errno;
-            close(fd);
-            return e;
+        if ((rc = ll_os_size(&map, &size)) < 0) {
+            ll_os_close(&map);
+            return rc;
         }
-        if ((size_t)st.st_size >= sizeof(ll_shared_header)) {
-            size = (size_t)st.st_size;
-            mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            if (mem == MAP_FAILED) {
-                int e = -errno;
-                close(fd);
-                return e;
+        if (size >= sizeof(ll_shared_header)) {
+            if ((rc = ll_os_view(&map, size)) < 0) {
+                ll_os_close(&map);
+                return rc;
             }
+            mem = map.base;
             if (__atomic_load_n(&((ll_shared_header *)mem)->ready, __ATOMIC_ACQUIRE) == 1u)
                 break;
-            munmap(mem, size);
-            mem = MAP_FAILED;
+            ll_os_unview(&map);
+            mem = NULL;
         }
-        sleep_ms(1);
+        ll_os_sleep_ms(1);
     }
-    if (mem == MAP_FAILED) {  /* its creator died before it was ready */
-        close(fd);
-        shm_unlink(name);
+    if (!mem) {  /* its creator died before it was ready */
+        ll_os_close(&map);
+        ll_os_unlink(name);
         return -EAGAIN;
     }
     ll_shared_header *h = mem;
+    if (!LL_OS_SIZE_EXACT && h->size <= size)  /* the system counts whole pages */
+        size = map.size = h->size;
+    if (h->lock_kind != LL_OS_LOCK_KIND) {  /* another platform's or build's lock */
+        ll_os_close(&map);
+        return -EPROTO;
+    }
     size_t labels_at = up64(sizeof(ll_shared_header));
     if (h->magic != LL_SHARED_MAGIC || h->version != LL_SHARED_VERSION || h->vserver_bytes != sizeof(ll_vserver)
         || h->size != size || h->labels_at != labels_at || h->capacity < 1 || h->capacity > LL_FIXED_MAX_CAPACITY
         || h->policy_at != policy_at(labels_at, h->capacity)
         || h->vserver_at != up64(h->policy_at + LL_SHARED_POLICY_BYTES) || h->policy_len > LL_SHARED_POLICY_BYTES
         || h->vserver_at + ll_fixed_size(h->capacity, LL_SHARED_MAX_PROCS) != size) {
-        munmap(mem, size);
-        close(fd);
+        ll_os_close(&map);
         return -EPROTO;
     }
-    mem = map_where_the_creator_did(mem, size, fd);
+    /* at the creator's address when that place is free here too, so that no
+     * lock ever has to lay the vserver's pointers out again */
+    ll_os_move_to(&map, (void *)(uintptr_t)h->map_address);
+    ll_os_opened(&map);
+    mem = map.base;
     h = mem;
-    close(fd);
     ll_shared *sh = calloc(1, sizeof *sh);
     if (!sh) {
-        munmap(mem, size);
+        ll_os_close(&map);
         return -ENOMEM;
     }
+    sh->map = map;
     place(sh, mem, size);
-    int rc = pthread_mutex_lock(&h->lock);
-    if (rc == EOWNERDEAD) {
-        recover(sh);
-        pthread_mutex_consistent(&h->lock);
-    } else if (rc != 0) {
+    if ((rc = ll_os_lock_open(h->lock, name, &sh->lock)) < 0) {
         free(sh);
-        munmap(mem, size);
-        return -rc;
+        ll_os_close(&map);
+        return rc;
+    }
+    rc = ll_os_lock_take(&sh->lock, 1);
+    if (rc == LL_OS_OWNER_DIED) {
+        recover(sh);
+        ll_os_lock_consistent(&sh->lock);
+    } else if (rc != 0) {
+        ll_os_lock_close(&sh->lock);
+        free(sh);
+        ll_os_close(&map);
+        return rc;
     }
     adopt(sh);
     int alive = 0;
@@ -566,16 +481,17 @@ static int attach(const char *name, ll_shared **out)
     if (h->dead || !alive) {
         if (!h->dead) {  /* nobody alive has it: a leftover, replaced */
             h->dead = 1;
-            shm_unlink(name);
+            ll_os_unlink(name);
         }
         rc = -EAGAIN;
     } else {
         rc = join(sh);
     }
-    pthread_mutex_unlock(&h->lock);
+    ll_os_lock_release(&sh->lock);
     if (rc) {
+        ll_os_lock_close(&sh->lock);
         free(sh);
-        munmap(mem, size);
+        ll_os_close(&map);
         return rc;
     }
     *out = sh;
@@ -591,7 +507,7 @@ int ll_shared_open(const char *name, ll_method method, int64_t sec, uint32_t cap
     if (!out || capacity < 1 || capacity > LL_FIXED_MAX_CAPACITY || settings_len > LL_SHARED_SETTINGS_BYTES
         || (settings_len && !settings) || (unsigned)method >= LL_METHOD_COUNT || !ll_methods[method].supported)
         return -EINVAL;
-    pthread_once(&atfork_once, install_atfork);
+    ll_os_init();
     for (int attempt = 0; attempt < 50; attempt++) {
         rc = create(name, method, sec, capacity, settings, settings_len, out);
         if (rc != -EEXIST)
@@ -612,7 +528,8 @@ void ll_shared_close(ll_shared *sh)
         reclaim_row(sh, sh->me);  /* nobody will finish what this process had open */
         ll_shared_unlock(sh);
     }
-    munmap(sh->base, sh->size);
+    ll_os_lock_close(&sh->lock);
+    ll_os_close(&sh->map);
     free(sh);
 }
 
@@ -621,5 +538,5 @@ int ll_shared_unlink(const char *name)
     int rc = name_ok(name);
     if (rc < 0)
         return rc;
-    return shm_unlink(name) < 0 ? -errno : 0;
+    return ll_os_unlink(name);
 }

@@ -124,6 +124,9 @@ cdef extern from "leastload.h" nogil:
         LL_SHARED_SETTINGS_BYTES
         LL_SHARED_POLICY_BYTES
         LL_SHARED_MAX_PROCS
+        LL_SHARED_LOCK_ROBUST
+        LL_SHARED_LOCK_OWNER
+        LL_SHARED_LOCK_WINDOWS
 
     ctypedef struct ll_shared_proc:
         int32_t pid
@@ -136,6 +139,7 @@ cdef extern from "leastload.h" nogil:
 
     ctypedef struct ll_shared_header:
         uint32_t capacity
+        uint32_t lock_kind
         uint64_t seq
         uint64_t names_gen
         uint64_t reclaimed

@@ -801,7 +801,8 @@ cdef class Engine:
 
     def _shared_stats(self):
         """The segment's figures: name, capacity, sequence, processes (pids),
-        reclaimed (transactions of dead processes ended), repairs. None: not shared."""
+        reclaimed (transactions of dead processes ended), repairs, lock (the kind of
+        lock the segment's builds take: "robust", "owner" or "windows"). None: not shared."""
         return None if self._sh == NULL else _shared_stats(self)
 
     def _noop(self, x):

@@ -186,8 +186,10 @@ cdef dict _shared_stats(Engine self):
     try:
         h = ll_shared_header_of(self._sh)
         pids = [h.procs[r].pid for r in range(LL_SHARED_MAX_PROCS) if h.procs[r].pid]
+        lock = {LL_SHARED_LOCK_ROBUST: "robust", LL_SHARED_LOCK_OWNER: "owner",
+                LL_SHARED_LOCK_WINDOWS: "windows"}.get(h.lock_kind, h.lock_kind)
         return {"name": self._shared_name, "capacity": h.capacity, "sequence": h.seq, "processes": pids,
-                "reclaimed": h.reclaimed, "repairs": h.repairs}
+                "reclaimed": h.reclaimed, "repairs": h.repairs, "lock": lock}
     finally:
         self._leave()
 
