@@ -15,6 +15,7 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -523,22 +524,30 @@ def test_a_worker_killed_holding_the_lock_leaves_it_usable_and_repaired(c_impl, 
 
 # ---- the C API: another program attaches ---------------------------------------------------------
 
-def _build_attach_program(tmp_path):
+def _build_c_program(tmp_path, program="shared_attach", lock="robust"):
+    """tests/engine/c/PROGRAM.c built with the whole core; lock "owner" builds the owner-word
+    lock (LL_SHARED_LOCK_PORTABLE) where the robust mutex is the default, as the process
+    it attaches to was built (its _shared_stats()["lock"]): kinds never mix in one segment."""
     root = Path(__file__).resolve().parents[2]
     csrc = root / "csrc"
     cc = shutil.which("cc") or shutil.which("gcc")
     if not (csrc / "ll_shared.c").exists() or cc is None:
         pytest.skip("the C test program needs the source tree's csrc/ and a C compiler")
-    exe = tmp_path / "shared_attach"
+    exe = tmp_path / f"{program}-{lock}"
     sources = sorted(map(str, csrc.glob("*.c"))) + sorted(map(str, (csrc / "methods").glob("*.c")))
-    subprocess.run([cc, "-std=c11", "-O1", "-I", str(csrc), str(Path(__file__).parent / "c" / "shared_attach.c"),
+    defines = ["-DLL_SHARED_LOCK_PORTABLE"] if lock == "owner" else []
+    subprocess.run([cc, "-std=c11", "-O1", *defines, "-I", str(csrc), str(Path(__file__).parent / "c" / f"{program}.c"),
                     *sources, "-o", str(exe), "-lm", "-lpthread"], check=True, timeout=300)
     return exe
 
 
+def _build_attach_program(tmp_path, vs=None):
+    return _build_c_program(tmp_path, lock="robust" if vs is None else vs._shared_stats()["lock"])
+
+
 def test_a_c_program_attaches_and_picks(c_impl, name, tmp_path):
-    exe = _build_attach_program(tmp_path)
     vs = c_impl.VirtualServer(shared=name)
+    exe = _build_attach_program(tmp_path, vs)
     for s in ("alpha", "beta", "gamma"):
         vs.bind(s)
     held = [vs.acquire(), vs.acquire()]  # alpha and beta busy: least connection picks gamma first
@@ -569,8 +578,8 @@ def test_a_call_after_another_program_attached_uses_its_own_process_s_layout(c_i
     calls again: its call must not run on what the attach laid out for the program (its
     method table sits at another address there). Before every lock laid the vserver out
     for its process, this call jumped into the other program's address space."""
-    exe = _build_attach_program(tmp_path)
     vs = c_impl.VirtualServer(shared=name)
+    exe = _build_attach_program(tmp_path, vs)
     for s in ("alpha", "beta"):
         vs.bind(s)
     spawn = multiprocessing.get_context("spawn")
@@ -601,6 +610,27 @@ def test_the_c_program_says_when_there_is_no_segment(tmp_path, name):
     run = subprocess.run([str(exe), name, "1"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "no shared vserver" in run.stderr
     assert leastload.unlink_shared(name) is False  # it left nothing behind
+
+
+@pytest.mark.parametrize("lock, kind", [("robust", 1), ("owner", 2)])
+def test_a_c_program_recovers_the_lock_from_a_holder_killed_in_it(tmp_path, name, lock, kind):
+    """Both POSIX locks, whatever this build takes: a forked holder killed by SIGKILL, and
+    the next lock repairs (tests/engine/c/shared_crash.c says what it checks). On macOS
+    both builds take the owner word."""
+    exe = _build_c_program(tmp_path, "shared_crash", lock)
+    run = subprocess.run([str(exe), name], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"lock: {2 if sys.platform == 'darwin' else kind}"
+    assert len(lines) == 10 and all(line.startswith("ok: ") for line in lines[1:]), run.stdout
+
+
+def test_this_build_s_lock_is_named(c_impl, name):
+    lock = c_impl.VirtualServer(shared=name)._shared_stats()["lock"]
+    expected = {"linux": "robust", "darwin": "owner", "win32": "windows"}.get(sys.platform)
+    if os.environ.get("LEASTLOAD_EXPECT_SHARED_LOCK"):  # the portable build's CI stage says which
+        expected = os.environ["LEASTLOAD_EXPECT_SHARED_LOCK"]
+    assert lock == expected
 
 
 def _select_and_wait(name, ready):
