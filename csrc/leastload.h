@@ -24,8 +24,14 @@
 #ifndef LEASTLOAD_H
 #define LEASTLOAD_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#ifndef EUSERS
+/* Windows has none: WSAEUSERS, the number Python's errno.EUSERS has there */
+#define EUSERS 10068
+#endif
 
 #ifdef __cplusplus
 extern "C" {

@@ -33,10 +33,6 @@
 #define LL_OS_LOCK_KIND LL_SHARED_LOCK_ROBUST
 #endif
 
-#ifndef EUSERS
-#define EUSERS 10068 /* Windows has none: WSAEUSERS, the number Python's errno.EUSERS has there */
-#endif
-
 /* ---- the segment ---- */
 
 /* One process's mapping of a segment. */
