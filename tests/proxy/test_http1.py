@@ -571,6 +571,40 @@ def test_bad_framing_is_400(name):
     assert status_of(trickle(data)) == 400
 
 
+# request lines that are not METHOD SP TARGET SP HTTP/1.x: refused at their own end, with nothing after
+NOT_A_REQUEST_LINE = {
+    "HTTP/0.9": b"GET /a\r\n",
+    "no target": b"GET HTTP/1.1\r\n",
+    "HTTP/2.0": b"GET / HTTP/2.0\r\n",
+    "two spaces": b"GET  / HTTP/1.1\r\n",
+    "a space at the end": b"GET / HTTP/1.1 \r\n",
+    "a tab for a space": b"GET\t/ HTTP/1.1\r\n",
+    "bare LF": b"GET / HTTP/1.1\n",
+    "lowercase version": b"GET / http/1.1\r\n",
+    "a version of two digits": b"GET / HTTP/1.10\r\n",
+    "a method that is no token": b"G(T / HTTP/1.1\r\n",
+    "after an empty line": b"\r\nGET /a\r\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_A_REQUEST_LINE))
+def test_a_request_line_not_of_the_form_is_400_at_its_end(name):
+    data = NOT_A_REQUEST_LINE[name]
+    assert status_of(data) == 400
+    assert status_of(trickle(data)) == 400
+    reader = RequestReader(LIMITS)
+    reader.feed(data)
+    assert reader.next_event() == ERROR and reader.error == (400, "the request line is not METHOD SP TARGET SP HTTP/1.x")
+
+
+@pytest.mark.parametrize("line", [b"GET / HTTP/1.1", b"OPTIONS * HTTP/1.1", b"GET http://h/a?b HTTP/1.1",
+                                  b"M-SEARCH / HTTP/1.1", b"GET / HTTP/1.0"])
+def test_a_request_line_of_the_form_waits_for_its_head(line):
+    reader = RequestReader(LIMITS)
+    reader.feed(line + b"\r\n")
+    assert reader.next_event() == NEED_DATA
+
+
 # ---- encode_request ---------------------------------------------------------------------------
 
 def encoded(data, client=CLIENT, **forwarding):

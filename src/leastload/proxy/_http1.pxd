@@ -21,6 +21,7 @@ cdef list _NAME_SLOTS
 cdef bytes _HTTP11_END, _HTTP11_START, _HOST_NAME, _CONTENT_LENGTH_NAME, _LOAD_REPORT_NAME
 cdef int _NOT_PLAIN_REQUEST, _NOT_PLAIN_RESPONSE, _LOAD_REPORT
 cdef Py_ssize_t _MAX_CHUNK_LINE, _KEEP_WHOLE
+cdef str _BAD_REQUEST_LINE
 
 
 @cython.final
@@ -126,6 +127,8 @@ cdef bint _equal_at(bytes data, Py_ssize_t at, bytes text) except -1
 cdef Py_ssize_t _head_end(bytes data, Py_ssize_t stop) except -2
 @cython.locals(p=cython.p_uchar, i=Py_ssize_t)
 cdef Py_ssize_t _line_end(bytes data, Py_ssize_t stop) except -2
+@cython.locals(p=cython.p_uchar, version_at=Py_ssize_t, space=Py_ssize_t)
+cdef bint _request_line_ok(bytes line, Py_ssize_t first) except -1
 @cython.locals(p=cython.p_uchar, number=cython.longlong, c=cython.uchar, i=Py_ssize_t)
 cdef cython.longlong _decimal(bytes data, Py_ssize_t start, Py_ssize_t stop) except -2
 # the plain line's helpers read without bounds checks: their callers checked `stop`

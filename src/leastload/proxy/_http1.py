@@ -65,6 +65,7 @@ _BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
 _HOST = re.compile(rb"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+;=%]*)(:[0-9]*)?\Z")
 _ABSOLUTE = re.compile(rb"(?i:https?)://([^/?#]*)(.*)\Z", re.S)
 _MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions
+_BAD_REQUEST_LINE = "the request line is not METHOD SP TARGET SP HTTP/1.x"
 
 
 class Limits:
@@ -341,6 +342,24 @@ def _line_end(data: bytes, stop: int) -> int:
     return -1
 
 
+def _request_line_ok(line: bytes, first: int) -> bool:
+    """line[:first + 1], a request line with its LF at `first`, has the form RFC 9112 3 gives:
+    METHOD SP TARGET SP HTTP/1.x CRLF (a token, visible ASCII, one space each). Anything else
+    (HTTP/0.9's `GET /a`, another version, a stray space) is refused at its end with a 400,
+    not waited on for a head that may never come."""
+    version_at = first - 10  # the space before "HTTP/1.x\r\n"
+    if not 2 < version_at < first < len(line):
+        return False
+    p = line
+    if p[first - 1] != 13 or p[version_at] != 32 or not 48 <= p[first - 2] <= 57:
+        return False
+    if not _equal_at(line, version_at + 1, b"HTTP/1."):
+        return False
+    space = line.find(b" ", 0, version_at)
+    return (space > 0 and _all_in(line, 0, space, _TOKEN_TABLE)
+            and _all_in(line, space + 1, version_at, _VISIBLE_TABLE) and space + 1 < version_at)
+
+
 def _decimal(data: bytes, start: int, stop: int) -> int:
     """data[start:stop], a Content-Length's value of 1 to 18 digits, as a number; -1 for anything else."""
     if not (0 <= start < stop <= len(data) and stop - start <= 18):
@@ -586,6 +605,8 @@ class RequestReader(_HeadReader):
                     self.requests += 1
                     self._state = PAUSED  # a plain head has no body: the request is whole
                     return COMPLETE
+                if not _request_line_ok(piece if isinstance(piece, bytes) else bytes(piece[:first + 1]), first):
+                    return self._fail(400, _BAD_REQUEST_LINE)
                 self._line = piece[:first]  # the request line: its method and version read from it
                 try:
                     self._parser.feed_data(piece)
@@ -639,6 +660,8 @@ class RequestReader(_HeadReader):
                 if first >= 0:
                     if self._head_bytes + first > limits.max_request_line + 1:
                         return self._fail(414, f"request line longer than {limits.max_request_line} bytes")
+                    if not _request_line_ok(piece if isinstance(piece, bytes) else bytes(piece[:first + 1]), first):
+                        return self._fail(400, _BAD_REQUEST_LINE)
                     self._line_done = True
             # header lines ended so far (not the request line, nor the head's empty line): llhttp
             # reports a header only once the next one starts, a line late for the limit
