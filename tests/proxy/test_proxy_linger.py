@@ -1,7 +1,8 @@
 """The lingering close (_linger.py), end to end over real sockets: an answer the proxy, its admin
 port or the fan-out gives last on a connection reaches the client whole, even when the client
 is still sending (the rest of a refused body, requests pipelined behind a close); and a client
-that neither closes nor stops sending is cut off once LINGER_SECONDS have passed."""
+that neither closes nor stops sending is cut off once LINGER_SECONDS have passed, and one that
+sends more than the byte bound after the answer (linger_bytes) is reset."""
 
 import asyncio
 import socket
@@ -57,7 +58,7 @@ def test_a_413_reaches_a_client_that_goes_on_sending_its_body(backend_procs):
     procs = backend_procs(1)
 
     async def scenario():
-        proxy = await started_proxy([procs[0].port], max_body=1000)
+        proxy = await started_proxy([procs[0].port], max_body=1000, linger_bytes=2 * BODY)  # within the bound
         try:
             answer = await asyncio.to_thread(upload, proxy.address, too_large())
             closed = await wait_until_async(lambda: not proxy.clients, 5)
@@ -121,7 +122,8 @@ def test_a_client_that_never_closes_is_cut_off_after_the_linger(backend_procs, m
     assert cut_after >= 0.3  # not before the linger (less the time the answer took to read)
 
 
-def test_the_admin_port_answers_413_to_a_client_that_goes_on_sending(backend_procs):
+def test_the_admin_port_answers_413_to_a_client_that_goes_on_sending(backend_procs, monkeypatch):
+    monkeypatch.setattr(_linger, "LINGER_BYTES", 2 * BODY)  # the body within the bound
     procs = backend_procs(1)
 
     async def scenario():
@@ -136,7 +138,8 @@ def test_the_admin_port_answers_413_to_a_client_that_goes_on_sending(backend_pro
     assert _admin.ADMIN_LIMITS.max_body < BODY
 
 
-def test_the_fanout_answers_413_to_a_client_that_goes_on_sending():
+def test_the_fanout_answers_413_to_a_client_that_goes_on_sending(monkeypatch):
+    monkeypatch.setattr(_linger, "LINGER_BYTES", 2 * BODY)  # the body within the bound
     with start_fanout("127.0.0.1", 0, lambda: [], None) as fanout:
         head = b"POST /leastload/command HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % BODY
         answer = upload(fanout.address, head)
@@ -169,6 +172,61 @@ def test_a_one_request_port_closes_once_the_client_has_its_answer(backend_procs,
                 await proxy.close()
         answers = run_loop(scenario(), 60)
     assert all(a.startswith((b"HTTP/1.1 200 ", b"HTTP/1.1 503 ")) for a in answers), [a[:40] for a in answers]
+
+
+def send_past_the_bound(address, head, limit=64 << 20, timeout=20.0):
+    """Sends head, then bytes until the connection breaks (at most `limit`); (what came back, bytes
+    sent after head, whether it ended with a reset)."""
+    with socket.create_connection(address, timeout=timeout) as s:
+        s.sendall(head)
+        sent, piece = 0, b"x" * 65536
+        try:
+            while sent < limit:
+                s.sendall(piece)
+                sent += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        data = bytearray()
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return bytes(data), sent, False
+                data += chunk
+        except ConnectionResetError:
+            return bytes(data), sent, True
+
+
+@pytest.mark.parametrize("what", ["413", "431", "414"])
+def test_a_client_sending_past_the_byte_bound_is_reset(backend_procs, what):
+    """After the answer, linger_bytes (a quarter of it after 414 or 431) are read and dropped;
+    past them the connection is reset, long before the time bound, and counted."""
+    procs = backend_procs(1)
+    heads = {"413": too_large(1 << 30), "431": b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 40000,
+             "414": b"GET /" + b"a" * 10000}
+
+    async def scenario():
+        proxy = await started_proxy([procs[0].port], linger_bytes=200_000)
+        try:
+            started = time.monotonic()
+            answer, sent, _ = await asyncio.to_thread(send_past_the_bound, proxy.address, heads[what])
+            took = time.monotonic() - started
+            gone = await wait_until_async(lambda: not proxy.clients, 5)
+            return answer, sent, took, gone, proxy.stats.linger_resets
+        finally:
+            await proxy.close()
+    answer, sent, took, gone, resets = run_loop(scenario(), 60)
+    assert sent < 64 << 20, "the client sent 64 MiB without being cut off"
+    assert took < _linger.LINGER_SECONDS, f"cut off after {took:.1f} s: by the time bound, not the byte bound"
+    assert gone and resets == 1, (gone, resets)
+    # (the answer itself may be lost to the reset, as HAProxy's is: the client went on sending)
+    assert not answer or answer.startswith(b"HTTP/1.1 %s " % what.encode()), answer[:100]
+
+
+def test_the_byte_bounds():
+    assert _linger.LINGER_BYTES == 256 << 10
+    assert _linger.byte_bound(413, 1000) == 1000 and _linger.byte_bound(400, 1000) == 1000
+    assert _linger.byte_bound(414, 1000) == 250 and _linger.byte_bound(431, 1000) == 250
 
 
 def test_a_408_closes_at_once(backend_procs):

@@ -65,6 +65,7 @@ UNMODELLED_BUILTIN_MONITORS = (
 PROXY_KEYS = (
     "retries", "connect_timeout", "timeout", "client_timeout", "header_timeout", "body_timeout",
     "max_body", "max_request_line", "max_header_size", "max_headers", "max_connections", "pool_size",
+    "overload_connections", "overload_timeout", "linger_bytes",
     "xff", "forwarded", "via", "admin", "access_log", "log_format", "log_level", "workers",
 )
 

@@ -185,9 +185,11 @@ def _host_port(key: str, value: object) -> str:
 _PROXY_CHECKS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
     "retries": (_integer, (0, 10)),
     **{k: (_seconds, ()) for k in ("connect_timeout", "timeout", "client_timeout", "header_timeout",
-                                   "body_timeout")},
+                                   "body_timeout", "overload_timeout")},
     **{k: (_positive, ()) for k in ("max_body", "max_request_line", "max_header_size", "max_headers",
                                     "max_connections", "pool_size")},
+    "overload_connections": (_integer, (1, 1 << 20)),
+    "linger_bytes": (_integer, (0, 1 << 30)),
     "xff": (values.choice, (("append", "replace"),)),
     "forwarded": (_flag, ()),
     "via": (_flag, ()),

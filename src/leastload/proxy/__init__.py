@@ -6,7 +6,8 @@ docs/proxy.md describes what it does per request, on failure and under load.
 Its modules import one way, each only from those above it in this list (never from this
 package's __init__; tools/check_import_cycles.py keeps it so):
 
-    _http1, _accesslog, _listen, _stats, _control,            no sibling imports
+    _http1, _accesslog, _overload, _stats, _control,          no sibling imports
+    _listen                                                  (an _overload's types)
     _config, _linger
     _health                                                  probes; given the loop and the vserver
     _one_request                                             the admin ports' connections (one request each)

@@ -157,7 +157,16 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--client-timeout", type=_seconds, default=60.0, metavar="SECONDS",
                    help="idle keep-alive client connections close after this (default 60)")
     g.add_argument("--max-connections", type=_integer(1, 1 << 20), default=None, metavar="N",
-                   help="most client connections open at once (default: derived from the file-descriptor limit)")
+                   help="most client connections open at once (default: derived from the file-descriptor limit); "
+                        "at the limit a new one is taken in place of the one waiting longest for its head")
+    g.add_argument("--overload-connections", type=_integer(1, 1 << 20), default=None, metavar="N",
+                   help="open client connections past which the header and idle timeouts shrink, linearly "
+                        "to --overload-timeout at --max-connections (default: three quarters of it)")
+    g.add_argument("--overload-timeout", type=_seconds, default=2.0, metavar="SECONDS",
+                   help="what the header and idle timeouts shrink to at --max-connections (default 2)")
+    g.add_argument("--linger-bytes", type=_integer(0, 1 << 30), default=256 << 10, metavar="BYTES",
+                   help="after a last answer (413, 414, 431, a close), what the client may still send before "
+                        "the connection is reset (default 262144; a quarter of it after 414 or 431)")
     g = p.add_argument_group("forwarding headers")
     g.add_argument("--xff", choices=XFF_MODES, default="append",
                    help="X-Forwarded-For: append the client's address to what the client sent, or replace "
@@ -226,7 +235,7 @@ FILE_FLAGS = tuple(s.flag for s in SETTINGS if s.netscaler and s.flag)
 # the TOML form's [proxy] keys that are flags of their own (the file's value unless the flag is given)
 PROXY_TABLE_FLAGS = ("retries", "connect_timeout", "timeout", "client_timeout", "header_timeout", "body_timeout",
                      "max_body", "max_request_line", "max_header_size", "max_headers", "max_connections",
-                     "pool_size", "xff", "forwarded", "via", "admin", "access_log", "log_format", "log_level",
+                     "overload_connections", "overload_timeout", "linger_bytes", "pool_size", "xff", "forwarded", "via", "admin", "access_log", "log_format", "log_level",
                      "workers")
 
 
@@ -256,7 +265,8 @@ def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
         connect_timeout=args.connect_timeout, timeout=args.timeout, client_timeout=args.client_timeout,
         max_body=args.max_body, max_request_line=args.max_request_line, max_header_size=args.max_header_size,
         max_headers=args.max_headers, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
-        max_connections=args.max_connections, xff=args.xff, forwarded=args.forwarded, via=args.via,
+        max_connections=args.max_connections, overload_connections=args.overload_connections,
+        overload_timeout=args.overload_timeout, linger_bytes=args.linger_bytes, xff=args.xff, forwarded=args.forwarded, via=args.via,
         pool_size=args.pool_size, health_check=args.health_check,
         health_path=args.health_path, health_interval=args.health_interval,
         health_timeout=args.health_timeout, health_fall=args.health_fall, health_rise=args.health_rise,

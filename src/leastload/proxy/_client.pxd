@@ -18,7 +18,7 @@ cdef class ClientConnection(ClientSide):
     cdef public bint busy, closing, reading, half_closed, in_pump
     cdef public double deadline
     cdef public int wait
-    cdef public Py_ssize_t backlog
+    cdef public Py_ssize_t backlog, linger_left
 
     cdef _stop_reading(self)
     cdef _start_reading(self)
@@ -28,4 +28,4 @@ cdef class ClientConnection(ClientSide):
     cdef _dispatch(self)
     # exchange_done(): ClientSide's, overridden
     cdef _request_done(self, bint keep_going)
-    cdef _close(self, bint linger)
+    cdef _close(self, bint linger, Py_ssize_t bound)

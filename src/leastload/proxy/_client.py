@@ -20,8 +20,13 @@ may still be sending (a request refused with 400, 413, 414 or 431; bytes in
 behind a request answered with `Connection: close`) ends with a lingering
 close (_linger.py): it reads and drops what the client sends until the
 client closes, at most LINGER_SECONDS once the answer is written out (more
-only while a large answer is being read). A 408 closes at once, as does a
-connection whose client has nothing more in.
+only while a large answer is being read) and at most the proxy's `linger_bytes`
+(a quarter of it after a 414 or 431), past which it is reset. A 408 closes at
+once, as does a connection whose client has nothing more in.
+
+Under overload (_overload.py) the sweep passes how much the header and idle
+timeouts have shrunk, and a connection that waits for a head (`waiting_since`)
+may be closed to admit a new one (`evict`: 408 when its head was begun).
 """
 
 import asyncio
@@ -80,6 +85,9 @@ class ClientContext(Upstream, Protocol):
     @property
     def client_timeout(self) -> float: ...
 
+    @property
+    def linger_bytes(self) -> int: ...  # what a lingering close reads before a reset (_linger.byte_bound)
+
     def client_opened(self, client: "ClientConnection") -> None: ...
 
     def client_closed(self, client: "ClientConnection") -> None: ...
@@ -114,6 +122,7 @@ class ClientConnection(ClientSide):
         self.deadline = 0.0
         self.in_pump = False
         self.backlog = 0        # lingering: what the transport held unsent when the span began
+        self.linger_left = 0    # lingering: bytes still read and dropped before a reset
 
     # ---- asyncio.Protocol -------------------------------------------------
 
@@ -137,6 +146,12 @@ class ClientConnection(ClientSide):
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
+            if self.wait == WAIT_LINGER:
+                self.linger_left -= len(data)
+                if self.linger_left < 0:  # a client that sends on and on: not read any further
+                    self.proxy.stats.linger_resets += 1
+                    self.wait = WAIT_NONE
+                    _linger.reset(self.transport)
             return
         reader = self.reader
         if self.wait == WAIT_IDLE:  # the first byte of the next request: its head's time starts
@@ -167,8 +182,9 @@ class ClientConnection(ClientSide):
         elif not self.busy and not self.gone:
             self._pump()
 
-    def check_deadline(self, now: float) -> None:
-        """The proxy's sweep: ends a wait that took too long."""
+    def check_deadline(self, now: float, head_cut: float = 0.0, idle_cut: float = 0.0) -> None:
+        """The proxy's sweep: ends a wait that took too long (a head's or an idle connection's
+        `head_cut` or `idle_cut` seconds sooner: their timeouts shrunk under overload)."""
         if self.gone:
             return
         if self.paused and not self.busy:
@@ -180,6 +196,10 @@ class ClientConnection(ClientSide):
                 self.backlog = _linger.span_over(self.transport, self.backlog)
                 self.deadline = now + _linger.LINGER_SECONDS  # another span, if it did not end
             return
+        if self.wait == WAIT_HEAD:
+            now += head_cut
+        elif self.wait == WAIT_IDLE:
+            now += idle_cut
         if self.wait == WAIT_NONE or now < self.deadline:
             return
         if self.wait == WAIT_IDLE or not self.reader.started:
@@ -187,6 +207,25 @@ class ClientConnection(ClientSide):
         else:
             what = "request head" if self.wait == WAIT_HEAD else "request body"
             self._answer_and_close(408, f"the {what} did not arrive in time")
+
+    def waiting_since(self) -> float:
+        """When it began to wait for a head (a new connection, a head begun, or idle between
+        requests); -1.0 when it does not (a request is in or served, or it is closing)."""
+        if self.gone or self.closing:
+            return -1.0
+        if self.wait == WAIT_HEAD:
+            return self.deadline - self.core.header_timeout
+        if self.wait == WAIT_IDLE:
+            return self.deadline - self.core.client_timeout
+        return -1.0
+
+    def evict(self) -> None:
+        """Closed to admit a new connection at the limit (_overload.Overload.make_room)."""
+        if self.wait == WAIT_HEAD and self.reader.started:
+            self._answer_and_close(408, "the request head did not arrive in time (the proxy is full)")
+        else:
+            self.closing = True
+            self.close_when_written()
 
     # ---- reading requests ----------------------------------------------------
 
@@ -271,7 +310,7 @@ class ClientConnection(ClientSide):
         if not keep_going or (self.half_closed and not reader.buffered):
             # linger only when the client may be sending more: bytes behind this request are in,
             # or reading stopped (more may wait in the socket); else it is done and gets a FIN
-            self._close(reader.buffered > 0 or not self.reading)
+            self._close(reader.buffered > 0 or not self.reading, self.proxy.linger_bytes)
             return
         reader.start_next()
         if reader.started:  # the next request's bytes are here already (a half-closed client's too)
@@ -288,13 +327,14 @@ class ClientConnection(ClientSide):
         self.proxy.stats.answered_by_proxy[status] += 1
         answer = error_response(status, text, True)
         self.write(answer)
-        self._close(_linger.lingers_after(status))
+        self._close(_linger.lingers_after(status), _linger.byte_bound(status, self.proxy.linger_bytes))
         if self.proxy.access_log is not None:
             self._log_own_answer(status, len(answer))
 
-    def _close(self, linger: bool) -> None:
-        """After the last answer: a lingering close, whose deadline the sweep keeps; a plain one when
-        not asked to linger or once the client has shut its side (nothing more can come)."""
+    def _close(self, linger: bool, bound: int) -> None:
+        """After the last answer: a lingering close, whose deadline the sweep keeps and which reads
+        at most `bound` bytes; a plain one when not asked to linger or once the client has shut
+        its side (nothing more can come)."""
         self.closing = True
         self.send_waiting()  # the answer held for the turn's end goes first
         if not linger or self.half_closed:
@@ -303,6 +343,7 @@ class ClientConnection(ClientSide):
             self.reading = True
             self.wait = WAIT_LINGER
             self.backlog = self.transport.get_write_buffer_size()
+            self.linger_left = bound
             self.deadline = clock() + _linger.LINGER_SECONDS
 
     # ---- the access log ------------------------------------------------------

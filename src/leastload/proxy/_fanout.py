@@ -116,6 +116,13 @@ FAMILIES: Dict[str, str] = {
     "leastload_vserver_accepted_connections_total": SUM,
     "leastload_vserver_accept_shortages_total": SUM,
     "leastload_vserver_listener_paused": PER_WORKER,        # 1/0
+    "leastload_vserver_overload_level": PER_WORKER,         # each worker's own connections against its own limit
+    "leastload_vserver_overload_state": PER_WORKER,         # 1/0
+    "leastload_vserver_overload_entered_total": SUM,
+    "leastload_vserver_overload_evictions_total": SUM,
+    "leastload_vserver_overload_reserve_accepts_total": SUM,
+    "leastload_vserver_overload_refused_total": SUM,
+    "leastload_vserver_linger_resets_total": SUM,
     "leastload_vserver_backend_connections": SUM,
     "leastload_vserver_local_errors_total": SUM,
 }

@@ -12,16 +12,41 @@ whichever comes first. The client sees the answer and the end of the stream
 at once, as with a plain close.
 
 The bound is one span from the moment the answer is written out, not a
-silence timeout: a client that keeps sending costs at most LINGER_SECONDS of
-reads. Only a client still reading a large last answer (what the transport
+silence timeout, and a number of bytes: a client that sends more than
+`linger_bytes` (LINGER_BYTES unless set) once the answer is written is reset
+(`reset`: SO_LINGER 0, then close), as HAProxy closes one after 64 KiB; after
+a refused head (414, 431: nothing of the client's request is worth reading) a
+quarter of it (`byte_bound`). Only a client still reading a large last answer (what the transport
 holds unsent shrinks from one span to the next) gets another span; one that
 reads nothing for a whole span is aborted (`span_over`). A transport that
 cannot half-close (TLS) closes at once.
 """
 
 import asyncio
+import socket
+import struct
 
 LINGER_SECONDS = 5.0  # after the last answer is written: read and drop until the client closes, at most this
+LINGER_BYTES = 256 << 10  # ... and at most this many bytes (a setting of the proxy: linger_bytes)
+_ABORTIVE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset and frees the socket at once
+
+
+def byte_bound(status: int, linger_bytes: int) -> int:
+    """What a lingering close after an answer of this status reads before the reset: a quarter
+    of linger_bytes after a refused head (414, 431), all of it otherwise (the rest of a body
+    refused with 413, requests pipelined behind a close)."""
+    return linger_bytes // 4 if status in (414, 431) else linger_bytes
+
+
+def reset(transport: asyncio.BaseTransport) -> None:
+    """Ends the connection with a reset (the client sent past the byte bound)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _ABORTIVE)
+        except (OSError, AttributeError, ValueError):
+            pass  # a closed socket, or a stand-in without setsockopt: a plain abort
+    transport.abort()
 
 
 def lingers_after(status: int) -> bool:

@@ -15,6 +15,13 @@ each client connection may hold one backend connection too, and some descriptors
 so it is (soft RLIMIT_NOFILE - reserve) // 2, at most 10,000 and at least 1;
 1,024 descriptors give 480 connections. Raise the limit (`ulimit -n`) for more.
 
+With an `overload` (_overload.Overload) the Listener goes on accepting at the limit:
+each connection accepted past it asks `overload.make_room()` to close one that waits for
+its head, and only when none does is the listener paused (one connection over the limit
+at most). With a `reserve` (_overload.Reserve), an accept() that fails for want of
+descriptors frees the reserve and accepts; the new connection stays if one was closed in
+its stead, else it is closed at once.
+
 Every protocol the factory makes must call `listener.connection_closed()` once, from
 its `connection_lost`: that is how the Listener counts what is open.
 """
@@ -23,7 +30,10 @@ import asyncio
 import errno
 import logging
 import socket
-from typing import Any, Callable, Coroutine, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Tuple
+
+if TYPE_CHECKING:
+    from ._overload import Overload, Reserve
 
 log = logging.getLogger("leastload.proxy")
 
@@ -35,6 +45,7 @@ RESERVE = 64
 # accept() failing for the proxy's own shortage: wait, do not spin
 SHORTAGE = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM))
 # accept() passing on one client's trouble (the network errors Linux's accept(2) lists): the next one
+DESCRIPTORS = frozenset((errno.EMFILE, errno.ENFILE))  # what the reserve descriptor answers
 SKIP = frozenset(getattr(errno, name) for name in (
     "ECONNABORTED", "EPERM", "EPROTO", "ENETDOWN", "ENOPROTOOPT", "EHOSTDOWN", "ENONET", "EHOSTUNREACH",
     "EOPNOTSUPP", "ENETUNREACH") if hasattr(errno, name))
@@ -65,13 +76,15 @@ class Listener:
     def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int,
                  protocol_factory: Callable[[], asyncio.BaseProtocol],
                  max_connections: Optional[int] = None, *, reuse_port: bool = False,
-                 backlog: int = BACKLOG) -> None:
+                 backlog: int = BACKLOG, overload: "Optional[Overload]" = None,
+                 reserve: "Optional[Reserve]" = None) -> None:
         self.loop, self.host, self.port = loop, host, port
         self.protocol_factory = protocol_factory
         self.max_connections = default_max_connections() if max_connections is None else max_connections
         if self.max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
         self.reuse_port, self.backlog = reuse_port, backlog
+        self.overload, self.reserve = overload, reserve
         self.sock: Optional[socket.socket] = None
         self.active = 0       # client connections open (accepted, not yet closed)
         self.accepted = 0     # since start
@@ -118,6 +131,8 @@ class Listener:
             self._retry.cancel()
         if self.sock is not None:
             self.sock.close()
+        if self.reserve is not None:
+            self.reserve.close()
         if not self._done.done():
             self._done.set_result(None)
 
@@ -133,6 +148,8 @@ class Listener:
     def connection_closed(self) -> None:
         """A protocol's connection is lost (call once per connection, from connection_lost)."""
         self.active -= 1
+        if self.reserve is not None:
+            self.reserve.take()  # (again, if it was spent)
         if self.active < self.max_connections and self._retry is None:
             self._resume()
 
@@ -150,6 +167,7 @@ class Listener:
     def _accept(self) -> None:
         sock = self.sock
         assert sock is not None
+        overload = self.overload
         for _ in range(BATCH):
             try:
                 conn, _ = sock.accept()
@@ -157,6 +175,8 @@ class Listener:
                 return  # nothing more waits
             except OSError as exc:
                 if exc.errno in SKIP:
+                    continue
+                if exc.errno in DESCRIPTORS and self._accept_with_reserve(exc):
                     continue
                 self._back_off(exc)
                 return
@@ -166,10 +186,35 @@ class Listener:
                 self._short_since = None
             self.active += 1
             self.accepted += 1
+            room = self.active <= self.max_connections or (overload is not None and overload.make_room())
             self._hand_over(conn)
-            if self.active >= self.max_connections:
+            if not room or (overload is None and self.active >= self.max_connections):
                 self._pause()  # full: the next clients wait in the backlog
                 return
+
+    def _accept_with_reserve(self, exc: OSError) -> bool:
+        """accept() failed for want of descriptors: the reserve's is freed to accept one, which
+        stays when a waiting connection is closed in its stead, else is closed at once. False
+        when there is no reserve to free (or nothing waits to be accepted)."""
+        reserve, overload = self.reserve, self.overload
+        if reserve is None or overload is None or not reserve.release():
+            return False
+        assert self.sock is not None
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            reserve.take()
+            return False
+        overload.reserve_accepts += 1
+        if not overload.make_room():
+            overload.refused += 1
+            conn.close()
+            reserve.take()
+            return False  # nothing can be closed: back off as without a reserve
+        self.active += 1
+        self.accepted += 1
+        self._hand_over(conn)  # the reserve is taken again when a descriptor is free (connection_closed)
+        return True
 
     def _hand_over(self, conn: socket.socket) -> None:
         """Runs connect_accepted_socket() without a Task of its own: its first step now,

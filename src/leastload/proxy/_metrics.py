@@ -66,6 +66,17 @@ Per vserver (label `vserver`):
     leastload_vserver_accept_shortages_total      accept() failures for want of descriptors or memory
     leastload_vserver_listener_paused             1 while the listener does not accept (full, or short of
                                                   descriptors), else 0
+    leastload_vserver_overload_level              0 up to overload_connections open client connections, 1 at
+                                                  max_connections, linear between (header and idle timeouts
+                                                  shrink with it)
+    leastload_vserver_overload_state              1 for the overload state now, 0 for the others (label
+                                                  state="normal", "high", "full")
+    leastload_vserver_overload_entered_total      times the state went to "high" or "full" (label state)
+    leastload_vserver_overload_evictions_total    connections waiting for a head closed to admit a new one
+    leastload_vserver_overload_reserve_accepts_total  accept()s made with the reserve descriptor
+    leastload_vserver_overload_refused_total      connections accepted with the reserve and closed at once
+                                                  (none waiting to close instead)
+    leastload_vserver_linger_resets_total         lingering closes reset: the client sent past linger_bytes
     leastload_vserver_backend_connections         connections to backends open now, all backends together
     leastload_vserver_local_errors_total          the proxy's own troubles (descriptors, ports, buffers), by what
                                                   failed (label what)
@@ -80,12 +91,14 @@ import math
 import weakref
 from typing import TYPE_CHECKING, Any, Counter, Dict, List, Mapping, Optional, Protocol, Sequence, Sized, Tuple, Union
 
+from ._overload import STATES as OVERLOAD_STATES
 from ._stats import TTFB_BUCKETS, BackendCounters, Stats
 
 if TYPE_CHECKING:
     from ._backend import ConnectionBudget, Pool
     from ._health import HealthMonitor
     from ._listen import Listener
+    from ._overload import Overload
 
 
 class Observed(Protocol):
@@ -123,6 +136,9 @@ class Observed(Protocol):
 
     @property
     def local_errors(self) -> Mapping[str, int]: ...
+
+    @property
+    def overload(self) -> "Overload": ...
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
@@ -314,6 +330,17 @@ def _add(w: _Writer, proxy: Observed) -> None:
     shortages_f = vserver("accept_shortages_total", "counter",
                           "accept() failures for want of descriptors or memory.")
     paused_f = vserver("listener_paused", "gauge", "1 while the listener has stopped accepting, else 0.")
+    level_f = vserver("overload_level", "gauge", "0 up to overload_connections open client connections, 1 at "
+                      "max_connections, linear between.")
+    ostate_f = vserver("overload_state", "gauge", "1 for the overload state now (normal, high, full), 0 for the others.")
+    entered_f = vserver("overload_entered_total", "counter", "Times the overload state went to high or full.")
+    evicted_f = vserver("overload_evictions_total", "counter",
+                        "Client connections waiting for a head closed to admit a new one.")
+    reserve_f = vserver("overload_reserve_accepts_total", "counter", "accept()s made with the reserve descriptor.")
+    refused_f = vserver("overload_refused_total", "counter",
+                        "Connections accepted with the reserve and closed at once (none to close instead).")
+    linger_f = vserver("linger_resets_total", "counter",
+                       "Lingering closes reset: the client sent past linger_bytes after the last answer.")
     backend_conns_f = vserver("backend_connections", "gauge", "Connections to backends open now.")
     local_f = vserver("local_errors_total", "counter", "The proxy's own troubles, by what failed.")
 
@@ -393,6 +420,16 @@ def _add(w: _Writer, proxy: Observed) -> None:
         accepted_f.add(vserver_labels, listener.accepted)
         shortages_f.add(vserver_labels, listener.shortages)
         paused_f.add(vserver_labels, bool(listener.paused))
+    overload = proxy.overload
+    level_f.add(vserver_labels, overload.level(len(proxy.clients)))
+    for state in OVERLOAD_STATES:
+        ostate_f.add(vserver_labels + (("state", state),), 1 if overload.state == state else 0)
+    for state in OVERLOAD_STATES[1:]:
+        entered_f.add(vserver_labels + (("state", state),), overload.entered[state])
+    evicted_f.add(vserver_labels, overload.evicted)
+    reserve_f.add(vserver_labels, overload.reserve_accepts)
+    refused_f.add(vserver_labels, overload.refused)
+    linger_f.add(vserver_labels, stats.linger_resets)
     backend_conns_f.add(vserver_labels, proxy.budget.open)
     for what in sorted(proxy.local_errors):
         local_f.add(vserver_labels + (("what", what),), proxy.local_errors[what])

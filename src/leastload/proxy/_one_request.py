@@ -7,7 +7,8 @@ late, 4xx when the reader refuses the request, and hands a complete request to
 `max_open` connections are open in its `open_set`; one more is aborted at once.
 After the answer the connection lingers (_linger.py), so a client still
 sending (the rest of a body refused with 413) gets the answer, not a reset,
-and a slow reader of a large answer is not cut off while it reads.
+and a slow reader of a large answer is not cut off while it reads; a client
+that sends past the linger's byte bound (_linger.byte_bound) is reset.
 A 408 closes at once instead: a client that slow is not waited for, and its
 descriptor is freed for the next one.
 """
@@ -41,6 +42,7 @@ class OneRequestConnection(asyncio.Protocol):
         self.done = False       # no more of the request is read
         self.answered = False   # the answer is written
         self.backlog = 0        # what the transport held unsent when the linger's span began
+        self.linger_left = -1   # lingering: bytes still read and dropped before a reset (-1: not lingering)
 
     def serve(self, head: _http1.RequestHead, body: bytes) -> None:
         """A complete request: answer() it, now or later."""
@@ -77,8 +79,13 @@ class OneRequestConnection(asyncio.Protocol):
                 self.transport.close()
 
     def data_received(self, data: bytes) -> None:
-        if self.done:
-            return  # read and dropped while the connection lingers
+        if self.done:  # read and dropped while the connection lingers, up to its byte bound
+            if self.linger_left >= 0:
+                self.linger_left -= len(data)
+                if self.linger_left < 0:
+                    self._stop_timer()
+                    _linger.reset(self.transport)
+            return
         self.reader.feed(data)
         while not self.done:
             event = self.reader.next_event()
@@ -110,6 +117,7 @@ class OneRequestConnection(asyncio.Protocol):
             self.transport.close()
         elif _linger.half_close(self.transport):
             self.backlog = self.transport.get_write_buffer_size()
+            self.linger_left = _linger.byte_bound(status, _linger.LINGER_BYTES)
             self.timer = asyncio.get_running_loop().call_later(_linger.LINGER_SECONDS, self._linger_span_over)
 
     def _linger_span_over(self) -> None:

@@ -11,7 +11,7 @@ from ..engine.errors import UnknownService
 from ..net import orca, upstream
 from ..net.request_keys import KeyRule
 from ..net.upstream import Backend, check_int
-from . import _admin, _backend, _client, _health, _http1, _listen
+from . import _admin, _backend, _client, _health, _http1, _linger, _listen, _overload
 from ._accesslog import AccessLog
 from ._stats import TTFB_BUCKETS, BackendCounters, Stats, wall_time  # noqa: F401 (TTFB_BUCKETS, BackendCounters: importable here as before)
 
@@ -50,6 +50,10 @@ class Proxy:
     threshold), "named_metrics.queue": ...}; utilizations count in percent], admin [None, or (host, port):
     loopback unless admin_token is set],
     admin_token [None: the admin port is read-only; else the token its writes need],
+    overload_connections [None: three quarters of max_connections; open client connections past
+    which the header and idle timeouts shrink], overload_timeout [2 s: what they shrink to at
+    max_connections], linger_bytes [256 KiB: what a lingering close reads before a reset; a
+    quarter of it after a 414 or 431],
     reuse_port [False], name ["leastload":
     the vserver's name in metrics and logs], access_log [None, or a leastload.proxy AccessLog],
     engine [None:
@@ -86,7 +90,8 @@ class Proxy:
                  via: bool = False, name: str = "leastload", access_log: Optional[AccessLog] = None,
                  admin_token: Optional[str] = None, health_ends_ejection: bool = True,
                  health_probes: bool = True, load_metrics: Optional[Dict[str, Tuple[int, int]]] = None,
-                 **vserver_settings: Any) -> None:
+                 overload_connections: Optional[int] = None, overload_timeout: float = 2.0,
+                 linger_bytes: int = _linger.LINGER_BYTES, **vserver_settings: Any) -> None:
         self.core = _backend.ProxyCore()
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
@@ -119,6 +124,10 @@ class Proxy:
             _check_seconds(arg, value)
         if max_connections is not None:
             check_int("max_connections", max_connections, 1, 1 << 20)
+        if overload_connections is not None:
+            check_int("overload_connections", overload_connections, 1, 1 << 20)
+        _check_seconds("overload_timeout", overload_timeout)
+        check_int("linger_bytes", linger_bytes, 0, 1 << 30)
         if xff not in XFF_MODES:
             raise ValueError(f"xff must be one of {', '.join(XFF_MODES)}, got {xff!r}")
         for arg, flag in (("forwarded", forwarded), ("via", via), ("health_ends_ejection", health_ends_ejection),
@@ -141,6 +150,12 @@ class Proxy:
         self.max_request_line, self.max_header_size, self.max_headers = max_request_line, max_header_size, max_headers
         self.header_timeout, self.body_timeout = float(header_timeout), float(body_timeout)
         self.max_connections = max_connections if max_connections is not None else _listen.default_max_connections()
+        if overload_connections is not None and overload_connections > self.max_connections:
+            raise _errors.bad_value("overload_connections", overload_connections,
+                                    f"at most max_connections ({self.max_connections})")
+        self.overload_connections = (overload_connections if overload_connections is not None
+                                     else _overload.default_high_water(self.max_connections))
+        self.overload_timeout, self.linger_bytes = float(overload_timeout), linger_bytes
         self.limits = _http1.Limits(max_request_line, max_header_size, max_headers, max_body)
         self.forwarding = _http1.Forwarding(xff, forwarded, via)
         self.budget = _backend.ConnectionBudget(self.max_connections)
@@ -154,6 +169,8 @@ class Proxy:
         self.probes: Dict[str, Tuple[Any, ...]] = {}
         self.stats = Stats(self.backends)
         self.clients: Set[_client.ClientConnection] = set()
+        self.overload = _overload.Overload(self.max_connections, self.overload_connections, self.overload_timeout,
+                                           self.clients)
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.pools = {}  # name -> _backend.Pool
         self.monitors: Dict[str, _health.HealthMonitor] = {}
@@ -177,7 +194,8 @@ class Proxy:
         # ClientConnection is a protocol without asyncio.Protocol's base (an extension type compiled)
         self.listener = _listen.Listener(loop, host, port,
                                          lambda: cast(asyncio.BaseProtocol, _client.ClientConnection(self)),
-                                         self.max_connections, reuse_port=self.reuse_port).start()
+                                         self.max_connections, reuse_port=self.reuse_port,
+                                         overload=self.overload, reserve=_overload.Reserve()).start()
         for b in self.backends.values():
             self._start_monitor(b)
         if self.admin_listen is not None:
@@ -325,7 +343,8 @@ class Proxy:
                 "vserver": asdict(view), "show": str(view), "backends": backends,
                 "answered_by_proxy": {str(k): v for k, v in self.stats.answered_by_proxy.items()},
                 "clients": len(self.clients), "max_connections": self.max_connections,
-                "listener": self._listener_status(),
+                "listener": self._listener_status(), "overload": self.overload.status(len(self.clients)),
+                "linger_resets": self.stats.linger_resets,
                 "backend_connections": self.budget.open, "local_errors": dict(self.local_errors)}
 
     def _pool(self, b: Backend) -> _backend.Pool:
@@ -345,9 +364,11 @@ class Proxy:
 
     def client_opened(self, client: "_client.ClientConnection") -> None:
         self.clients.add(client)
+        self.overload.update(len(self.clients))
 
     def client_closed(self, client: "_client.ClientConnection") -> None:
         self.clients.discard(client)
+        self.overload.update(len(self.clients))
         if self.listener is not None:
             self.listener.connection_closed()
 
@@ -398,16 +419,22 @@ class Proxy:
 
     async def _sweep(self) -> None:
         """One timer for every wait: backends silent for `timeout`, clients past their
-        header, body, idle or write deadline (checked a few times per shortest period)."""
+        header, body, idle or write deadline (checked a few times per shortest period; the
+        header and idle timeouts shrunk under overload, and checked as often as their floor asks)."""
         shortest = min(self.timeout, self.header_timeout, self.body_timeout, self.client_timeout)
         tick = min(1.0, max(0.01, shortest / 10))
+        overloaded_tick = min(tick, max(0.01, self.overload_timeout / 10))
+        overload = self.overload
         while True:
-            await asyncio.sleep(tick)
+            await asyncio.sleep(tick if overload.state == _overload.NORMAL else overloaded_tick)
             now = _backend.clock()  # the clock the connections stamp their deadlines with
             for pool in list(self.pools.values()):
                 pool.check_timeouts(now)
+            n = len(self.clients)
+            head_cut = self.header_timeout - overload.timeout(self.header_timeout, n)
+            idle_cut = self.client_timeout - overload.timeout(self.client_timeout, n)
             for client in list(self.clients):
-                client.check_deadline(now)
+                client.check_deadline(now, head_cut, idle_cut)
 
     async def _watch_events(self) -> None:
         while True:

@@ -20,6 +20,6 @@ cdef class BackendCounters:
 cdef class Stats:
     cdef public dict backends
     cdef public object answered_by_proxy
-    cdef public long long no_service
+    cdef public long long no_service, linger_resets
 
     cpdef BackendCounters of(self, str name)

@@ -60,6 +60,7 @@ class Stats:
         self.backends = {name: BackendCounters() for name in names}
         self.answered_by_proxy: "Counter[int]" = collections.Counter()
         self.no_service = 0  # requests answered 503 because the engine had no backend to pick
+        self.linger_resets = 0  # lingering closes reset: the client sent past the byte bound
 
     def of(self, name: str) -> BackendCounters:
         counters = self.backends.get(name)
