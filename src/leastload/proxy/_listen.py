@@ -148,9 +148,21 @@ class Listener:
     def connection_closed(self) -> None:
         """A protocol's connection is lost (call once per connection, from connection_lost)."""
         self.active -= 1
+        if self.reserve is not None and self.reserve.fd is None:
+            # the reserve was spent: taken again once this socket is closed (after connection_lost)
+            self.loop.call_soon(self._descriptor_freed)
+        elif self.active < self.max_connections and self._retry is None:
+            self._resume()
+
+    def _descriptor_freed(self) -> None:
+        """A connection closed while the reserve was spent: the reserve is taken again, and a
+        back-off for want of descriptors ends at once (one is free now)."""
         if self.reserve is not None:
-            self.reserve.take()  # (again, if it was spent)
-        if self.active < self.max_connections and self._retry is None:
+            self.reserve.take()
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if self.active < self.max_connections:
             self._resume()
 
     def _resume(self) -> None:

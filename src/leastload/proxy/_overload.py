@@ -19,8 +19,9 @@ out. So, in the manner of Envoy's overload manager (`reduce_timeouts`):
   waits is closed in its stead (else the new one is closed at once, not left in
   the backlog), and the reserve is taken again once a descriptor is free.
 
-The state (normal; high: past the high-water mark; full: at the limit) is
-logged once per change, and counted in the admin port's status and /metrics.
+The state (normal; high: past the high-water mark; full: the limit was
+reached; either ends a tenth of the mark below it) is logged once per change,
+and counted in the admin port's status and /metrics.
 """
 
 import heapq
@@ -88,12 +89,17 @@ class Overload:
         return timeout - (timeout - self.floor) * self.level(open_connections)
 
     def update(self, open_connections: int) -> str:
-        """The state for this many connections open; a change is logged (once) and counted."""
+        """The state for this many connections open; a change is logged (once) and counted. An
+        overload (high, or full: the limit was reached) ends only below the high-water mark, by a
+        tenth of it, so that a proxy at its limit, which closes a connection for each new one, or
+        one that hovers at the mark does not log every connection."""
+        state = self.state
         if open_connections >= self.max_connections:
             state = FULL
         elif open_connections > self.high:
-            state = HIGH
-        else:
+            if state == NORMAL:
+                state = HIGH
+        elif open_connections <= self.high - max(1, self.high // 10):
             state = NORMAL
         if state != self.state:
             if state != NORMAL:

@@ -1,0 +1,212 @@
+"""Overload (_overload.py): the header and idle timeouts shrink past overload_connections, at
+max_connections the connection waiting longest for its head is closed to admit a new one (408
+when it had begun a head), a reserve descriptor answers EMFILE; the state is logged once per
+change and counted. The rule alone with stand-in connections, then a proxy over real sockets
+(the hostile-client suite runs the attack at the descriptor limit, tests/proxy/test_proxy_hostile.py)."""
+
+import asyncio
+import logging
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from leastload.proxy import Proxy, _overload
+from servers import run_loop, wait_until_async
+
+
+class Conn:
+    """A stand-in client connection: waiting for a head since `since` (-1.0: not waiting)."""
+
+    def __init__(self, since):
+        self.since = since
+        self.evicted = False
+
+    def waiting_since(self):
+        return self.since
+
+    def evict(self):
+        self.evicted = True
+        self.since = -1.0
+
+
+def test_timeouts_shrink_linearly_from_the_high_water_mark_to_the_floor():
+    o = _overload.Overload(100, 60, 2.0, [])
+    assert [o.timeout(10.0, n) for n in (0, 60, 70, 80, 90, 100, 500)] == [10.0, 10.0, 8.0, 6.0, 4.0, 2.0, 2.0]
+    assert o.timeout(1.0, 100) == 1.0  # a timeout under the floor stays as it is
+    assert [o.level(n) for n in (60, 80, 100)] == [0.0, 0.5, 1.0]
+
+
+def test_the_state_is_logged_once_per_change_and_counted(caplog):
+    o = _overload.Overload(20, 10, 1.0, [])  # overload ends at 9 open (high - max(1, high // 10))
+    with caplog.at_level(logging.WARNING, logger="leastload.proxy"):
+        states = [o.update(n) for n in (1, 10, 11, 12, 10, 11, 20, 19, 20, 19, 11, 10, 9, 8, 11)]
+    assert states == ["normal", "normal", "high", "high", "high", "high", "full", "full", "full", "full",
+                      "full", "full", "normal", "normal", "high"]
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["overload"] * 2 + ["overload over"] + ["overload"]
+    assert o.entered == {"high": 2, "full": 1}
+
+
+def test_make_room_closes_the_longest_waiting_connection_first():
+    conns = [Conn(t) for t in (5.0, 1.0, -1.0, 3.0, 2.0)]
+    o = _overload.Overload(5, 3, 1.0, conns)
+    order = []
+    while o.make_room():
+        order.append(next(c for c in conns if c.evicted and c not in order))
+    assert [c for c in order] == [conns[1], conns[4], conns[3], conns[0]]
+    assert not conns[2].evicted and o.evicted == 4
+
+
+def test_make_room_skips_a_candidate_that_moved_on_since_the_scan():
+    conns = [Conn(float(t)) for t in range(100)]
+    o = _overload.Overload(100, 50, 1.0, conns)
+    assert o.make_room() and conns[0].evicted
+    conns[1].since = -1.0   # its head came in
+    conns[2].since = 500.0  # a new wait: now the newest
+    assert o.make_room() and conns[3].evicted and not conns[2].evicted
+
+
+def test_the_reserve_descriptor_is_freed_and_taken_again():
+    r = _overload.Reserve()
+    fd = r.fd
+    assert fd is not None and r.release() and r.fd is None and not r.release()
+    assert r.take() and r.fd is not None
+    r.close()
+
+
+def test_bad_settings_name_the_argument_and_the_value():
+    backends = ["a=127.0.0.1:1"]
+    with pytest.raises(ValueError, match="overload_connections.*0"):
+        Proxy(backends, overload_connections=0)
+    with pytest.raises(ValueError, match=r"overload_connections.*at most max_connections \(10\).*11"):
+        Proxy(backends, max_connections=10, overload_connections=11)
+    with pytest.raises(ValueError, match="overload_timeout.*-1"):
+        Proxy(backends, overload_timeout=-1)
+    with pytest.raises(ValueError, match="linger_bytes.*-5"):
+        Proxy(backends, linger_bytes=-5)
+    p = Proxy(backends, max_connections=100)
+    assert (p.overload_connections, p.overload_timeout, p.linger_bytes) == (75, 2.0, 256 << 10)
+
+
+async def _slow(address, n):
+    """n connections that each send a partial head (and nothing more)."""
+    conns = []
+    for _ in range(n):
+        reader, writer = await asyncio.open_connection(*address)
+        writer.write(b"GET / HTTP/1.1\r\nHost: slow\r\nX-Slow: a")
+        conns.append((reader, writer))
+    return conns
+
+
+async def _get(address):
+    reader, writer = await asyncio.open_connection(*address)
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    try:
+        return await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+
+
+def test_at_the_limit_the_longest_waiting_slow_client_gets_408_and_a_get_is_served(backend_procs):
+    procs = backend_procs(1)
+
+    async def scenario():
+        proxy = Proxy([f"b=127.0.0.1:{procs[0].port}"], listen=("127.0.0.1", 0), health_check="none",
+                      max_connections=20, overload_connections=10, header_timeout=30.0, overload_timeout=30.0)
+        await proxy.start()
+        try:
+            slow = await _slow(proxy.address, 20)
+            await wait_until_async(lambda: len(proxy.clients) == 20, 5)
+            full = proxy.overload.state
+            answer = await _get(proxy.address)  # the 21st: the first slow client makes room
+            first = await asyncio.wait_for(slow[0][0].read(), 5)
+            others_open = sum(not r.at_eof() for r, _ in slow[1:])
+            await wait_until_async(lambda: len(proxy.clients) == 19, 5)  # the GET's connection closed
+            more = await _slow(proxy.address, 10)  # the first fills the room, each of the others closes one
+            await wait_until_async(lambda: proxy.overload.evicted >= 10, 5)
+            status = proxy.status()["overload"]
+            for _, w in slow + more:
+                w.close()
+            return full, answer, first, others_open, status, proxy.stats.answered_by_proxy[408]
+        finally:
+            await proxy.close()
+    full, answer, first, others_open, status, answered_408 = run_loop(scenario(), 60)
+    assert full == "full"
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:100]
+    assert first.startswith(b"HTTP/1.1 408 "), first[:100]
+    assert others_open == 19  # only the longest waiting one made room
+    assert status["evicted"] == 10 and status["state"] == "full" and status["entered_full"] == 1
+    assert answered_408 == status["evicted"]
+
+
+def test_past_the_high_water_mark_the_header_timeout_shrinks(backend_procs):
+    procs = backend_procs(1)
+
+    async def scenario():
+        proxy = Proxy([f"b=127.0.0.1:{procs[0].port}"], listen=("127.0.0.1", 0), health_check="none",
+                      max_connections=20, overload_connections=4, header_timeout=60.0, overload_timeout=0.5)
+        await proxy.start()
+        try:
+            slow = await _slow(proxy.address, 20)  # at the limit: 0.5 s instead of 60
+            ended = await asyncio.wait_for(asyncio.gather(*(r.read() for r, _ in slow)), 20)
+            for _, w in slow:
+                w.close()
+            return ended
+        finally:
+            await proxy.close()
+    ended = run_loop(scenario(), 60)
+    assert all(a.startswith(b"HTTP/1.1 408 ") for a in ended), {a[:20] for a in ended}
+
+
+RESERVE_SCRIPT = textwrap.dedent("""
+    import asyncio, resource, sys
+    from leastload.proxy import Proxy
+
+    async def main():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))  # far under max_connections
+        proxy = Proxy(["b=127.0.0.1:%d"], listen=("127.0.0.1", 0), health_check="none",
+                      max_connections=10000, header_timeout=60.0)
+        await proxy.start()
+        print(proxy.address[1], flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        o = proxy.overload
+        print(o.reserve_accepts, o.evicted, proxy.stats.answered_by_proxy[408], flush=True)
+        await proxy.close()
+
+    asyncio.run(main())
+""")
+
+
+def test_the_reserve_descriptor_admits_a_connection_when_descriptors_run_out(backend_procs):
+    """A proxy process under a descriptor limit (64) far below its max_connections: accept() fails
+    with EMFILE, the reserve admits the connection and a waiting one is closed in its stead, so
+    that a GET after 100 slow clients is answered, not left in the backlog (200, or 503 when its
+    backend connection finds no descriptor either: max_connections is set past what the limit allows)."""
+    procs = backend_procs(1)
+    proc = subprocess.Popen([sys.executable, "-c", RESERVE_SCRIPT % procs[0].port], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    slow = []
+    try:
+        port = int(proc.stdout.readline())
+        for _ in range(100):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: slow\r\nX: a")
+            slow.append(s)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = s.recv(100)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        counts = proc.stdout.readline()
+        proc.wait(20)
+    finally:
+        for s in slow:
+            s.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert answer.startswith((b"HTTP/1.1 200 ", b"HTTP/1.1 503 ")), (answer, proc.stderr.read()[-2000:])
+    reserve_accepts, evicted, answered_408 = map(int, counts.split())
+    assert reserve_accepts >= 40 and evicted >= 40 and answered_408 == evicted, counts
