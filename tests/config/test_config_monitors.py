@@ -331,12 +331,14 @@ TOML_GOOD = [
      'monitors = ["my mon"]\n', lambda c: c.service("S2").monitors == ["my mon"]),
     ("[proxy]\nretries = 0\nconnect_timeout = 3\ntimeout = 30.5\nclient_timeout = 86400\nheader_timeout = 0.001\n"
      "body_timeout = 60\nmax_body = 1\nmax_request_line = 8192\nmax_header_size = 32768\nmax_headers = 100\n"
-     'max_connections = 1000\npool_size = 256\nxff = "Replace"\nforwarded = true\nvia = false\n'
+     'max_connections = 1000\npool_size = 256\noverload_connections = 750\noverload_timeout = 1.5\n'
+     'linger_bytes = 0\nxff = "Replace"\nforwarded = true\nvia = false\n'
      'admin = "127.0.0.1:9000"\naccess_log = "-"\nlog_format = "json"\nlog_level = "info"\nworkers = 256\n',
      lambda c: c.proxy == {
          "retries": 0, "connect_timeout": 3.0, "timeout": 30.5, "client_timeout": 86400.0, "header_timeout": 0.001,
          "body_timeout": 60.0, "max_body": 1, "max_request_line": 8192, "max_header_size": 32768,
-         "max_headers": 100, "max_connections": 1000, "pool_size": 256, "xff": "replace", "forwarded": True,
+         "max_headers": 100, "max_connections": 1000, "pool_size": 256, "overload_connections": 750,
+         "overload_timeout": 1.5, "linger_bytes": 0, "xff": "replace", "forwarded": True,
          "via": False, "admin": "127.0.0.1:9000", "access_log": "-", "log_format": "json", "log_level": "INFO",
          "workers": 256} and list(c.proxy) == list(PROXY_KEYS) and isinstance(c.proxy["connect_timeout"], float)),
     ('[proxy]\nadmin = "[::1]:0"\nretries = 10\nworkers = 1\naccess_log = "/var/log/ll \\"x\\".log"\n',
@@ -432,6 +434,9 @@ TOML_BAD = [
     ("[proxy]\nmax_header_size = -5\n", 12, "proxy: max_header_size: must be a positive integer, got -5"),
     ('[proxy]\nmax_headers = "100"\n', 12, "proxy: max_headers: must be a positive integer, got '100'"),
     ("[proxy]\nmax_connections = true\n", 12, "proxy: max_connections: must be a positive integer, got True"),
+    ("[proxy]\noverload_connections = 0\n", 12, "proxy: overload_connections: must be an integer in 1..1048576, got 0"),
+    ("[proxy]\noverload_timeout = -1\n", 12, "proxy: overload_timeout: must be a number in (0, 86400], got -1"),
+    ("[proxy]\nlinger_bytes = -1\n", 12, "proxy: linger_bytes: must be an integer in 0..1073741824, got -1"),
     ("[proxy]\npool_size = 0\n", 12, "proxy: pool_size: must be a positive integer, got 0"),
     ('[proxy]\nxff = "prepend"\n', 12, "proxy: xff: must be one of append, replace, got 'prepend'"),
     ('[proxy]\nforwarded = "yes"\n', 12, "proxy: forwarded: must be true or false, got 'yes'"),

@@ -48,9 +48,11 @@ def monitors(draw, name):
 proxy_settings = st.fixed_dictionaries({}, optional={
     "retries": st.integers(0, 10),
     **{k: st.floats(0, 86400, exclude_min=True) for k in ("connect_timeout", "timeout", "client_timeout",
-                                                            "header_timeout", "body_timeout")},
+                                                            "header_timeout", "body_timeout", "overload_timeout")},
     **{k: st.integers(1, 2**40) for k in ("max_body", "max_request_line", "max_header_size", "max_headers",
                                           "max_connections", "pool_size")},
+    "overload_connections": st.integers(1, 1 << 20),
+    "linger_bytes": st.integers(0, 1 << 30),
     "xff": st.sampled_from(["append", "replace"]),
     "forwarded": st.booleans(), "via": st.booleans(),
     "admin": st.builds(lambda h, p: f"{h}:{p}", st.sampled_from(["127.0.0.1", "[::1]", "localhost", "0.0.0.0"]),

@@ -232,6 +232,9 @@ NEW_FLAGS = {  # keyword of Proxy: (flag and value given, the value Proxy gets)
     "body_timeout": (["--body-timeout", "7"], 7.0),
     "client_timeout": (["--client-timeout", "9"], 9.0),
     "max_connections": (["--max-connections", "500"], 500),
+    "overload_connections": (["--overload-connections", "400"], 400),
+    "overload_timeout": (["--overload-timeout", "1.5"], 1.5),
+    "linger_bytes": (["--linger-bytes", "65536"], 65536),
     "xff": (["--xff", "replace"], "replace"),
     "forwarded": (["--forwarded"], True),
     "via": (["--via"], True),
@@ -262,6 +265,7 @@ def test_the_client_limit_and_forwarding_flags_reach_proxy(monkeypatch):
     ("--max-request-line", "10"), ("--max-header-size", "big"), ("--max-headers", "0"),
     ("--max-body", "-1"), ("--header-timeout", "0"), ("--body-timeout", "nan"),
     ("--client-timeout", "1e9"), ("--max-connections", "-5"), ("--xff", "drop"),
+    ("--overload-connections", "0"), ("--overload-timeout", "-2"), ("--linger-bytes", "-1"),
     ("--load-metric", "gpu=1"), ("--load-metric", "cpu_utilization=0:5"),
 ])
 def test_a_bad_flag_value_is_one_line_naming_the_flag_and_exit_2(capsys, flag, value):
