@@ -11,10 +11,14 @@ harness checks its "done when": the normal GETs sent meanwhile answered 200
 at >= 99 %, no proxy process grown more than 64 MiB over its idle RSS, every
 process alive, and the transactions in flight back to 0 (the admin port's
 GET /leastload/status). The timeouts are short here (2 s) to keep the file
-to a minute or two; only the settings an attack relies on are passed.
+to a minute or two; only the settings an attack relies on are passed. The
+attacks of issue 45 (the descriptor limit, the endless heads, request lines
+without a version) run on both per-request paths, the compiled one and the
+pure-Python one (LEASTLOAD_IMPLEMENTATION=python); the others on the compiled one.
 """
 
 import collections
+import dataclasses
 import importlib.util
 import os
 import signal
@@ -71,16 +75,14 @@ def topology(attack, backend_ports, rogue, victim):
     return dict(backend_ports)
 
 
-@pytest.fixture(params=[1, 2], ids=["1-worker", "2-workers"])
-def hit(request, backend_ports, rogue, tmp_path):
+def hitter(workers, implementation, backend_ports, rogue, tmp_path):
     """hit(name) -> Result: a fresh proxy for the attack (and a victim backend if it kills one)."""
-    workers = request.param
-
     def run(name):
         attack = attacks.ATTACKS[name]
         victim = RogueProcess() if attack.topology == "victim" else None
+        settings = dataclasses.replace(attack.settings(QUICK), implementation=implementation)
         try:
-            target = attacks.start_leastload(topology(attack, backend_ports, rogue, victim), attack.settings(QUICK),
+            target = attacks.start_leastload(topology(attack, backend_ports, rogue, victim), settings,
                                              workers, str(tmp_path), victim)
             try:
                 result = attacks.run_attack(attack, target)
@@ -92,6 +94,33 @@ def hit(request, backend_ports, rogue, tmp_path):
             if victim is not None:
                 victim.stop()
     return run
+
+
+@pytest.fixture(params=[1, 2], ids=["1-worker", "2-workers"])
+def hit(request, backend_ports, rogue, tmp_path):
+    """hit(name) -> Result, on the compiled per-request path."""
+    return hitter(request.param, "c", backend_ports, rogue, tmp_path)
+
+
+PATHS = [(1, "c"), (2, "c"), (1, "python"), (2, "python")]
+
+
+@pytest.fixture(params=PATHS, ids=[f"{w}-worker{'s' * (w > 1)}-{'compiled' if i == 'c' else 'python'}"
+                                   for w, i in PATHS])
+def hit_paths(request, backend_ports, rogue, tmp_path):
+    """hit(name) -> Result, on both per-request paths (LEASTLOAD_IMPLEMENTATION=c and python): the
+    attacks of issue 45 (the descriptor limit, the linger's byte bound, request lines without a version)."""
+    return hitter(*request.param, backend_ports, rogue, tmp_path)
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-worker", "2-workers"])
+def python_path_proxy(request, rogue, tmp_path_factory):
+    """A proxy on the pure-Python per-request path, for the checks that must hold on both paths."""
+    settings = dataclasses.replace(attacks.DEFAULTS, implementation="python")
+    target = attacks.start_leastload({"rogue": rogue.port}, settings, request.param,
+                                     str(tmp_path_factory.mktemp("python-path")))
+    yield target
+    target.stop()
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-worker", "2-workers"])
@@ -127,16 +156,16 @@ def test_a_backend_killed_while_a_15_mib_body_is_written_gives_502(hit):
 # ---- memory before a complete head ---------------------------------------------------------------
 
 
-def test_an_endless_header_block_gets_431(hit):
-    assert_clean(hit("endless header block"))
+def test_an_endless_header_block_gets_431(hit_paths):
+    assert_clean(hit_paths("endless header block"))
 
 
-def test_endless_trailers_get_431(hit):
-    assert_clean(hit("endless trailers"))
+def test_endless_trailers_get_431(hit_paths):
+    assert_clean(hit_paths("endless trailers"))
 
 
-def test_an_endless_request_line_gets_414(hit):
-    assert_clean(hit("endless request line"))
+def test_an_endless_request_line_gets_414(hit_paths):
+    assert_clean(hit_paths("endless request line"))
 
 
 def test_30000_tiny_headers_get_431(hit):
@@ -158,8 +187,8 @@ def test_200_slow_headers_get_408_at_the_header_timeout(hit):
     assert_clean(hit("200 slow headers (1 byte/s)"))
 
 
-def test_slow_connections_past_the_fd_limit_leave_service_and_probes_intact(hit):
-    assert_clean(hit("slow connections past the fd limit (nofile 256)"))
+def test_slow_connections_past_the_fd_limit_leave_service_and_probes_intact(hit_paths):
+    assert_clean(hit_paths("slow connections past the fd limit (nofile 256)"))
 
 
 def test_clients_that_never_read_are_not_charged_to_a_backend(hit):
@@ -242,6 +271,10 @@ def test_http_10_clients_are_answered_and_never_get_chunked(hygiene_proxy):
 
 def test_a_request_line_without_http_1x_gets_400_at_once(hygiene_proxy):
     check(hygiene_proxy, "request line without HTTP/1.x")
+
+
+def test_a_request_line_without_http_1x_gets_400_at_once_on_the_python_path(python_path_proxy):
+    check(python_path_proxy, "request line without HTTP/1.x")
 
 
 def test_the_strict_request_framing_stays(hygiene_proxy):

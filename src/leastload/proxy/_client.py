@@ -26,7 +26,7 @@ once, as does a connection whose client has nothing more in.
 
 Under overload (_overload.py) the sweep passes how much the header and idle
 timeouts have shrunk, and a connection that waits for a head (`waiting_since`)
-may be closed to admit a new one (`evict`: 408 when its head was begun).
+may be closed to admit a new one (`evict`: 408, unless idle between requests).
 """
 
 import asyncio
@@ -220,8 +220,10 @@ class ClientConnection(ClientSide):
         return -1.0
 
     def evict(self) -> None:
-        """Closed to admit a new connection at the limit (_overload.Overload.make_room)."""
-        if self.wait == WAIT_HEAD and self.reader.started:
+        """Closed to admit a new connection at the limit (_overload.Overload.make_room): 408 when it
+        waits for a head, a new connection's first one too (its bytes may be on their way); closed
+        quietly when idle between requests (a request sent meanwhile is safe to send again)."""
+        if self.wait == WAIT_HEAD:
             self._answer_and_close(408, "the request head did not arrive in time (the proxy is full)")
         else:
             self.closing = True

@@ -11,8 +11,8 @@ out. So, in the manner of Envoy's overload manager (`reduce_timeouts`):
   as it is). The proxy's sweep ends the waits with the shrunk timeouts.
 - At `max_connections` a new connection is still accepted, and the connection
   that has waited longest without a complete head is closed in its stead
-  (`make_room`): answered 408 when it had begun a head, closed quietly when it
-  had sent nothing or sat idle between requests. Only when no connection waits
+  (`make_room`): answered 408 when it waits for a head (a new connection's first
+  one too), closed quietly when it sat idle between requests. Only when no connection waits
   so does the listener stop accepting.
 - One descriptor is kept in reserve (`Reserve`): when accept() fails for want
   of descriptors, the reserve is closed to accept the connection, one that
@@ -46,7 +46,7 @@ class Waiting(Protocol):
         ...
 
     def evict(self) -> None:
-        """Closes it to admit a new connection (408 when a head was begun)."""
+        """Closes it to admit a new connection (408 unless idle between requests)."""
         ...
 
 
