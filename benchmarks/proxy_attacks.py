@@ -1145,8 +1145,8 @@ async def slow_at_the_limit(t: Target, n: int, bound: float) -> Answer:
     poller.start()
     try:
         slow = asyncio.ensure_future(open_many_slow(t.port, n, bound))
-        await asyncio.sleep(1.0)  # the slow ones are in: the proxy is at its limit
-        sent, gets = await paced_gets(t.port, time.monotonic() + bound - 1.0)
+        await asyncio.sleep(0.5)  # the slow ones are in: the proxy is at its limit
+        sent, gets = await paced_gets(t.port, time.monotonic() + bound - 0.5)
         conns, errors = await slow
     finally:
         await asyncio.get_running_loop().run_in_executor(None, poller.finish)
@@ -1164,8 +1164,9 @@ async def slow_at_the_limit(t: Target, n: int, bound: float) -> Answer:
 @attack("slow connections past the fd limit (nofile 256)", "slow clients", uses=("header_timeout",),
         needs={"nofile": 256, "health": True})
 async def fd_exhaustion(t: Target) -> Answer:
-    """More slow connections than the proxy has descriptors for (for 6 s)."""
-    return await slow_at_the_limit(t, t.settings.nofile * t.workers + 100, 6.0)
+    """More slow connections than the proxy has descriptors for (for 4 s: with the header timeout
+    of the tests, 2 s, each is answered by then)."""
+    return await slow_at_the_limit(t, t.settings.nofile * t.workers + 100, 4.0)
 
 
 @attack("1,100 slow connections at nofile 1024 (15 s)", "slow clients", uses=("header_timeout",),
