@@ -188,7 +188,7 @@ class Listener:
             except OSError as exc:
                 if exc.errno in SKIP:
                     continue
-                if exc.errno in DESCRIPTORS and self._accept_with_reserve(exc):
+                if exc.errno in DESCRIPTORS and self._accept_with_reserve():
                     continue
                 self._back_off(exc)
                 return
@@ -204,7 +204,7 @@ class Listener:
                 self._pause()  # full: the next clients wait in the backlog
                 return
 
-    def _accept_with_reserve(self, exc: OSError) -> bool:
+    def _accept_with_reserve(self) -> bool:
         """accept() failed for want of descriptors: the reserve's is freed to accept one, which
         stays when a waiting connection is closed in its stead, else is closed at once. False
         when there is no reserve to free (or nothing waits to be accepted)."""
