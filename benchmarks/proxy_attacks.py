@@ -585,12 +585,14 @@ class Conn:
         """Writes data (waiting at most timeout); False if it could not all be written."""
         return await self.pour([data], time.monotonic() + timeout) == len(data)
 
-    async def pour(self, pieces: Iterable[bytes], until: float, max_bytes: Optional[int] = None) -> int:
+    async def pour(self, pieces: Iterable[bytes], until: float, max_bytes: Optional[int] = None,
+                   past_eof: bool = False) -> int:
         """Writes pieces until they run out, `until` (monotonic) passes, max_bytes, or the connection
-        breaks; returns the bytes written (a piece cut off by the time bound does not count)."""
+        breaks (or the proxy's side ends, unless `past_eof`: an attacker that does not listen);
+        returns the bytes written (a piece cut off by the time bound does not count)."""
         sent = 0
         for piece in pieces:
-            if self.ended or self.broken or time.monotonic() >= until:
+            if (self.ended and not past_eof) or self.broken or time.monotonic() >= until:
                 break
             if max_bytes is not None and sent >= max_bytes:
                 break
@@ -898,19 +900,23 @@ ENDLESS_BOUND = 16 * MiB
 
 
 async def endless(t: Target, start: bytes, piece: Callable[[int], bytes], expected: int) -> Answer:
-    """start, then pieces forever (at most 64 MiB or 5 s), reading all along; the proxy must refuse,
-    and end the connection once the linger's byte bound is passed (a reset may come before the client
-    reads the refusal: then no status is seen, as with HAProxy)."""
+    """start, then pieces forever (at most 64 MiB or 5 s), reading all along and sending on after the
+    proxy's answer and FIN, as an attacker would; the proxy must refuse, and end the connection once
+    the linger's byte bound is passed (a reset may come before the client reads the refusal: then no
+    status is seen, as with HAProxy)."""
     c = await Conn.open(t.port)
     await c.send(start)
-    await c.pour(batches(forever(piece)), time.monotonic() + 5, max_bytes=64 * MiB)
+    t0 = time.monotonic()
+    await c.pour(batches(forever(piece)), t0 + 5, max_bytes=64 * MiB, past_eof=True)
+    poured = time.monotonic() - t0
     await c.wait_end(3)
-    text = f"{c.describe()} after {c.sent / 1024:,.0f} KiB"
+    text = f"{c.describe()}; {c.sent / 1024:,.0f} KiB sent in {poured:.2f} s" + (", then a reset" if c.broken else "")
     problems = []
     if c.status() not in (expected, None) or not c.ended or (c.status() is None and not c.reset):
         problems += status_problem(c, expected, "the endless head", c.end_at or 9e9)
-    if c.sent > ENDLESS_BOUND:
-        problems.append(f"the endless head: {c.sent / MiB:.1f} MiB taken, more than {ENDLESS_BOUND / MiB:g} MiB")
+    if c.sent > ENDLESS_BOUND or not c.broken:
+        problems.append(f"the endless head: {c.sent / MiB:.1f} MiB taken in {poured:.1f} s without a reset "
+                        f"(at most {ENDLESS_BOUND / MiB:g} MiB expected)")
     return Answer(text, problems)
 
 
