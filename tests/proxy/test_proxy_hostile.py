@@ -156,16 +156,35 @@ def test_a_backend_killed_while_a_15_mib_body_is_written_gives_502(hit):
 # ---- memory before a complete head ---------------------------------------------------------------
 
 
-def test_an_endless_header_block_gets_431(hit_paths):
-    assert_clean(hit_paths("endless header block"))
+def test_an_endless_header_block_gets_431(hit):
+    assert_clean(hit("endless header block"))
 
 
-def test_endless_trailers_get_431(hit_paths):
-    assert_clean(hit_paths("endless trailers"))
+def test_endless_trailers_get_431(hit):
+    assert_clean(hit("endless trailers"))
 
 
-def test_an_endless_request_line_gets_414(hit_paths):
-    assert_clean(hit_paths("endless request line"))
+def test_an_endless_request_line_gets_414(hit):
+    assert_clean(hit("endless request line"))
+
+
+ENDLESS = ("endless header block", "endless trailers", "endless request line")
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["1-worker", "2-workers"])
+def test_endless_heads_on_the_python_path(workers, backend_ports, tmp_path):
+    """The three endless heads against one proxy on the pure-Python per-request path."""
+    settings = attacks.ATTACKS[ENDLESS[0]].settings(dataclasses.replace(QUICK, implementation="python"))
+    assert all(attacks.ATTACKS[name].settings(settings) == settings for name in ENDLESS)  # one proxy fits all three
+    target = attacks.start_leastload(dict(backend_ports), settings, workers, str(tmp_path))
+    try:
+        results = [attacks.run_attack(attacks.ATTACKS[name], target) for name in ENDLESS]
+        diagnosis = target.diagnosis() if any(r.problems for r in results) else ""
+    finally:
+        target.stop()
+    for result in results:
+        result.diagnosis = diagnosis
+        assert_clean(result)
 
 
 def test_30000_tiny_headers_get_431(hit):

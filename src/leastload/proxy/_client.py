@@ -222,8 +222,12 @@ class ClientConnection(ClientSide):
     def evict(self) -> None:
         """Closed to admit a new connection at the limit (_overload.Overload.make_room): 408 when it
         waits for a head, a new connection's first one too (its bytes may be on their way); closed
-        quietly when idle between requests (a request sent meanwhile is safe to send again)."""
-        if self.wait == WAIT_HEAD:
+        quietly when idle between requests (a request sent meanwhile is safe to send again);
+        aborted when its earlier answers are still backed up (it would hold its descriptor)."""
+        if self.paused:
+            self.closing = True
+            self.transport.abort()
+        elif self.wait == WAIT_HEAD:
             self._answer_and_close(408, "the request head did not arrive in time (the proxy is full)")
         else:
             self.closing = True
