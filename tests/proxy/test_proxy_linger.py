@@ -202,11 +202,11 @@ def test_a_client_sending_past_the_byte_bound_is_reset(backend_procs, what):
     """After the answer, linger_bytes (a quarter of it after 414 or 431) are read and dropped;
     past them the connection is reset, long before the time bound, and counted."""
     procs = backend_procs(1)
-    heads = {"413": too_large(1 << 30), "431": b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 40000,
+    heads = {"413": too_large(1 << 40), "431": b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 40000,
              "414": b"GET /" + b"a" * 10000}
 
     async def scenario():
-        proxy = await started_proxy([procs[0].port], linger_bytes=200_000)
+        proxy = await started_proxy([procs[0].port], linger_bytes=200_000, max_body=100_000)
         try:
             started = time.monotonic()
             answer, sent, _ = await asyncio.to_thread(send_past_the_bound, proxy.address, heads[what])
@@ -227,6 +227,10 @@ def test_the_byte_bounds():
     assert _linger.LINGER_BYTES == 256 << 10
     assert _linger.byte_bound(413, 1000) == 1000 and _linger.byte_bound(400, 1000) == 1000
     assert _linger.byte_bound(414, 1000) == 250 and _linger.byte_bound(431, 1000) == 250
+    # after a 413, the declared body too (an upload client sends it whole), up to 4 x max_body
+    assert _linger.byte_bound(413, 1000, 5000, 2000) == 6000
+    assert _linger.byte_bound(413, 1000, 1 << 60, 2000) == 9000
+    assert _linger.byte_bound(414, 1000, 5000, 2000) == 250
 
 
 def test_a_408_closes_at_once(backend_procs):

@@ -166,7 +166,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="what the header and idle timeouts shrink to at --max-connections (default 2)")
     g.add_argument("--linger-bytes", type=_integer(0, 1 << 30), default=256 << 10, metavar="BYTES",
                    help="after a last answer (413, 414, 431, a close), what the client may still send before "
-                        "the connection is reset (default 262144; a quarter of it after 414 or 431)")
+                        "the connection is reset (default 262144; a quarter of it after 414 or 431; after 413, "
+                        "the declared body too, up to 4 x --max-body)")
     g = p.add_argument_group("forwarding headers")
     g.add_argument("--xff", choices=XFF_MODES, default="append",
                    help="X-Forwarded-For: append the client's address to what the client sent, or replace "

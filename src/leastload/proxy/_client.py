@@ -333,7 +333,10 @@ class ClientConnection(ClientSide):
         self.proxy.stats.answered_by_proxy[status] += 1
         answer = error_response(status, text, True)
         self.write(answer)
-        self._close(_linger.lingers_after(status), _linger.byte_bound(status, self.proxy.linger_bytes))
+        head = self.reader.head  # a 413's: its Content-Length, the body an upload client still sends
+        declared = head.content_length if status == 413 and head is not None and head.content_length else 0
+        self._close(_linger.lingers_after(status),
+                    _linger.byte_bound(status, self.proxy.linger_bytes, declared, self.proxy.limits.max_body))
         if self.proxy.access_log is not None:
             self._log_own_answer(status, len(answer))
 

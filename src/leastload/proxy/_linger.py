@@ -16,9 +16,10 @@ silence timeout, and a number of bytes: a client that sends more than
 `linger_bytes` (LINGER_BYTES unless set) once the answer is written is reset
 (`reset`: SO_LINGER 0, then close), as HAProxy closes one after 64 KiB; after
 a refused head (414, 431: nothing of the client's request is worth reading) a
-quarter of it (`byte_bound`). Only a client still reading a large last answer (what the transport
-holds unsent shrinks from one span to the next) gets another span; one that
-reads nothing for a whole span is aborted (`span_over`). A transport that
+quarter of it, after a 413 the declared body as well (`byte_bound`). Only a
+client still reading a large last answer (what the transport holds unsent
+shrinks from one span to the next) gets another span; one that reads nothing
+for a whole span is aborted (`span_over`). A transport that
 cannot half-close (TLS) closes at once.
 """
 
@@ -31,14 +32,21 @@ LINGER_BYTES = 256 << 10  # ... and at most this many bytes (a setting of the pr
 _ABORTIVE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset and frees the socket at once
 
 
-def byte_bound(status: int, linger_bytes: int) -> int:
+def byte_bound(status: int, linger_bytes: int, declared_body: int = 0, max_body: int = 0) -> int:
     """What a lingering close after an answer of this status reads before the reset: a quarter
-    of linger_bytes after a refused head (414, 431), all of it otherwise (the rest of a body
-    refused with 413, requests pipelined behind a close)."""
-    return linger_bytes // 4 if status in (414, 431) else linger_bytes
+    of linger_bytes after a refused head (414, 431: nothing the client sends is worth reading);
+    after a 413, linger_bytes and the body the client declared (Content-Length), which an upload
+    client sends whole before it reads, up to 4 x max_body (an upload a few times too large is
+    answered gently, a Content-Length of 2**60 is not); linger_bytes otherwise (requests
+    pipelined behind a close, a chunked body past max_body)."""
+    if status in (414, 431):
+        return linger_bytes // 4
+    if status == 413 and declared_body > 0:
+        return linger_bytes + min(declared_body, 4 * max_body)
+    return linger_bytes
 
 
-def reset(transport: asyncio.BaseTransport) -> None:
+def reset(transport: asyncio.Transport) -> None:
     """Ends the connection with a reset (the client sent past the byte bound)."""
     sock = transport.get_extra_info("socket")
     if sock is not None:

@@ -117,7 +117,9 @@ class OneRequestConnection(asyncio.Protocol):
             self.transport.close()
         elif _linger.half_close(self.transport):
             self.backlog = self.transport.get_write_buffer_size()
-            self.linger_left = _linger.byte_bound(status, _linger.LINGER_BYTES)
+            head = self.reader.head  # a 413's Content-Length: the body an upload client still sends
+            declared = head.content_length if status == 413 and head is not None and head.content_length else 0
+            self.linger_left = _linger.byte_bound(status, _linger.LINGER_BYTES, declared, self.reader.limits.max_body)
             self.timer = asyncio.get_running_loop().call_later(_linger.LINGER_SECONDS, self._linger_span_over)
 
     def _linger_span_over(self) -> None:

@@ -53,7 +53,7 @@ class Proxy:
     overload_connections [None: three quarters of max_connections; open client connections past
     which the header and idle timeouts shrink], overload_timeout [2 s: what they shrink to at
     max_connections], linger_bytes [256 KiB: what a lingering close reads before a reset; a
-    quarter of it after a 414 or 431],
+    quarter of it after a 414 or 431, the declared body too after a 413],
     reuse_port [False], name ["leastload":
     the vserver's name in metrics and logs], access_log [None, or a leastload.proxy AccessLog],
     engine [None:
