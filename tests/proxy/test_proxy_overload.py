@@ -141,6 +141,40 @@ def test_at_the_limit_the_longest_waiting_slow_client_gets_408_and_a_get_is_serv
     assert answered_408 == status["evicted"]
 
 
+def test_a_new_connection_not_read_yet_is_spared_by_a_flood_at_the_limit(backend_procs, monkeypatch):
+    """A connection whose first bytes have not been read yet is not closed for a newer one
+    (FIRST_BYTES_GRACE): a flood of slow clients at the limit evicts one another, and a GET that
+    connected before the flood but sent its head after it is answered 200, not 408."""
+    from leastload.proxy import _client
+
+    if not hasattr(_client, "FIRST_BYTES_GRACE"):
+        pytest.skip("the compiled _client keeps FIRST_BYTES_GRACE in C: the grace is widened on the pure path")
+    monkeypatch.setattr(_client, "FIRST_BYTES_GRACE", 30.0)  # no machine is that slow: the rule, not the timing
+    procs = backend_procs(1)
+
+    async def scenario():
+        proxy = Proxy([f"b=127.0.0.1:{procs[0].port}"], listen=("127.0.0.1", 0), health_check="none",
+                      max_connections=5, overload_connections=3, header_timeout=30.0, overload_timeout=30.0)
+        await proxy.start()
+        try:
+            slow = await _slow(proxy.address, 5)
+            await wait_until_async(lambda: len(proxy.clients) == 5, 5)
+            reader, writer = await asyncio.open_connection(*proxy.address)  # silent for now
+            await wait_until_async(lambda: proxy.overload.evicted == 1, 5)  # it made room for itself
+            flood = await _slow(proxy.address, 8)
+            await wait_until_async(lambda: proxy.overload.evicted == 9, 5)
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            for _, w in slow + flood:
+                w.close()
+            return answer
+        finally:
+            await proxy.close()
+    answer = run_loop(scenario(), 60)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:100]
+
+
 def test_past_the_high_water_mark_the_header_timeout_shrinks(backend_procs):
     procs = backend_procs(1)
 

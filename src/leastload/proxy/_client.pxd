@@ -7,6 +7,7 @@ from leastload.proxy._exchange cimport Exchange, new_exchange
 
 cdef dict _METHOD_NAMES
 cdef int WAIT_HEAD, WAIT_BODY, WAIT_IDLE, WAIT_NONE, WAIT_LINGER
+cdef double FIRST_BYTES_GRACE
 
 
 @cython.final

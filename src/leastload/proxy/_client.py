@@ -51,6 +51,7 @@ WAIT_BODY = 2      # the body of a head that is in: 408 when late
 WAIT_IDLE = 3      # the next request on a kept-alive connection: closed when late
 WAIT_NONE = 0      # a request is being served (the backend side keeps its own time)
 WAIT_LINGER = 4    # answered for the last time, half-closed: ended if the client has not closed by then
+FIRST_BYTES_GRACE = 0.25  # seconds a new connection that sent nothing yet is not evicted (_overload)
 
 
 class ClientContext(Upstream, Protocol):
@@ -214,7 +215,12 @@ class ClientConnection(ClientSide):
         if self.gone or self.closing:
             return -1.0
         if self.wait == WAIT_HEAD:
-            return self.deadline - self.core.header_timeout
+            since = self.deadline - self.core.header_timeout
+            if not self.reader.started and clock() - since < FIRST_BYTES_GRACE:
+                # nothing read yet from a connection this young: its first bytes may be in the
+                # socket still (a flood of new connections fills the limit within a few turns)
+                return -1.0
+            return since
         if self.wait == WAIT_IDLE:
             return self.deadline - self.core.client_timeout
         return -1.0

@@ -40,6 +40,7 @@ log = logging.getLogger("leastload.proxy")
 BACKLOG = 4096
 BATCH = 64             # accepts per wake-up: one busy listener must not starve the loop
 RETRY_DELAY = 0.25     # seconds without accepting after an EMFILE and the like
+ROOM_RETRY = 0.1       # seconds before a full listener that found nothing to close asks again
 MAX_CONNECTIONS = 10_000
 RESERVE = 64
 # accept() failing for the proxy's own shortage: wait, do not spin
@@ -202,6 +203,9 @@ class Listener:
             self._hand_over(conn)
             if not room or (overload is None and self.active >= self.max_connections):
                 self._pause()  # full: the next clients wait in the backlog
+                if not room and self._retry is None:
+                    # nothing waits that may be closed yet (the young are spared a while): ask again
+                    self._retry = self.loop.call_later(ROOM_RETRY, self._retry_room)
                 return
 
     def _accept_with_reserve(self) -> bool:
@@ -255,6 +259,11 @@ class Listener:
                     exc, self.active, RETRY_DELAY)
         self._pause()
         self._retry = self.loop.call_later(RETRY_DELAY, self._end_backoff)
+
+    def _retry_room(self) -> None:
+        """Full, and nothing could be closed for a new connection: accept again, asking anew."""
+        self._retry = None
+        self._resume()
 
     def _end_backoff(self) -> None:
         self._retry = None
