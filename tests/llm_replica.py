@@ -5,11 +5,13 @@
 - POST /v1/chat/completions: a chat completion of `completion_tokens` tokens,
   as one JSON answer after `delay` seconds, or (`"stream": true`) as
   server-sent events whose first chunk comes after `ttfb` seconds and whose
-  last comes `delay` seconds after the request (usage in a final chunk when
+  last comes `delay` seconds after generation started (usage in a final chunk when
   `stream_options.include_usage` asks). A call fails with a 500 at the rate
-  `error_rate` (a seeded draw: the same run, the same failures).
+  `error_rate` (a seeded draw: the same run, the same failures). With
+  `slots` > 0 at most that many calls generate at once (an LLM server's
+  batch); the others wait in line first, as on a loaded server.
 - POST /control: JSON of settings to change (delay, ttfb, completion_tokens,
-  error_rate, seed); GET /stats: what it served (requests, in_flight,
+  error_rate, slots, seed); GET /stats: what it served (requests, in_flight,
   max_in_flight, errors, prompt_tokens, completion_tokens).
 
 Prompt tokens are counted as the whitespace-separated words of the messages.
@@ -34,7 +36,9 @@ START_TIMEOUT = 20.0
 
 class Replica:
     def __init__(self) -> None:
-        self.settings = {"delay": 0.01, "ttfb": 0.005, "completion_tokens": 8, "error_rate": 0.0}
+        self.settings = {"delay": 0.01, "ttfb": 0.005, "completion_tokens": 8, "error_rate": 0.0, "slots": 0}
+        self.generating = 0  # calls holding a slot now
+        self.waiting: "asyncio.Queue[asyncio.Future[None]]" = asyncio.Queue()
         self.random = random.Random(0)
         self.stats = {"requests": 0, "in_flight": 0, "max_in_flight": 0, "errors": 0,
                       "prompt_tokens": 0, "completion_tokens": 0}
@@ -97,10 +101,11 @@ class Replica:
 
     async def completion(self, request: dict, writer: asyncio.StreamWriter) -> None:
         s, stats = dict(self.settings), self.stats
-        started = time.monotonic()
         stats["requests"] += 1
         stats["in_flight"] += 1
         stats["max_in_flight"] = max(stats["max_in_flight"], stats["in_flight"])
+        await self.take_slot(s["slots"])
+        started = time.monotonic()  # generation starts: `delay` counts from here
         try:
             words = sum(len(str(m.get("content", "")).split()) for m in request.get("messages", []))
             n = s["completion_tokens"]
@@ -149,6 +154,23 @@ class Replica:
             await asyncio.wait_for(writer.drain(), READ_TIMEOUT)
         finally:
             stats["in_flight"] -= 1
+            self.give_slot()
+
+    async def take_slot(self, slots: int) -> None:
+        if slots and self.generating >= slots:
+            turn = asyncio.get_running_loop().create_future()
+            self.waiting.put_nowait(turn)
+            await turn  # handed over by give_slot(): the count stays as it is
+        else:
+            self.generating += 1
+
+    def give_slot(self) -> None:
+        while not self.waiting.empty():
+            turn = self.waiting.get_nowait()
+            if not turn.done():
+                turn.set_result(None)  # the slot passes to the next in line
+                return
+        self.generating -= 1
 
 
 async def main(port: int) -> None:

@@ -28,6 +28,7 @@ import datetime
 import hashlib
 import re
 import threading
+import time
 from collections import deque
 from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
@@ -38,7 +39,9 @@ __all__ = ["Strategy"]
 
 MAX_TTFB = 3600.0  # the engine takes 0..3600 s
 NOT_A_FAILURE = 499  # ends a transaction without a TTFB and without blaming the deployment
-STAMP = "leastload_pick"  # the key of the request's metadata that carries the pick to the callbacks
+STAMP = "leastload_pick"
+COOLDOWN_CACHE = 0.1  # s: how long a cooldown list read from Redis is used
+_COOLDOWN_PREFIX, _COOLDOWN_SUFFIX = "deployment:", ":cooldown"  # the store's keys: deployment:ID:cooldown  # the key of the request's metadata that carries the pick to the callbacks
 _SEGMENT_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -160,6 +163,9 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         VirtualServer(method, clock, **{k: v for k, v in settings.items() if k != "shared_capacity"})
         self.groups: Dict[str, _Group] = {}
         self.router: Any = None
+        self._registry: Any = None
+        self._cooldown_store: Any = None
+        self._cooled: Dict[Tuple[str, ...], Tuple[float, List[str]]] = {}
         self._version: object = None
         self._lock = threading.Lock()
         self._orphans: Deque[_Open] = deque()
@@ -173,6 +179,9 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         if self.router is not None and self.router is not router:
             raise ValueError("this Strategy is installed on another router already; make one per router")
         self.router = router
+        registry, health = getattr(router, "registry", None), getattr(router, "health", None)
+        self._registry = registry() if registry is not None else None
+        self._cooldown_store = health().cooldowns.cooldown_store if health is not None else None
         self._refresh()
         register = getattr(router, "register_plugin", None)
         if register is not None:
@@ -189,13 +198,13 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         return self.groups[model_name].vserver
 
     def _deployments(self) -> List[Any]:
-        registry = getattr(self.router, "registry", None)
-        return list(registry().all() if registry is not None else self.router.model_list)
+        registry = self._registry
+        return list(registry.all() if registry is not None else self.router.model_list)
 
     def _router_version(self) -> object:
-        registry = getattr(self.router, "registry", None)
+        registry = self._registry
         if registry is not None:
-            return registry().version
+            return registry.version
         return tuple(_id_of(d) for d in self.router.model_list)
 
     def _refresh_if_changed(self) -> None:
@@ -293,10 +302,25 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         return group.deployments[service]
 
     def _cooldowns(self, ids: Tuple[str, ...]) -> List[str]:
-        health = getattr(self.router, "health", None)
-        if health is None:
+        """The ids of `ids` in LiteLLM's cooldown now. Its in-memory store is read as it stands
+        (a fraction of a microsecond); with Redis behind it, asking costs tens of microseconds,
+        so the answer is kept COOLDOWN_CACHE seconds, and forgotten on every failure seen."""
+        store = self._cooldown_store
+        if store is None:
             return []
-        return [ident for ident, _ in health().cooldowns.get_active_cooldowns(ids, None)]
+        if not store.has_redis:
+            now = time.time()
+            cooled = []
+            for key, value in store.snapshot().items():
+                ident = key[len(_COOLDOWN_PREFIX):-len(_COOLDOWN_SUFFIX)]
+                if ident in ids and value.get("timestamp", 0.0) + value.get("cooldown_time", 0.0) > now:
+                    cooled.append(ident)
+            return cooled
+        now = time.monotonic()
+        cached = self._cooled.get(ids)
+        if cached is None or now - cached[0] > COOLDOWN_CACHE:
+            cached = self._cooled[ids] = (now, [ident for ident, _ in store.active_sync(ids)])
+        return cached[1]
 
     # ---- ends ------------------------------------------------------------------------------
 
@@ -393,6 +417,7 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
         pick = self._pick(kwargs)
         if pick is None:
             return
+        self.strategy._cooled.clear()  # LiteLLM may have cooled the deployment down: ask again
         exc = kwargs.get("exception")
         status = getattr(exc, "status_code", None)
         if isinstance(exc, (litellm.Timeout, asyncio.CancelledError, asyncio.TimeoutError)):
