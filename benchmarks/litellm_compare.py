@@ -45,16 +45,24 @@ def percentile(values, p):
 
 
 class Timed:
-    """Wraps the leastload strategy's pick and outcome callbacks with a timer."""
+    """The CPU time of the leastload strategy's picks and outcome callbacks (one set of outcome
+    callbacks serves every Strategy: wrapped once, its time counted toward the strategy running)."""
+
+    seconds = 0.0
+    _wrapped = False
 
     def __init__(self, strategy):
-        self.seconds = 0.0
-        self.calls = 0
-        for owner, names in ((strategy, ("_pick",)), (strategy.outcomes, ("_success", "_failure"))):
-            for name in names:
-                setattr(owner, name, self.wrap(getattr(owner, name)))
+        from leastload.integrations import litellm as integration
 
-    def wrap(self, fn):
+        Timed.seconds = 0.0
+        strategy._pick = self.wrap(strategy._pick)
+        if not Timed._wrapped:
+            for name in ("_success", "_failure"):
+                setattr(integration.OUTCOMES, name, self.wrap(getattr(integration.OUTCOMES, name)))
+            Timed._wrapped = True
+
+    @staticmethod
+    def wrap(fn):
         clock = time.thread_time  # CPU time of this thread: LiteLLM's logging threads may hold the GIL meanwhile
 
         def timed(*args, **kwargs):
@@ -62,7 +70,7 @@ class Timed:
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.seconds += clock() - started
+                Timed.seconds += clock() - started
         return timed
 
 
@@ -123,11 +131,11 @@ def measure(name, replicas, args):
         await run(router, min(args.calls, 2 * args.concurrency), args.concurrency, args.stream)  # warm-up
         warm = [r.stats()["requests"] for r in replicas]
         if timed is not None:
-            timed.seconds = 0.0
+            Timed.seconds = 0.0
         latencies, wall = await run(router, args.calls, args.concurrency, args.stream)
         after = [r.stats()["requests"] for r in replicas]
         await asyncio.sleep(0.2)  # the last success callbacks
-        own = timed.seconds / args.calls if timed is not None else None
+        own = Timed.seconds / args.calls if timed is not None else None
         pick = await pick_cost(router, args.picks)
         gc.collect()
         await asyncio.sleep(0.05)

@@ -30,7 +30,7 @@ import re
 import threading
 import time
 from collections import deque
-from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple, Type
 
 from .. import VirtualServer
 from ..engine.errors import DuplicateService, NoServiceAvailable, UnknownService
@@ -60,14 +60,18 @@ class _Pick(str):
     so logging and copying it is harmless) that ends its transaction without an outcome when
     LiteLLM drops the last reference to the call (cancelled, a stream left unread)."""
 
-    def __new__(cls, service: str, strategy: "Strategy", record: _Open) -> "_Pick":
+    def __new__(cls, service: str, strategy: "Strategy", record: _Open, earlier: Optional["_Pick"]) -> "_Pick":
         pick = super().__new__(cls, service)
         pick.record = record
         pick.strategy = strategy
+        pick.earlier = earlier
+        pick.tried = earlier.tried + (str(earlier),) if earlier is not None else ()
         return pick
 
     record: _Open
     strategy: "Strategy"
+    earlier: Optional["_Pick"]  # the pick of this call's attempt before (LiteLLM keeps the metadata)
+    tried: Tuple[str, ...]  # the deployments this call went to before (a retry goes elsewhere)
 
     def __copy__(self) -> "_Pick":  # LiteLLM copies metadata between attempts and into its logs
         return self
@@ -146,12 +150,15 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
     LEASTBANDWIDTH: least tokens over the window, ...). shared: a name; each
     group's vserver then lives in the engine's shared segment "NAME.GROUP", one
     count for every process of a LiteLLM proxy. clock: the vservers' clock.
+    engine: the VirtualServer class (default leastload.VirtualServer; the
+    reference's, leastload.reference.VirtualServer, cannot be shared).
     settings: VirtualServer settings (outlier_failures, new_service_request,
     ...). Slow start applies to deployments the router gains after install().
     """
 
     def __init__(self, method: str = "LEASTCONNECTION", *, shared: Optional[str] = None,
-                 clock: Any = None, **settings: Any) -> None:
+                 clock: Any = None, engine: Optional[Type[Any]] = None, **settings: Any) -> None:
+        self.engine: Any = engine or VirtualServer
         self.method = method
         self.shared = shared
         self.clock = clock
@@ -160,7 +167,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
                                    or _SEGMENT_CHARS.search(shared)):
             raise ValueError(f"shared must be 1 to 100 of the characters A-Z a-z 0-9 . _ -, got {shared!r}")
         # every other argument checked now, by a private vserver made with them
-        VirtualServer(method, clock, **{k: v for k, v in settings.items() if k != "shared_capacity"})
+        self.engine(method, clock, **{k: v for k, v in settings.items() if k != "shared_capacity"})
         self.groups: Dict[str, _Group] = {}
         self.router: Any = None
         self._registry: Any = None
@@ -170,7 +177,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         self._lock = threading.Lock()
         self._orphans: Deque[_Open] = deque()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self.outcomes = _Outcomes(self)
+        self.outcomes = OUTCOMES
 
     # ---- installing ------------------------------------------------------------------
 
@@ -188,9 +195,9 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
             register(self)
         else:  # LiteLLM before the plugin entry point
             router.set_custom_routing_strategy(self)
-        callbacks = litellm.callbacks
-        if self.outcomes not in callbacks:
-            callbacks.append(self.outcomes)
+        # one callback object for every Strategy: LiteLLM keeps one logger of a class
+        if self.outcomes not in litellm.callbacks:
+            litellm.callbacks.append(self.outcomes)
 
     def vserver(self, model_name: str) -> Any:
         """The vserver of one model_name group (KeyError for a group the router does not have)."""
@@ -249,7 +256,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         slow_start = {k: settings.pop(k) for k in list(settings) if k.startswith("new_service_request")}
         if self.shared is not None:
             settings["shared"] = segment_name(self.shared, group)
-        vs = VirtualServer(self.method, self.clock, name=_SEGMENT_CHARS.sub("_", group)[:100] or "vserver",
+        vs = self.engine(self.method, self.clock, name=_SEGMENT_CHARS.sub("_", group)[:100] or "vserver",
                            **settings)
         with vs.atomic():  # shared=: the first process to find it empty binds, for all
             if len(vs) == 0:
@@ -265,8 +272,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
             self, model: str, messages: Optional[List[Dict[str, str]]] = None, input: Any = None,
             specific_deployment: Optional[bool] = False,
             request_kwargs: Optional[Dict[str, Any]] = None) -> Any:
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()  # where a dropped call's transaction is ended
         return self._pick(model, request_kwargs)
 
     def get_available_deployment(
@@ -284,21 +290,32 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         if group is None or not group.ids:
             raise ValueError(f"the router has no deployment of model group {model!r} "
                              f"(groups: {sorted(n for n, g in self.groups.items() if g.ids)})")
+        metadata = request.get("metadata") if request is not None else None
+        if request is not None and not isinstance(metadata, dict):
+            metadata = request["metadata"] = {}
+        before = metadata.get(STAMP) if metadata is not None else None
+        if not isinstance(before, _Pick) or before.strategy is not self:
+            before = None
+        tried = before.tried + (str(before),) if before is not None else ()
         cooled = self._cooldowns(group.ids)
+        vs = group.vserver
         try:
-            handle = group.vserver.acquire(exclude=cooled) if cooled else group.vserver.acquire()
+            # a retry of this call (LiteLLM keeps its metadata) skips what it tried, when it can
+            handle = vs.acquire(exclude=cooled + list(tried)) if cooled or tried else vs.acquire()
         except NoServiceAvailable:
-            raise RouterRateLimitError(model=model, cooldown_time=0.0, enable_pre_call_checks=False,
-                                       cooldown_list=list(cooled), model_ids=group.ids) from None
+            try:
+                if not tried:
+                    raise
+                handle = vs.acquire(exclude=cooled) if cooled else vs.acquire()
+            except NoServiceAvailable:
+                raise RouterRateLimitError(model=model, cooldown_time=0.0, enable_pre_call_checks=False,
+                                           cooldown_list=list(cooled), model_ids=group.ids) from None
         service = handle.service
         record = _Open(handle, service)
-        if request is None:  # nothing carries it to the callbacks: counted, ended at once
+        if metadata is None:  # nothing carries it to the callbacks: counted, ended at once
             self._end(record, None)
         else:
-            metadata = request.get("metadata")
-            if not isinstance(metadata, dict):
-                metadata = request["metadata"] = {}
-            metadata[STAMP] = _Pick(service, self, record)
+            metadata[STAMP] = _Pick(service, self, record, before)
         return group.deployments[service]
 
     def _cooldowns(self, ids: Tuple[str, ...]) -> List[str]:
@@ -387,19 +404,17 @@ def _deployment_id(kwargs: Mapping[str, Any]) -> Optional[str]:
 
 
 class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are untyped here
-    """LiteLLM's success and failure callbacks ending the picks' transactions."""
-
-    def __init__(self, strategy: Strategy) -> None:
-        super().__init__()
-        self.strategy = strategy
+    """LiteLLM's success and failure callbacks ending the picks' transactions (of any Strategy:
+    each pick carries its own)."""
 
     def _pick(self, kwargs: Mapping[str, Any]) -> Optional[_Pick]:
         pick = _stamp_of(kwargs)
-        if pick is None or pick.strategy is not self.strategy:
-            return None
         ident = _deployment_id(kwargs)
-        if ident is not None and ident != pick.record.service:
-            return None  # a later attempt's stamp: this attempt's pick ends when the call is dropped
+        if ident is None:
+            return pick
+        # the stamp is the call's latest attempt's: an earlier attempt's outcome may come after it
+        while pick is not None and (pick.record.service != ident or pick.record.handle is None):
+            pick = pick.earlier
         return pick
 
     def _success(self, kwargs: Mapping[str, Any], response: Any, start_time: Any, end_time: Any) -> None:
@@ -407,25 +422,25 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
         if pick is None:
             return
         if kwargs.get("cache_hit"):
-            self.strategy._end(pick.record, None)
+            pick.strategy._end(pick.record, None)
             return
         sent = kwargs.get("current_attempt_api_call_start_time") or kwargs.get("api_call_start_time") or start_time
         first = kwargs.get("completion_start_time") or end_time
-        self.strategy._end(pick.record, "ok", _seconds(first, sent), _tokens_of(response))
+        pick.strategy._end(pick.record, "ok", _seconds(first, sent), _tokens_of(response))
 
     def _failure(self, kwargs: Mapping[str, Any]) -> None:
         pick = self._pick(kwargs)
         if pick is None:
             return
-        self.strategy._cooled.clear()  # LiteLLM may have cooled the deployment down: ask again
+        pick.strategy._cooled.clear()  # LiteLLM may have cooled the deployment down: ask again
         exc = kwargs.get("exception")
         status = getattr(exc, "status_code", None)
         if isinstance(exc, (litellm.Timeout, asyncio.CancelledError, asyncio.TimeoutError)):
-            self.strategy._end(pick.record, None)  # timed out or cancelled: no TTFB, no blame
+            pick.strategy._end(pick.record, None)  # timed out or cancelled: no TTFB, no blame
         elif isinstance(status, int) and 400 <= status < 500 and status != 408:
-            self.strategy._end(pick.record, None)  # the deployment answered: the request's fault
+            pick.strategy._end(pick.record, None)  # the deployment answered: the request's fault
         else:
-            self.strategy._end(pick.record, "failed")
+            pick.strategy._end(pick.record, "failed")
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._success(kwargs, response_obj, start_time, end_time)
@@ -438,3 +453,6 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
 
     def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._failure(kwargs)
+
+
+OUTCOMES = _Outcomes()
