@@ -128,7 +128,7 @@ def measure(name, replicas, args):
     before = [r.stats()["requests"] for r in replicas]
 
     async def main():
-        await run(router, min(args.calls, 2 * args.concurrency), args.concurrency, args.stream)  # warm-up
+        await run(router, min(args.calls, args.concurrency), args.concurrency, args.stream)  # warm-up
         warm = [r.stats()["requests"] for r in replicas]
         if timed is not None:
             Timed.seconds = 0.0
@@ -154,7 +154,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--delay", type=float, default=0.1, help="the fast replicas' answer time, s")
+    parser.add_argument("--delay", type=float, default=1.0, help="the fast replicas' answer time, s")
     parser.add_argument("--slow", type=float, default=3.0, help="how many times slower the third is")
     parser.add_argument("--slots", type=int, default=16, help="calls each replica generates at once")
     parser.add_argument("--tokens", type=int, default=16, help="completion tokens per call")

@@ -173,20 +173,26 @@ class Replica:
         self.generating -= 1
 
 
-async def main(port: int) -> None:
+async def main(port: int, exit_on_eof: bool) -> None:
     replica = Replica()
     server = await asyncio.start_server(replica.serve, "127.0.0.1", port, limit=MAX_HEAD, backlog=1024)
     print(f"listening on 127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
+    if exit_on_eof:  # the parent holds our stdin: when it dies, the pipe closes and we go too
+        loop = asyncio.get_running_loop()
+        loop.add_reader(sys.stdin.fileno(), lambda: sys.stdin.buffer.read1(4096) or server.close())
     async with server:
-        await server.serve_forever()
+        try:
+            await server.serve_forever()
+        except asyncio.CancelledError:  # closed: the parent has gone
+            pass
 
 
 class ReplicaProcess:
     """A replica in a child process; `settings` as /control takes them."""
 
     def __init__(self, **settings) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--port", "0"], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([sys.executable, __file__, "--port", "0", "--exit-on-eof"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         with selectors.DefaultSelector() as sel:
             sel.register(self.proc.stdout, selectors.EVENT_READ)
             line = self.proc.stdout.readline().strip() if sel.select(START_TIMEOUT) else "<nothing>"
@@ -218,7 +224,7 @@ class ReplicaProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-        for stream in (self.proc.stdout, self.proc.stderr):
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             stream.close()
 
 
@@ -227,7 +233,9 @@ start_replica = ReplicaProcess
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--exit-on-eof", action="store_true", help="exit when stdin closes (the parent died)")
+    args = parser.parse_args()
     try:
-        asyncio.run(main(parser.parse_args().port))
+        asyncio.run(main(args.port, args.exit_on_eof))
     except KeyboardInterrupt:
         pass
