@@ -17,9 +17,10 @@ Printed per strategy: p50 and p99 of the callers' latency, each replica's
 share of the calls, and two routing costs: "pick" is the mean time of
 `router.select()` over `--picks` picks made after the run (the router's
 whole selection, with the strategy's, same entry point for all), "ll code"
-the mean CPU time spent in leastload's own code per call during the run
-(pick and outcome callback, timed inside with the thread's CPU clock;
-leastload's strategies only).
+the CPU time spent in leastload's own code per call during the run (a pick
+and an outcome callback, each timed inside with the thread's CPU clock;
+median and mean; leastload's strategies only: the mean carries the garbage
+collections of LiteLLM's heap that an allocation of ours happens to start).
 """
 import argparse
 import asyncio
@@ -45,24 +46,29 @@ def percentile(values, p):
 
 
 class Timed:
-    """The CPU time of the leastload strategy's picks and outcome callbacks (one set of outcome
-    callbacks serves every Strategy: wrapped once, its time counted toward the strategy running)."""
+    """The CPU time of the leastload strategy's picks and outcome callbacks, each call's apart
+    (one set of outcome callbacks serves every Strategy: wrapped once)."""
 
-    seconds = 0.0
+    picks = []
+    outcomes = []
     _wrapped = False
 
     def __init__(self, strategy):
         from leastload.integrations import litellm as integration
 
-        Timed.seconds = 0.0
-        strategy._pick = self.wrap(strategy._pick)
+        Timed.clear()
+        strategy._pick = self.wrap(strategy._pick, Timed.picks)
         if not Timed._wrapped:
             for name in ("_success", "_failure"):
-                setattr(integration.OUTCOMES, name, self.wrap(getattr(integration.OUTCOMES, name)))
+                setattr(integration.OUTCOMES, name, self.wrap(getattr(integration.OUTCOMES, name), Timed.outcomes))
             Timed._wrapped = True
 
     @staticmethod
-    def wrap(fn):
+    def clear():
+        del Timed.picks[:], Timed.outcomes[:]
+
+    @staticmethod
+    def wrap(fn, into):
         clock = time.thread_time  # CPU time of this thread: LiteLLM's logging threads may hold the GIL meanwhile
 
         def timed(*args, **kwargs):
@@ -70,8 +76,16 @@ class Timed:
             try:
                 return fn(*args, **kwargs)
             finally:
-                Timed.seconds += clock() - started
+                into.append(clock() - started)
         return timed
+
+    @staticmethod
+    def per_call(calls):
+        """(median, mean) seconds of leastload's code per call: a pick and an outcome."""
+        if not Timed.picks or not Timed.outcomes:
+            return None
+        median = statistics.median(Timed.picks) + statistics.median(Timed.outcomes)
+        return median, (sum(Timed.picks) + sum(Timed.outcomes)) / calls
 
 
 def make_router(name, replicas):
@@ -131,11 +145,11 @@ def measure(name, replicas, args):
         await run(router, min(args.calls, args.concurrency), args.concurrency, args.stream)  # warm-up
         warm = [r.stats()["requests"] for r in replicas]
         if timed is not None:
-            Timed.seconds = 0.0
+            Timed.clear()
         latencies, wall = await run(router, args.calls, args.concurrency, args.stream)
         after = [r.stats()["requests"] for r in replicas]
         await asyncio.sleep(0.2)  # the last success callbacks
-        own = Timed.seconds / args.calls if timed is not None else None
+        own = Timed.per_call(args.calls) if timed is not None else None
         pick = await pick_cost(router, args.picks)
         gc.collect()
         await asyncio.sleep(0.05)
@@ -176,12 +190,12 @@ def main(argv=None):
         print(f"# {args.calls} calls, {args.concurrency} callers, replicas of {args.delay * 1000:.0f}, "
               f"{args.delay * 1000:.0f}, {args.delay * args.slow * 1000:.0f} ms, {args.slots} slots each, "
               f"{'streamed' if args.stream else 'not streamed'}", flush=True)
-        print("| strategy | p50 ms | p99 ms | mean ms | calls/s | split (fast, fast, slow) | pick us | ll code us |")
+        print("| strategy | p50 ms | p99 ms | mean ms | calls/s | split (fast, fast, slow) | pick us | ll code us, median / mean |")
         print("|---|---|---|---|---|---|---|---|")
         for name in names:
             r = measure(name, replicas, args)
             shares = ", ".join(f"{100 * n / max(1, sum(r['split'])):.1f} %" for n in r["split"])
-            own = f"{r['own'] * 1e6:.1f}" if r["own"] is not None else "-"
+            own = f"{r['own'][0] * 1e6:.1f} / {r['own'][1] * 1e6:.1f}" if r["own"] is not None else "-"
             print(f"| {name} | {r['p50'] * 1000:.1f} | {r['p99'] * 1000:.1f} | {r['mean'] * 1000:.1f} | "
                   f"{args.calls / r['wall']:.0f} | {shares} | {r['pick'] * 1e6:.0f} | {own} |", flush=True)
     finally:

@@ -40,38 +40,40 @@ __all__ = ["Strategy"]
 MAX_TTFB = 3600.0  # the engine takes 0..3600 s
 NOT_A_FAILURE = 499  # ends a transaction without a TTFB and without blaming the deployment
 STAMP = "leastload_pick"
-COOLDOWN_CACHE = 0.1  # s: how long a cooldown list read from Redis is used
+COOLDOWN_CACHE = 0.1  # s: how long a cooldown list read from LiteLLM is used (until a failure)
 _COOLDOWN_PREFIX, _COOLDOWN_SUFFIX = "deployment:", ":cooldown"  # the store's keys: deployment:ID:cooldown  # the key of the request's metadata that carries the pick to the callbacks
 _SEGMENT_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
-class _Open:
-    """One pick's transaction until it ends; ended at most once (under the strategy's lock)."""
-
-    __slots__ = ("handle", "service")
-
-    def __init__(self, handle: Any, service: str) -> None:
-        self.handle: Any = handle
-        self.service = service
-
-
 class _Pick(str):
     """The pick as LiteLLM carries it in the request's metadata: a string (the deployment's id,
-    so logging and copying it is harmless) that ends its transaction without an outcome when
-    LiteLLM drops the last reference to the call (cancelled, a stream left unread)."""
+    so logging and copying it is harmless) holding the transaction until it ends. When LiteLLM
+    drops the last reference to the call (cancelled, a stream left unread) and the transaction
+    is still open, it is ended without an outcome."""
 
-    def __new__(cls, service: str, strategy: "Strategy", record: _Open, earlier: Optional["_Pick"]) -> "_Pick":
+    def __new__(cls, service: str, strategy: "Strategy", handle: Any, earlier: Optional["_Pick"]) -> "_Pick":
         pick = super().__new__(cls, service)
-        pick.record = record
+        pick.handle = handle
         pick.strategy = strategy
         pick.earlier = earlier
-        pick.tried = earlier.tried + (str(earlier),) if earlier is not None else ()
         return pick
 
-    record: _Open
+    handle: Any  # the open transaction; taken (once) by take()
     strategy: "Strategy"
     earlier: Optional["_Pick"]  # the pick of this call's attempt before (LiteLLM keeps the metadata)
-    tried: Tuple[str, ...]  # the deployments this call went to before (a retry goes elsewhere)
+
+    def take(self) -> Any:
+        """The transaction, to end it; None once taken (dict.pop is one step for other threads)."""
+        return self.__dict__.pop("handle", None)
+
+    def tried(self) -> List[str]:
+        """The deployments this call went to: this pick's and the earlier attempts' (a retry goes elsewhere)."""
+        tried: List[str] = []
+        pick: Optional[_Pick] = self
+        while pick is not None:
+            tried.append(str(pick))
+            pick = pick.earlier
+        return tried
 
     def __copy__(self) -> "_Pick":  # LiteLLM copies metadata between attempts and into its logs
         return self
@@ -83,8 +85,9 @@ class _Pick(str):
         return (str, (str(self),))
 
     def __del__(self) -> None:
-        if self.record.handle is not None:
-            self.strategy._orphaned(self.record)
+        handle = self.__dict__.pop("handle", None)
+        if handle is not None:
+            self.strategy._orphaned(handle)
 
 
 class _Group:
@@ -131,13 +134,13 @@ def _seconds(later: Any, earlier: Any) -> Optional[float]:
 
 def _tokens_of(response: Any) -> int:
     usage = getattr(response, "usage", None)
-    if usage is None and isinstance(response, Mapping):
+    if usage is None and isinstance(response, dict):
         usage = response.get("usage")
     if usage is None:
         return 0
     total = 0
     for name in ("prompt_tokens", "completion_tokens"):
-        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
+        value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             total += value
     return total
@@ -175,7 +178,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         self._cooled: Dict[Tuple[str, ...], Tuple[float, List[str]]] = {}
         self._version: object = None
         self._lock = threading.Lock()
-        self._orphans: Deque[_Open] = deque()
+        self._orphans: Deque[Any] = deque()  # transactions of dropped calls, to end
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self.outcomes = OUTCOMES
 
@@ -284,70 +287,73 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
     def _pick(self, model: str, request: Optional[Dict[str, Any]]) -> Any:
         if self._orphans:
             self.reap()
-        if self._router_version() != self._version:
+        registry = self._registry
+        if (registry.version if registry is not None else self._router_version()) != self._version:
             self._refresh()
         group = self.groups.get(model)
         if group is None or not group.ids:
             raise ValueError(f"the router has no deployment of model group {model!r} "
                              f"(groups: {sorted(n for n, g in self.groups.items() if g.ids)})")
-        metadata = request.get("metadata") if request is not None else None
-        if request is not None and not isinstance(metadata, dict):
-            metadata = request["metadata"] = {}
-        before = metadata.get(STAMP) if metadata is not None else None
-        if not isinstance(before, _Pick) or before.strategy is not self:
-            before = None
-        tried = before.tried + (str(before),) if before is not None else ()
+        metadata = None
+        before = None
+        if request is not None:
+            metadata = request.get("metadata")
+            if not isinstance(metadata, dict):
+                metadata = request["metadata"] = {}
+            before = metadata.get(STAMP)
+            if not isinstance(before, _Pick) or before.strategy is not self:
+                before = None
         cooled = self._cooldowns(group.ids)
         vs = group.vserver
         try:
-            # a retry of this call (LiteLLM keeps its metadata) skips what it tried, when it can
-            handle = vs.acquire(exclude=cooled + list(tried)) if cooled or tried else vs.acquire()
-        except NoServiceAvailable:
-            try:
-                if not tried:
-                    raise
+            if before is not None:  # a retry of this call (LiteLLM keeps its metadata): elsewhere, if it can
+                try:
+                    handle = vs.acquire(exclude=cooled + before.tried())
+                except NoServiceAvailable:
+                    handle = vs.acquire(exclude=cooled)
+            else:
                 handle = vs.acquire(exclude=cooled) if cooled else vs.acquire()
-            except NoServiceAvailable:
-                raise RouterRateLimitError(model=model, cooldown_time=0.0, enable_pre_call_checks=False,
-                                           cooldown_list=list(cooled), model_ids=group.ids) from None
+        except NoServiceAvailable:
+            raise RouterRateLimitError(model=model, cooldown_time=0.0, enable_pre_call_checks=False,
+                                       cooldown_list=list(cooled), model_ids=group.ids) from None
         service = handle.service
-        record = _Open(handle, service)
         if metadata is None:  # nothing carries it to the callbacks: counted, ended at once
-            self._end(record, None)
+            self._end(handle, None)
         else:
-            metadata[STAMP] = _Pick(service, self, record, before)
+            metadata[STAMP] = _Pick(service, self, handle, before)
         return group.deployments[service]
 
     def _cooldowns(self, ids: Tuple[str, ...]) -> List[str]:
-        """The ids of `ids` in LiteLLM's cooldown now. Its in-memory store is read as it stands
-        (a fraction of a microsecond); with Redis behind it, asking costs tens of microseconds,
-        so the answer is kept COOLDOWN_CACHE seconds, and forgotten on every failure seen."""
-        store = self._cooldown_store
-        if store is None:
-            return []
-        if not store.has_redis:
-            now = time.time()
-            cooled = []
-            for key, value in store.snapshot().items():
-                ident = key[len(_COOLDOWN_PREFIX):-len(_COOLDOWN_SUFFIX)]
-                if ident in ids and value.get("timestamp", 0.0) + value.get("cooldown_time", 0.0) > now:
-                    cooled.append(ident)
-            return cooled
+        """The ids of `ids` in LiteLLM's cooldown. Asking LiteLLM costs microseconds (tens with
+        Redis behind it), so its answer is kept COOLDOWN_CACHE seconds, and forgotten on every
+        failure of a call: a deployment LiteLLM cools down after a failure is excluded from the
+        next pick on."""
         now = time.monotonic()
         cached = self._cooled.get(ids)
         if cached is None or now - cached[0] > COOLDOWN_CACHE:
-            cached = self._cooled[ids] = (now, [ident for ident, _ in store.active_sync(ids)])
-        return cached[1]
+            cached = self._cooled[ids] = (now, self._ask_cooldowns(ids))
+        return list(cached[1]) if cached[1] else []
+
+    def _ask_cooldowns(self, ids: Tuple[str, ...]) -> List[str]:
+        store = self._cooldown_store
+        if store is None:
+            return []
+        if store.has_redis:
+            return [ident for ident, _ in store.active_sync(ids)]
+        now = time.time()  # the store's timestamps are the wall clock's
+        cooled = []
+        for key, value in store.snapshot().items():  # in memory: deployment:ID:cooldown -> value
+            ident = key[len(_COOLDOWN_PREFIX):-len(_COOLDOWN_SUFFIX)]
+            if ident in ids and value.get("timestamp", 0.0) + value.get("cooldown_time", 0.0) > now:
+                cooled.append(ident)
+        return cooled
 
     # ---- ends ------------------------------------------------------------------------------
 
-    def _end(self, record: _Open, outcome: Any, ttfb: Optional[float] = None, tokens: int = 0) -> None:
-        """Ends the pick's transaction once: outcome "ok" (a response: TTFB, tokens), "failed"
-        (passive ejection counts it), None (no outcome: cancelled, timed out, a client error)."""
-        with self._lock:
-            handle, record.handle = record.handle, None
-        if handle is None:
-            return
+    def _end(self, handle: Any, outcome: Any, ttfb: Optional[float] = None, tokens: int = 0) -> None:
+        """Ends a pick's transaction (taken from its pick: once): outcome "ok" (a response: TTFB,
+        tokens), "failed" (passive ejection counts it), None (no outcome: cancelled, timed out,
+        a client error)."""
         try:
             if tokens:
                 handle.record(bytes=tokens)
@@ -360,9 +366,9 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         except UnknownService:  # unbound meanwhile (a shared vserver's other process drained it)
             pass
 
-    def _orphaned(self, record: _Open) -> None:
+    def _orphaned(self, handle: Any) -> None:
         """From a finalizer, which may run inside any call (the engine's too): queue it only."""
-        self._orphans.append(record)
+        self._orphans.append(handle)
         loop = self._loop
         if loop is not None:
             try:
@@ -374,10 +380,10 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         """Ends, without an outcome, the transactions of calls LiteLLM dropped unfinished."""
         while self._orphans:
             try:
-                record = self._orphans.popleft()
+                handle = self._orphans.popleft()
             except IndexError:  # another thread took the last one
                 return
-            self._end(record, None)
+            self._end(handle, None)
 
     def open_transactions(self) -> Dict[str, int]:
         """Open transactions per group (all processes', for a shared vserver)."""
@@ -389,7 +395,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
 def _stamp_of(kwargs: Mapping[str, Any]) -> Optional[_Pick]:
     params = kwargs.get("litellm_params") or {}
     for bucket in (params.get("metadata"), params.get("litellm_metadata"), kwargs.get("metadata")):
-        if isinstance(bucket, Mapping):
+        if isinstance(bucket, dict):  # (not Mapping: an ABC's isinstance costs microseconds here)
             pick = bucket.get(STAMP)
             if isinstance(pick, _Pick):
                 return pick
@@ -399,7 +405,7 @@ def _stamp_of(kwargs: Mapping[str, Any]) -> Optional[_Pick]:
 def _deployment_id(kwargs: Mapping[str, Any]) -> Optional[str]:
     params = kwargs.get("litellm_params") or {}
     info = params.get("model_info") or {}
-    ident = info.get("id") if isinstance(info, Mapping) else None
+    ident = info.get("id") if isinstance(info, dict) else None
     return str(ident) if ident is not None else kwargs.get("model_id")
 
 
@@ -408,39 +414,41 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
     each pick carries its own)."""
 
     def _pick(self, kwargs: Mapping[str, Any]) -> Optional[_Pick]:
+        """The call's pick that this attempt's outcome ends: the stamp is the latest attempt's,
+        and an earlier attempt's outcome may come after it."""
         pick = _stamp_of(kwargs)
         ident = _deployment_id(kwargs)
-        if ident is None:
-            return pick
-        # the stamp is the call's latest attempt's: an earlier attempt's outcome may come after it
-        while pick is not None and (pick.record.service != ident or pick.record.handle is None):
+        while pick is not None and ((ident is not None and pick != ident) or "handle" not in pick.__dict__):
             pick = pick.earlier
         return pick
 
     def _success(self, kwargs: Mapping[str, Any], response: Any, start_time: Any, end_time: Any) -> None:
         pick = self._pick(kwargs)
-        if pick is None:
+        handle = pick.take() if pick is not None else None
+        if pick is None or handle is None:
             return
         if kwargs.get("cache_hit"):
-            pick.strategy._end(pick.record, None)
+            pick.strategy._end(handle, None)
             return
         sent = kwargs.get("current_attempt_api_call_start_time") or kwargs.get("api_call_start_time") or start_time
         first = kwargs.get("completion_start_time") or end_time
-        pick.strategy._end(pick.record, "ok", _seconds(first, sent), _tokens_of(response))
+        pick.strategy._end(handle, "ok", _seconds(first, sent), _tokens_of(response))
 
     def _failure(self, kwargs: Mapping[str, Any]) -> None:
         pick = self._pick(kwargs)
-        if pick is None:
+        handle = pick.take() if pick is not None else None
+        if pick is None or handle is None:
             return
-        pick.strategy._cooled.clear()  # LiteLLM may have cooled the deployment down: ask again
+        strategy = pick.strategy
+        strategy._cooled.clear()  # LiteLLM may have cooled the deployment down: ask again
         exc = kwargs.get("exception")
         status = getattr(exc, "status_code", None)
         if isinstance(exc, (litellm.Timeout, asyncio.CancelledError, asyncio.TimeoutError)):
-            pick.strategy._end(pick.record, None)  # timed out or cancelled: no TTFB, no blame
+            strategy._end(handle, None)  # timed out or cancelled: no TTFB, no blame
         elif isinstance(status, int) and 400 <= status < 500 and status != 408:
-            pick.strategy._end(pick.record, None)  # the deployment answered: the request's fault
+            strategy._end(handle, None)  # the deployment answered: the request's fault
         else:
-            pick.strategy._end(pick.record, "failed")
+            strategy._end(handle, "failed")
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._success(kwargs, response_obj, start_time, end_time)
