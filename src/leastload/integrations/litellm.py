@@ -32,7 +32,7 @@ import time
 from collections import deque
 from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple, Type
 
-from .. import VirtualServer
+from .._implementation import VirtualServer
 from ..engine.errors import DuplicateService, NoServiceAvailable, UnknownService
 
 __all__ = ["Strategy"]
