@@ -39,9 +39,9 @@ __all__ = ["Strategy"]
 
 MAX_TTFB = 3600.0  # the engine takes 0..3600 s
 NOT_A_FAILURE = 499  # ends a transaction without a TTFB and without blaming the deployment
-STAMP = "leastload_pick"
+STAMP = "leastload_pick"  # the key of the request's metadata that carries the pick to the callbacks
 COOLDOWN_CACHE = 0.1  # s: how long a cooldown list read from LiteLLM is used (until a failure)
-_COOLDOWN_PREFIX, _COOLDOWN_SUFFIX = "deployment:", ":cooldown"  # the store's keys: deployment:ID:cooldown  # the key of the request's metadata that carries the pick to the callbacks
+_COOLDOWN_PREFIX, _COOLDOWN_SUFFIX = "deployment:", ":cooldown"  # the store's keys: deployment:ID:cooldown
 _SEGMENT_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -244,7 +244,8 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
                             pass
                 group.deployments, group.ids = deployments, tuple(deployments)
             for name, group in self.groups.items():
-                gone = [ident for ident in group.vserver.services if ident not in by_group.get(name, {})]
+                gone = [ident for ident in group.vserver.services
+                        if ident not in by_group.get(name, {}) and not group.vserver.info(ident)["draining"]]
                 for ident in gone:
                     try:
                         group.vserver.drain(ident)
