@@ -347,3 +347,26 @@ def test_the_pick_rides_in_the_request_metadata(reps, strategies):
     del request
     gc.collect()
     assert strategy.open_transactions() == {GROUP: 0}
+
+
+# ---- the comparison's script, in miniature (so that it cannot rot) ---------------------------------
+
+def test_the_comparison_benchmark_runs(capsys):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "litellm_compare.py"
+    if not path.is_file():
+        pytest.skip(f"no {path}: not run from the source tree")
+    spec = importlib.util.spec_from_file_location("litellm_compare", path)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    try:
+        compare.main(["--calls", "12", "--concurrency", "4", "--delay", "0.02", "--picks", "5",
+                      "--strategies", "least-busy,LEASTRESPONSETIME"])
+    finally:
+        from leastload.integrations.litellm import OUTCOMES
+        for name in ("_success", "_failure"):  # the script's timers, set on the shared callback object
+            vars(OUTCOMES).pop(name, None)
+    rows = [line.split(" | ")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["| least-busy", "| LEASTRESPONSETIME"], rows
