@@ -37,8 +37,6 @@ EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("proxy", ROOT): "proxy/__init__ (IMPLEMENTATION), _cli (unlink_shared), _exchange (NoServiceAvailable): "
                      "to take them from _implementation, engine._engine and engine.errors",
     ("proxy", "cli"): "proxy/_cli takes a 3-line function from cli.ctl (issue 48, item 3)",
-    ("integrations", ROOT): "integrations/litellm (issue 50, landing beside this table) takes VirtualServer "
-                            "from the root: to take it from _implementation",
 }
 
 
