@@ -258,6 +258,105 @@ void ll_last_pick(const ll_vserver *vs, ll_pick_record *out);
 /* Bytes allocated by the engine (for the memory figures). */
 size_t ll_memory_bytes(const ll_vserver *vs);
 
+/* ---- the policy: slow start, passive ejection, weights from utilization ----
+ * The rules of docs/slow-start.md and docs/embedding.md, run by the core at
+ * the time the caller last gave ll_set_time(): a call that ticks (ll_select*,
+ * ll_peek, ll_record, ll_advance) runs whatever fell due by then (interval
+ * boundaries, ejection ends, the weights' update) before it does its own
+ * work; a call whose time reaches no due time pays one compare. ll_bind,
+ * ll_unbind, ll_set_state, ll_set_draining and ll_finish apply the policy's
+ * part at that time too: set it before them. */
+
+/* new_service_request_unit, slow_start_handover */
+enum { LL_PER_SECOND = 0, LL_PERCENT = 1 };
+enum { LL_HANDOVER_VENDOR = 0, LL_HANDOVER_CAUGHT_UP = 1 };
+
+/* The vserver's settings, one field per row of the Python settings table
+ * (leastload/engine/settings.py, which tools/check_c_mirrors.py holds to
+ * this struct): the policy's, and those the core only keeps for every
+ * process of a shared vserver to read (startup_rr_factor, rtsp_nat and the
+ * hash methods' are the callers'). Choices are indices. */
+typedef struct {
+    uint32_t new_service_request;             /* 0: slow start off; PERCENT: <= 100 */
+    uint32_t new_service_request_unit;        /* LL_PER_SECOND, LL_PERCENT          */
+    uint32_t new_service_request_increment_interval; /* seconds, <= 86400; 0: manual */
+    uint32_t slow_start_handover;             /* LL_HANDOVER_*                      */
+    double slow_start_guard;                  /* 0 (off) or 1..100                  */
+    uint32_t weights_from_utilization;        /* 0 or 1                             */
+    uint32_t outlier_failures;                /* failures in a row that eject; 0: off */
+    double outlier_ejection_time;             /* seconds, > 0, <= 300               */
+    uint32_t outlier_max_ejection_percent;    /* 0..100                             */
+    uint32_t window_seconds;                  /* 1..LL_MAX_WINDOW_SECONDS           */
+    uint64_t startup_rr_factor;               /* kept for the callers               */
+    uint32_t rtsp_nat;                        /* kept for the callers               */
+    uint32_t netmask;                         /* kept: the IPv4 mask, host order    */
+    uint32_t v6netmasklen;                    /* kept                               */
+    uint32_t hashlength;                      /* kept                               */
+    uint64_t hash_seed;                       /* kept                               */
+    double peakewma_decay;                    /* kept (ll_set_peak_decay applies it) */
+} ll_settings;
+
+/* The defaults (the settings table's). */
+void ll_settings_default(ll_settings *out);
+/* Replaces the settings at ll_set_time()'s time, with the effects `set lb
+ * vserver` has on ramps and ejections (docs/slow-start.md). -EINVAL when a
+ * field is out of range, -ENOMEM (window, or the policy's column): nothing
+ * changed then. */
+int ll_set_settings(ll_vserver *vs, const ll_settings *settings);
+void ll_get_settings(const ll_vserver *vs, ll_settings *out);
+/* The time the policy runs next at the latest (INFINITY: nothing due). */
+double ll_policy_deadline(const ll_vserver *vs);
+
+/* What happened: slow-start exits (why) and ejection events. */
+enum {
+    LL_EXIT_SWITCHED_OFF = 1, LL_EXIT_NO_OTHER_UP, LL_EXIT_NO_TRAFFIC, LL_EXIT_RATE_BELOW,
+    LL_EXIT_CAUGHT_UP, LL_EXIT_INCREMENTS, LL_EXIT_PERCENT, LL_EXIT_FAIR_SHARE,
+    LL_EV_EJECTED = 16, LL_EV_RETURNED, LL_EV_RETURNED_EARLY, LL_EV_KEPT_PERCENT, LL_EV_KEPT_LAST
+};
+#define LL_EVENTS 256            /* the ring keeps the newest this many        */
+#define LL_EVENT_NO_SLOT UINT32_MAX /* the service was unbound and its slot closed */
+typedef struct {
+    double time;             /* the policy's time when it happened              */
+    uint32_t slot;           /* the service (slots follow ll_compact)           */
+    uint32_t what;           /* LL_EXIT_* or LL_EV_*                            */
+} ll_event;
+/* Events so far (the ring's positions are 0 .. this-1). */
+uint64_t ll_event_count(const ll_vserver *vs);
+/* Event number i: 0, or -ENOENT when it is not in the ring (not yet, or
+ * overwritten: only the newest LL_EVENTS are kept). */
+int ll_event_at(const ll_vserver *vs, uint64_t i, ll_event *out);
+
+/* slow_start_guard: why the last boundary held a ramp back. */
+enum { LL_HELD_NONE = 0, LL_HELD_NO_TTFB, LL_HELD_TTFB, LL_HELD_FAILURES };
+typedef struct {
+    double start;            /* when it became new                             */
+    double held_a, held_b;   /* TTFB: its ratio to the peers'; FAILURES: its rate, the peers' */
+    uint32_t cap;            /* requests this second                           */
+    uint32_t increments;     /* boundaries passed (automated)                  */
+    uint32_t held;           /* LL_HELD_*                                       */
+    uint32_t manual;         /* 1: manual mode                                 */
+} ll_ramp_info;
+/* 1 and *out when the slot is in slow start, 0 when not, -EINVAL (slot). */
+int ll_slow_start_info(const ll_vserver *vs, uint32_t slot, ll_ramp_info *out);
+typedef struct {
+    double since, until;     /* the ejection under way                         */
+    uint32_t ejections;      /* ejections so far, after decay                  */
+} ll_ejection_info;
+/* 1 and *out when the slot is ejected now, 0 when not, -EINVAL (slot). */
+int ll_ejection_of(const ll_vserver *vs, uint32_t slot, ll_ejection_info *out);
+/* Ends the slot's ejection now, as its end time would (slow start applies
+ * as after DOWN -> UP): 1, or 0 when it was not ejected; -EINVAL (slot). */
+int ll_end_ejection(ll_vserver *vs, uint32_t slot);
+/* A load report of the slot (gRPC's weighted round robin: queries and
+ * errors per second, utilization): its weight in *weight (0: none). With
+ * weights_from_utilization the reports' weights become the engine's once a
+ * second. -EINVAL (slot, or a value not finite and >= 0), -ENOMEM. */
+int ll_report_utilization(ll_vserver *vs, uint32_t slot, double qps, double eps, double utilization,
+                          double *weight);
+/* 1 and the slot's weight from its reports now, 0 when none (no report, its
+ * blackout, or expired), -EINVAL. */
+int ll_utilization_weight(ll_vserver *vs, uint32_t slot, double *weight);
+
 /* ---- a vserver shared by processes (ll_shared.c; the system's part in ll_shared_os.h) ----
  * One shared-memory segment holds a whole vserver, laid out at fixed
  * offsets for a capacity chosen once, with a lock that outlives a holder's

@@ -29,7 +29,9 @@
     X(NAME_HASH, name_hash, uint64_t, 0)  /* the hash family's name hashes (ll_hash_name_entry) */ \
     X(CUSTOM, custom, uint64_t, 0)        /* CUSTOMLOAD's load | LL_CUSTOM_OVER */        \
     /* PEAKEWMA's latency estimate: its pick and its samples read it at once */          \
-    X(PEAK, peak, ll_peak, (uint64_t)1 << LL_PEAKEWMA)
+    X(PEAK, peak, ll_peak, (uint64_t)1 << LL_PEAKEWMA)                                   \
+    /* the policy's state of each slot (ll_policy.h): from the first setting that needs it */ \
+    X(POLICY, policy, ll_pol, 0)
 
 #define LL_COLUMN_INDEX(NAME, name, type, methods) LL_COL_##NAME,
 enum { LL_COLUMNS(LL_COLUMN_INDEX) LL_COL_COUNT };

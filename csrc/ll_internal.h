@@ -11,6 +11,7 @@
 #include "leastload.h"
 #include "ll_columns.h"
 #include "ll_method.h"
+#include "ll_policy.h"
 #include "ll_tree.h"
 
 #define LL_NO_PICK INT64_MIN     /* last.cursor: no pick to explain              */
@@ -122,6 +123,8 @@ struct ll_vserver {
     uint32_t ledger_rows;
     uint32_t *ledger;
     uint32_t *ledger_row;
+    /* The policy (ll_policy.h): its settings, deadline, counts and events. */
+    ll_policy pol;
 };
 
 /* The columns, typed (NULL: not allocated yet). */

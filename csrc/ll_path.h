@@ -191,8 +191,10 @@ LL_INLINE int ll_finish_as(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t
     int flags = 0;
     if (s->draining && s->active == 0)
         flags |= LL_END_DRAINED;
-    if (vs->outlier_k && s->fails_in_row >= vs->outlier_k && !s->ejected && !s->draining)
+    if (vs->outlier_k && s->fails_in_row >= vs->outlier_k && !s->ejected && !s->draining) {
         flags |= LL_END_OUTLIER;
+        ll_ej_judge(vs, slot);  /* eject it, or say why not (ll_ejection.c) */
+    }
     return flags;
 }
 

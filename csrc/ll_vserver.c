@@ -221,6 +221,7 @@ void ll_init_fields(ll_vserver *vs, ll_method method, int64_t sec)
     ll_head_moved(vs);
     vs->now = (double)sec;
     vs->peak_decay_us = 10000000u;
+    ll_pol_init(vs);
 }
 
 ll_vserver *ll_create(ll_method method, int64_t sec)
@@ -303,6 +304,7 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
     ll_hash_count_weight(vs, weight, +1);
     count_svc(vs, slot, +1);
     ll_refresh(vs, slot);
+    ll_pol_bound(vs, (uint32_t)slot);
     return slot;
 }
 
@@ -327,6 +329,10 @@ int ll_unbind(ll_vserver *vs, uint32_t slot)
 {
     if (!slot_ok(vs, slot))
         return -EINVAL;
+    ll_pol *p = ll_pol_of(vs, slot);
+    int had_ramp = p && p->in_ramp;
+    vs->pol.n_ramps -= had_ramp;
+    vs->pol.n_records -= p && p->ejected;
     if (vs->svc[slot].cap != LL_NO_CAP)
         vs->n_capped--;
     count_svc(vs, slot, -1);
@@ -340,6 +346,7 @@ int ll_unbind(ll_vserver *vs, uint32_t slot)
         if (vs->last.drawn[k] == (int64_t)slot)
             vs->last.drawn[k] = -1;
     ll_refresh(vs, slot);
+    ll_pol_unbound(vs, had_ramp);
     return 0;
 }
 
@@ -348,6 +355,7 @@ uint32_t ll_bound_count(const ll_vserver *vs) { return vs->n_bound; }
 
 void ll_compact(ll_vserver *vs)
 {
+    ll_pol_compacted(vs, NULL, vs->n_slots);  /* the events' slots move with theirs */
     uint32_t j = 0;
     int64_t cursor = -1, last_cursor = -1;
     size_t C = vs->capacity;
@@ -413,10 +421,12 @@ int ll_set_state(ll_vserver *vs, uint32_t slot, ll_state state)
 {
     if (!slot_ok(vs, slot) || (unsigned)state >= LL_STATE_COUNT)
         return -EINVAL;
+    int was_down = vs->svc[slot].state == LL_DOWN;
     count_svc(vs, slot, -1);
     vs->svc[slot].state = (uint8_t)state;
     count_svc(vs, slot, +1);
     ll_refresh(vs, slot);
+    ll_pol_state(vs, slot, was_down, state);
     return 0;
 }
 
@@ -428,6 +438,8 @@ int ll_set_draining(ll_vserver *vs, uint32_t slot)
     vs->svc[slot].draining = 1;
     count_svc(vs, slot, +1);
     ll_refresh(vs, slot);
+    if (vs->svc[slot].active)  /* an idle one is unbound by the caller at once */
+        ll_pol_draining(vs, slot);
     return 0;
 }
 
@@ -633,9 +645,10 @@ static int64_t roll(ll_vserver *vs, int64_t sec)
 /* Every call that sees time goes through here; the common case is one compare. */
 static inline int64_t advance(ll_vserver *vs, int64_t sec)
 {
-    if (sec <= vs->cur_sec)
-        return 0;  /* the clock went back or stayed: no time passes */
-    return roll(vs, sec);
+    int64_t moved = sec <= vs->cur_sec ? 0 : roll(vs, sec);  /* back or same: no time passes */
+    if (vs->now >= vs->pol.deadline)
+        ll_pol_run(vs, vs->now);  /* the policy's due time came (ll_policy.c) */
+    return moved;
 }
 
 int64_t ll_advance(ll_vserver *vs, int64_t sec) { return advance(vs, sec); }
