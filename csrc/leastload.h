@@ -370,11 +370,10 @@ int ll_utilization_weight(ll_vserver *vs, uint32_t slot, double *weight);
  * most every LL_SHARED_SWEEP_NS, run by any process's lock), and a lock whose
  * holder died is repaired before it is handed on. */
 #define LL_SHARED_MAGIC 0x31444552414853ULL   /* "SHARED1" */
-#define LL_SHARED_VERSION 4u
+#define LL_SHARED_VERSION 5u
 #define LL_SHARED_MAX_PROCS 64u               /* processes attached at once */
 #define LL_SHARED_NAME_BYTES 240u             /* a service name's bytes at most */
 #define LL_SHARED_SETTINGS_BYTES 4096u        /* the creator's settings record */
-#define LL_SHARED_POLICY_BYTES (1u << 20)     /* the callers' policy record (slow start, ejection) */
 #define LL_SHARED_SWEEP_NS 250000000LL        /* the liveness sweep's period */
 #define LL_SHARED_LOCK_WORDS 8u               /* the lock's place: 64 bytes, any platform's */
 /* The lock a build takes (the header's lock_kind: builds of other kinds refuse to attach) */
@@ -400,8 +399,8 @@ typedef struct {
 } ll_shared_label;
 
 /* The segment: this header, then the names ([capacity] ll_shared_label at
- * labels_at), the policy record (LL_SHARED_POLICY_BYTES at policy_at), then
- * the vserver (at vserver_at, 64-byte aligned). Offsets
+ * labels_at), the names of the policy's events ([LL_EVENTS] ll_shared_label
+ * at events_at: entry i % LL_EVENTS names event i), then the vserver (at vserver_at, 64-byte aligned). Offsets
  * are from the segment's first byte. Fields other than `ready` are read and
  * written under `lock` only. */
 typedef struct {
@@ -411,7 +410,7 @@ typedef struct {
     uint64_t size;            /* bytes in the segment                        */
     uint32_t capacity;        /* slots, holes included                       */
     uint32_t vserver_bytes;   /* sizeof the core's vserver: this build's layout */
-    uint64_t labels_at, policy_at, vserver_at;
+    uint64_t labels_at, events_at, vserver_at;
     uint64_t map_address;     /* where the creator mapped it: openers ask for the same place */
     uint64_t seq;             /* locks taken so far: the global order of calls */
     uint64_t names_gen;       /* moves whenever a slot's name changes        */
@@ -421,9 +420,8 @@ typedef struct {
     int64_t next_sweep_ns;    /* monotonic ns: the next liveness sweep       */
     uint32_t dead;            /* 1: being removed; whoever sees it opens anew */
     uint32_t settings_len;
-    uint64_t policy_gen;      /* moves whenever the policy record is written */
-    uint32_t policy_len;      /* bytes of the policy record (0: none yet)    */
-    uint32_t reserved;
+    uint64_t policy_gen;      /* moves whenever a process changes the settings (ll_shared_settings_changed) */
+    uint64_t events_named;    /* the policy's events named so far (at each unlock) */
     uint32_t lock_kind;       /* LL_SHARED_LOCK_*                            */
     uint32_t reserved2;
     uint64_t lock[LL_SHARED_LOCK_WORDS]; /* the lock's state (ll_shared_os.h)  */
@@ -483,12 +481,15 @@ const ll_shared_label *ll_shared_labels(const ll_shared *sh);
 int ll_shared_set_name(ll_shared *sh, uint32_t slot, const char *name, size_t len);
 /* Under the lock: the bound slot named `name`, or -ENOENT. O(n). */
 int64_t ll_shared_slot_of(const ll_shared *sh, const char *name, size_t len);
-/* Under the lock: replaces the policy record, an opaque byte string the
- * callers keep there (the Python facade: its slow-start ramps and ejections,
- * so that whichever process holds the lock runs the one policy); policy_gen
- * moves. -E2BIG over LL_SHARED_POLICY_BYTES. */
-int ll_shared_set_policy(ll_shared *sh, const void *data, uint32_t len);
-const unsigned char *ll_shared_policy(const ll_shared *sh);
+/* Under the lock: says that this process changed the settings
+ * (ll_set_settings): policy_gen moves, so the other processes re-read them.
+ * The policy's state itself is the vserver's (C only): nothing to store. */
+void ll_shared_settings_changed(ll_shared *sh);
+/* Under the lock: the names of the policy's events, [LL_EVENTS], entry
+ * i % LL_EVENTS for event i < events_named (len 0: its service's slot was
+ * reused): each unlock and each compaction names the events made since, so
+ * a service unbound afterwards keeps its name there. */
+const ll_shared_label *ll_shared_event_names(const ll_shared *sh);
 /* Under the lock: ll_compact() with the names and the ledger moved along. */
 void ll_shared_compact(ll_shared *sh);
 /* Under the lock: ends the transactions of every attached process that has

@@ -79,12 +79,13 @@ static void adopt(ll_shared *sh)
 
 /* ---- the ledger ------------------------------------------------------------ */
 
+/* The slot is unbound (serial 0); its name stays readable until compaction
+ * reuses the slot, so that the policy's events about it can still be named. */
 static void clear_name(ll_shared *sh, uint32_t slot)
 {
     ll_shared_label *l = &sh->labels[slot];
-    if (l->serial || l->len) {
+    if (l->serial) {
         l->serial = 0;
-        l->len = 0;
         sh->hdr->names_gen++;
     }
 }
@@ -247,8 +248,11 @@ int ll_shared_lock_spinning(ll_shared *sh, ll_vserver **vs, unsigned spins)
     }
 }
 
+static void name_events(ll_shared *sh);
+
 void ll_shared_unlock(ll_shared *sh)
 {
+    name_events(sh);
     ll_os_lock_release(&sh->lock);
 }
 
@@ -275,18 +279,36 @@ int ll_shared_set_name(ll_shared *sh, uint32_t slot, const char *name, size_t le
     return 0;
 }
 
-int ll_shared_set_policy(ll_shared *sh, const void *data, uint32_t len)
+void ll_shared_settings_changed(ll_shared *sh)
 {
-    if (len > LL_SHARED_POLICY_BYTES || (len && !data))
-        return len > LL_SHARED_POLICY_BYTES ? -E2BIG : -EINVAL;
-    if (len)
-        memcpy(sh->base + sh->hdr->policy_at, data, len);
-    sh->hdr->policy_len = len;
     sh->hdr->policy_gen++;
-    return 0;
 }
 
-const unsigned char *ll_shared_policy(const ll_shared *sh) { return sh->base + sh->hdr->policy_at; }
+const ll_shared_label *ll_shared_event_names(const ll_shared *sh)
+{
+    return (const ll_shared_label *)(const void *)(sh->base + sh->hdr->events_at);
+}
+
+/* Names the policy's events made since the last time, from the labels now
+ * (an unbound slot keeps its name until compaction): run at every unlock and
+ * before every compaction, so each event is named while its slot is its own. */
+static void name_events(ll_shared *sh)
+{
+    ll_shared_header *h = sh->hdr;
+    uint64_t n = ll_event_count(sh->vs);
+    if (h->events_named == n)
+        return;
+    ll_shared_label *names = (ll_shared_label *)(void *)(sh->base + h->events_at);
+    for (uint64_t i = n - h->events_named > LL_EVENTS ? n - LL_EVENTS : h->events_named; i < n; i++) {
+        ll_event e;
+        ll_shared_label *to = &names[i % LL_EVENTS];
+        if (ll_event_at(sh->vs, i, &e) == 0 && e.slot < h->capacity)
+            *to = sh->labels[e.slot];
+        else
+            memset(to, 0, sizeof *to);
+    }
+    h->events_named = n;
+}
 
 int64_t ll_shared_slot_of(const ll_shared *sh, const char *name, size_t len)
 {
@@ -303,6 +325,7 @@ void ll_shared_compact(ll_shared *sh)
 {
     ll_vserver *vs = sh->vs;
     uint32_t j = 0, n = vs->n_slots;
+    name_events(sh);  /* before the labels move */
     for (uint32_t i = 0; i < n; i++)
         if (vs->svc[i].bound) {
             if (j != i)
@@ -339,8 +362,8 @@ static void place(ll_shared *sh, unsigned char *base, size_t size)
     sh->me = NO_ROW;
 }
 
-/* Where the policy record and the vserver go, after the header and the names. */
-static size_t policy_at(size_t labels_at, uint32_t capacity)
+/* Where the events' names and the vserver go, after the header and the names. */
+static size_t events_at(size_t labels_at, uint32_t capacity)
 {
     return up64(labels_at + (size_t)capacity * sizeof(ll_shared_label));
 }
@@ -349,7 +372,7 @@ static int create(const char *name, ll_method method, int64_t sec, uint32_t capa
                   uint32_t settings_len, ll_shared **out)
 {
     size_t labels_at = up64(sizeof(ll_shared_header));
-    size_t vserver_at = up64(policy_at(labels_at, capacity) + LL_SHARED_POLICY_BYTES);
+    size_t vserver_at = up64(events_at(labels_at, capacity) + LL_EVENTS * sizeof(ll_shared_label));
     size_t size = vserver_at + ll_fixed_size(capacity, LL_SHARED_MAX_PROCS);
     ll_os_map map;
     int rc = ll_os_create(name, size, &map);
@@ -368,7 +391,7 @@ static int create(const char *name, ll_method method, int64_t sec, uint32_t capa
         h->vserver_bytes = (uint32_t)sizeof(ll_vserver);
         h->map_address = (uint64_t)(uintptr_t)mem;
         h->labels_at = labels_at;
-        h->policy_at = policy_at(labels_at, capacity);
+        h->events_at = events_at(labels_at, capacity);
         h->vserver_at = vserver_at;
         h->settings_len = settings_len;
         if (settings_len)
@@ -440,8 +463,8 @@ static int attach(const char *name, ll_shared **out)
     size_t labels_at = up64(sizeof(ll_shared_header));
     if (h->magic != LL_SHARED_MAGIC || h->version != LL_SHARED_VERSION || h->vserver_bytes != sizeof(ll_vserver)
         || h->size != size || h->labels_at != labels_at || h->capacity < 1 || h->capacity > LL_FIXED_MAX_CAPACITY
-        || h->policy_at != policy_at(labels_at, h->capacity)
-        || h->vserver_at != up64(h->policy_at + LL_SHARED_POLICY_BYTES) || h->policy_len > LL_SHARED_POLICY_BYTES
+        || h->events_at != events_at(labels_at, h->capacity)
+        || h->vserver_at != up64(h->events_at + LL_EVENTS * sizeof(ll_shared_label))
         || h->vserver_at + ll_fixed_size(h->capacity, LL_SHARED_MAX_PROCS) != size) {
         ll_os_close(&map);
         return -EPROTO;

@@ -7,7 +7,9 @@ longer has, is read wrongly without a word. This script reads both sides and
 fails on any difference: every struct field the .pxd declares exists in the
 header with the same type, and every function it declares has the header's
 return and parameter types. (The .pxd may leave out what the binding does not
-use.) Run: python tools/check_c_mirrors.py [pxd] ; CI runs it.
+use.) It also holds the settings table (src/leastload/engine/settings.py) to
+the core's one settings struct: C_SETTINGS names ll_settings's fields in
+their order, and each is a row of the table. Run: python tools/check_c_mirrors.py [pxd] ; CI runs it.
 """
 import re
 import sys
@@ -16,6 +18,7 @@ from typing import Dict, List, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PXD = ROOT / "src" / "leastload" / "engine" / "_cengine.pxd"
+SETTINGS_PY = ROOT / "src" / "leastload" / "engine" / "settings.py"
 
 Decls = Tuple[Dict[str, Dict[str, str]], Dict[str, Tuple[str, List[str]]]]  # structs, functions
 
@@ -131,9 +134,29 @@ def check(pxd: Path) -> List[str]:
     return problems
 
 
+def check_settings(header: Path = ROOT / "csrc" / "leastload.h", table: Path = SETTINGS_PY) -> List[str]:
+    """ll_settings's fields against the settings table's C_SETTINGS and its rows."""
+    import ast
+    tree = ast.parse(table.read_text())
+    mirrored: List[str] = []
+    rows = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "C_SETTINGS" for t in node.targets):
+            mirrored = [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Setting" and node.args:
+            rows.add(ast.literal_eval(node.args[0]))
+    fields = list(read_header(header)[0].get("ll_settings", {}))
+    problems = []
+    if fields != mirrored:
+        problems.append(f"leastload.h: ll_settings has {fields}, settings.C_SETTINGS says {mirrored}")
+    problems += [f"settings.py: C_SETTINGS names {name!r}, which is no row of the table"
+                 for name in mirrored if name not in rows]
+    return problems
+
+
 def main() -> int:
     pxd = Path(sys.argv[1]) if len(sys.argv) > 1 else PXD
-    problems = check(pxd)
+    problems = check(pxd) + check_settings()
     for p in problems:
         print(p)
     blocks = read_pxd(pxd)
@@ -142,7 +165,8 @@ def main() -> int:
     if problems:
         print(f"{len(problems)} difference(s) between {pxd.name} and the C headers")
         return 1
-    print(f"{pxd.name} agrees with the C headers: {n_fields} struct fields, {n_functions} functions")
+    print(f"{pxd.name} agrees with the C headers: {n_fields} struct fields, {n_functions} functions;"
+          f" the settings table with ll_settings")
     return 0
 
 

@@ -43,3 +43,10 @@ def test_a_difference_is_reported(mirrors, tmp_path, old, new, expected):
     changed.write_text(text.replace(old, new))
     problems = mirrors.check(changed)
     assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_the_settings_table_mirrors_ll_settings(mirrors, tmp_path):
+    assert mirrors.check_settings() == []
+    table = tmp_path / "settings.py"  # a row the C struct has not: the check says so
+    table.write_text(mirrors.SETTINGS_PY.read_text().replace('"peakewma_decay")', '"peakewma_decay", "name")'))
+    assert "ll_settings has" in mirrors.check_settings(table=table)[0]

@@ -109,6 +109,62 @@ cdef extern from "leastload.h" nogil:
     int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
     void ll_set_rng_seed(ll_vserver *vs, uint64_t seed)
     void ll_set_time(ll_vserver *vs, double now)
+
+    # the policy (slow start, ejection, weights from utilization)
+    enum:
+        LL_PER_SECOND
+        LL_PERCENT
+        LL_EVENTS
+        LL_EVENT_NO_SLOT
+        LL_HELD_NONE
+        LL_HELD_NO_TTFB
+        LL_HELD_TTFB
+        LL_HELD_FAILURES
+    ctypedef struct ll_settings:
+        uint32_t new_service_request
+        uint32_t new_service_request_unit
+        uint32_t new_service_request_increment_interval
+        uint32_t slow_start_handover
+        double slow_start_guard
+        uint32_t weights_from_utilization
+        uint32_t outlier_failures
+        double outlier_ejection_time
+        uint32_t outlier_max_ejection_percent
+        uint32_t window_seconds
+        uint64_t startup_rr_factor
+        uint32_t rtsp_nat
+        uint32_t netmask
+        uint32_t v6netmasklen
+        uint32_t hashlength
+        uint64_t hash_seed
+        double peakewma_decay
+    void ll_settings_default(ll_settings *out)
+    int ll_set_settings(ll_vserver *vs, const ll_settings *settings)
+    void ll_get_settings(const ll_vserver *vs, ll_settings *out)
+    double ll_policy_deadline(const ll_vserver *vs)
+    ctypedef struct ll_event:
+        double time
+        uint32_t slot
+        uint32_t what
+    uint64_t ll_event_count(const ll_vserver *vs)
+    int ll_event_at(const ll_vserver *vs, uint64_t i, ll_event *out)
+    ctypedef struct ll_ramp_info:
+        double start
+        double held_a
+        double held_b
+        uint32_t cap
+        uint32_t increments
+        uint32_t held
+        uint32_t manual
+    int ll_slow_start_info(const ll_vserver *vs, uint32_t slot, ll_ramp_info *out)
+    ctypedef struct ll_ejection_info:
+        double since
+        double until
+        uint32_t ejections
+    int ll_ejection_of(const ll_vserver *vs, uint32_t slot, ll_ejection_info *out)
+    int ll_end_ejection(ll_vserver *vs, uint32_t slot)
+    int ll_report_utilization(ll_vserver *vs, uint32_t slot, double qps, double eps, double utilization, double *weight)
+    int ll_utilization_weight(ll_vserver *vs, uint32_t slot, double *weight)
     void ll_last_pick(const ll_vserver *vs, ll_pick_record *out)
     int ll_set_peak_decay(ll_vserver *vs, uint32_t decay_us)
     int ll_set_window(ll_vserver *vs, uint32_t seconds)
@@ -122,7 +178,6 @@ cdef extern from "leastload.h" nogil:
     enum:
         LL_SHARED_NAME_BYTES
         LL_SHARED_SETTINGS_BYTES
-        LL_SHARED_POLICY_BYTES
         LL_SHARED_MAX_PROCS
         LL_SHARED_LOCK_ROBUST
         LL_SHARED_LOCK_OWNER
@@ -146,7 +201,7 @@ cdef extern from "leastload.h" nogil:
         uint64_t repairs
         uint32_t settings_len
         uint64_t policy_gen
-        uint32_t policy_len
+        uint64_t events_named
         ll_shared_proc procs[64]
         unsigned char settings[4096]
 
@@ -171,8 +226,8 @@ cdef extern from "leastload.h" nogil:
     const ll_shared_label *ll_shared_labels(const ll_shared *sh)
     int ll_shared_set_name(ll_shared *sh, uint32_t slot, const char *name, size_t len)
     void ll_shared_compact(ll_shared *sh)
-    int ll_shared_set_policy(ll_shared *sh, const void *data, uint32_t len)
-    const unsigned char *ll_shared_policy(const ll_shared *sh)
+    void ll_shared_settings_changed(ll_shared *sh)
+    const ll_shared_label *ll_shared_event_names(const ll_shared *sh)
     uint64_t ll_shared_reclaim(ll_shared *sh)
     int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
     int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uint32_t *excluded, size_t n_excluded)

@@ -46,6 +46,7 @@ include "_binding/reading.pxi"
 include "_binding/replay.pxi"
 include "_binding/hooks.pxi"
 include "_binding/shared.pxi"
+include "_binding/policy.pxi"
 
 
 cdef class Engine:
@@ -73,7 +74,11 @@ cdef class Engine:
     cdef object _clock
     cdef ManualClock _manual
     cdef int _clock_kind
-    cdef double _deadline    # slow-start policy: call _on_deadline() at this time
+    cdef double _deadline    # unused by the C policy (its deadline is the core's); kept for _set_deadline
+    cdef bint _policy_on     # a rate, outlier_failures or weights_from_utilization set: control calls read the clock
+    cdef list _exit_log      # slow_start_exits: the core's events, named (_binding/policy.pxi)
+    cdef list _outlier_log   # outlier_events
+    cdef uint64_t _events_read  # the core's events read into the two lists so far
     cdef uint64_t _startup_factor
     cdef bint _rtsp_nat
     cdef bint _outlier_on    # outlier ejection on: finish and fail read the clock
@@ -107,6 +112,8 @@ cdef class Engine:
         self._serials = []
         self._slots = {}
         self._deadline = INFINITY
+        self._exit_log = []
+        self._outlier_log = []
         self._cond = threading.Condition(threading.Lock())
         self._key_settings = _hash.KeySettings()
         self._hash_seed = _hash.DEFAULT_HASH_SEED
@@ -173,6 +180,8 @@ cdef class Engine:
         self._bind_gen += 1
         self._services = None
         self._deadline = INFINITY
+        self._events_read = 0
+        self._policy_on = False
         self._startup_factor = factor
         self._rtsp_nat = rtsp_nat
         self._outlier_on = False
@@ -256,8 +265,8 @@ cdef class Engine:
         ll_set_time(self._vs, now)  # the time PEAKEWMA reads
         if <double>sec > now:
             sec -= 1
-        if now >= self._deadline:
-            ll_advance(self._vs, sec)  # the policy sees the window at `now`
+        if now >= ll_policy_deadline(self._vs):
+            ll_advance(self._vs, sec)  # the core's policy runs what fell due, at the window of `now`
             self._on_deadline(now)
         return sec
 
@@ -270,11 +279,18 @@ cdef class Engine:
         self._deadline = t
 
     def _on_deadline(self, now):
-        """Called by the first call that sees the clock reach the deadline."""
-        self._deadline = INFINITY
+        """Called by the first call that sees the clock reach the policy's deadline: the
+        core runs what fell due (if the caller's advance did not already), and its
+        events are read."""
+        cdef double t = now
+        cdef int64_t sec = <int64_t>floor(t)
+        ll_set_time(self._vs, t)
+        ll_advance(self._vs, sec)
+        _drain_events(self)
 
     def _on_outlier(self, name):
-        """Called when `name` failed outlier_failures times in a row (the facade decides)."""
+        """Called after the core judged `name`, which failed outlier_failures times in a
+        row (ejected, or kept: see outlier_events); a hook for subclasses."""
 
     # ---- names ---------------------------------------------------------
 
@@ -323,7 +339,9 @@ cdef class Engine:
 
     cdef int _unbind_locked(self, object name) except -1:
         cdef uint32_t slot = self._slot(name)
+        _drain_events(self)  # named while its slot still is
         _raise_for_rc(ll_unbind(self._vs, slot), "unbind")
+        _drain_events(self)  # its leaving may end the others' slow start
         if self._sh != NULL:
             _shared_unname_slot(self, slot)
         self._names[slot] = None
@@ -469,6 +487,90 @@ cdef class Engine:
         """Passive ejection: no picks while ejected (the facade decides when)."""
         with self._hold:
             _raise_for_rc(ll_set_ejected(self._vs, self._slot(name), ejected), "_set_ejected")
+
+    # ---- the policy (the core's: csrc/ll_policy.c; _binding/policy.pxi) ------------
+
+    def _policy_time(self):
+        """A control call's time while the policy is on: the clock read once, the core's
+        time set (its rules act at it). Runs no policy: what fell due runs at a tick."""
+        with self._hold:
+            if self._policy_on:
+                ll_set_time(self._vs, self._read_clock())
+
+    def _policy_settings(self, dict v, now):
+        """Replaces the core's settings with `v` (every one of leastload.engine.settings
+        that ll_settings has, checked by the facade) at `now` (None: the core's last time)."""
+        cdef ll_settings c
+        _settings_in(&c, v)
+        with self._hold:
+            if now is not None:
+                ll_set_time(self._vs, now)
+            _raise_for_rc(ll_set_settings(self._vs, &c), "set")
+            _note_settings(self, &c)
+            _drain_events(self)
+
+    def _policy_settings_now(self):
+        """The core's settings as a dict (a shared vserver's: as any process set them)."""
+        cdef ll_settings c
+        with self._hold:
+            ll_get_settings(self._vs, &c)
+            _note_settings(self, &c)
+            return _settings_out(&c)
+
+    def _policy_events(self):
+        """(slow_start_exits, outlier_events), read up to now."""
+        with self._hold:
+            _drain_events(self)
+            return self._exit_log, self._outlier_log
+
+    def _slow_start_of(self, name):
+        """(cap, increments, since, manual, held, a, b) of its ramp, or None."""
+        cdef ll_ramp_info r
+        with self._hold:
+            rc = ll_slow_start_info(self._vs, self._slot(name), &r)
+            _raise_for_rc(rc, "slow_start")
+            if rc == 0:
+                return None
+            return (r.cap, r.increments, r.start, bool(r.manual), r.held, r.held_a, r.held_b)
+
+    def _ejection_of(self, name):
+        cdef ll_ejection_info e
+        with self._hold:
+            rc = ll_ejection_of(self._vs, self._slot(name), &e)
+            _raise_for_rc(rc, "ejection")
+            if rc == 0:
+                return None
+            return {"until": e.until, "ejections": e.ejections, "since": e.since}
+
+    def _end_ejection_of(self, name):
+        with self._hold:
+            self._slot(name)
+            if self._ejection_of(name) is None:
+                return False
+            self._policy_time()
+            rc = ll_end_ejection(self._vs, self._slot(name))
+            _raise_for_rc(rc, "end_ejection")
+            _drain_events(self)
+            return rc == 1
+
+    def _report_utilization(self, name, double qps, double eps, double utilization):
+        cdef double weight = 0.0
+        with self._hold:
+            self._slot(name)
+            ll_set_time(self._vs, self._read_clock())
+            _raise_for_rc(ll_report_utilization(self._vs, self._slot(name), qps, eps, utilization, &weight),
+                          "report_utilization")
+            return weight
+
+    def _utilization_weights(self):
+        cdef double weight
+        with self._hold:
+            ll_set_time(self._vs, self._read_clock())
+            out = {}
+            for name in self.services:
+                rc = ll_utilization_weight(self._vs, self._slot(name), &weight)
+                out[name] = weight if rc == 1 else None
+            return out
 
     def _set_outlier_failures(self, k):
         k = _errors.check_outlier_failures(k)
@@ -696,6 +798,7 @@ cdef class Engine:
         if flags & LL_END_DRAINED:
             self.unbind(name)  # the facade's unbind: slow-start bookkeeping follows
         if flags & LL_END_OUTLIER:
+            _drain_events(self)
             self._on_outlier(name)
         return 0
 
@@ -779,13 +882,14 @@ cdef class Engine:
             _shared_close(self)
 
     def _policy_load(self, record):
-        """Shared: another process changed the policy's state (the facade reads it)."""
+        """Shared: another process changed the settings (the facade reads them)."""
 
     def _policy_store(self, record):
-        """Shared: the policy's state after a step of it, for the other processes."""
+        """Shared: this process changed the settings; the others read them at their next
+        lock (`record` is unused: the core holds the settings and the policy's state)."""
         if self._sh != NULL:
             with self._hold:
-                _shared_store_policy(self, record)
+                _shared_settings_changed(self)
 
     def _reload_policy(self):
         if self._sh != NULL:

@@ -263,8 +263,11 @@ class Engine(_Interface):
         """Slow-start hook, called by _tick once the deadline is reached."""
         self._deadline = math.inf
 
+    def _judge_outlier(self, name: str) -> None:
+        """Called when `name` failed outlier_failures times in a row: the policy ejects it or not."""
+
     def _on_outlier(self, name: str) -> None:
-        """Called when `name` failed outlier_failures times in a row (the facade decides)."""
+        """Called after the policy judged `name`, an outlier (a hook for subclasses)."""
 
     # -- configuration ------------------------------------------------------
 
@@ -583,6 +586,7 @@ class Engine(_Interface):
         if drained:
             self.unbind(name)  # the facade's unbind: slow-start bookkeeping follows
         if outlier:
+            self._judge_outlier(name)
             self._on_outlier(name)
 
     # -- transaction handles -----------------------------------------------------

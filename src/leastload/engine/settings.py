@@ -175,6 +175,12 @@ CONSTRUCTOR_ONLY = tuple(s.name for s in SETTINGS if not s.settable)
 SHARED_RECORD = tuple(s.name for s in SETTINGS if s.name not in ("name", "shared"))
 
 SETTING: Dict[str, Setting] = {s.name: s for s in SETTINGS}
+# the settings the C core's ll_settings holds (csrc/leastload.h), in its order: the policy's,
+# and those every process of a shared vserver reads from the segment (check_c_mirrors.py)
+C_SETTINGS = ("new_service_request", "new_service_request_unit", "new_service_request_increment_interval",
+              "slow_start_handover", "slow_start_guard", "weights_from_utilization", "outlier_failures",
+              "outlier_ejection_time", "outlier_max_ejection_percent", "window_seconds", "startup_rr_factor",
+              "rtsp_nat", "netmask", "v6netmasklen", "hashlength", "hash_seed", "peakewma_decay")
 SETTABLE = tuple(s.name for s in SETTINGS if s.settable)
 
 

@@ -77,14 +77,15 @@ cdef int _replay_locked(Engine self, trace, result, events) except -1:
     if r == NULL:
         raise MemoryError("replay: out of memory")
     cdef int rc
-    cdef double stop
+    cdef double stop, deadline
     try:
         while True:
             slot_of, service_of = _replay_map(self, trace)
             ll_replay_set_mapping(r, &slot_of[0], &service_of[0])
             stop = events.time_of_next()
+            deadline = ll_policy_deadline(self._vs)  # the core's policy: stop to read its events
             with nogil:
-                rc = ll_replay_run(self._vs, r, stop, self._deadline)
+                rc = ll_replay_run(self._vs, r, stop, deadline)
             if rc == LL_REPLAY_EVENT:
                 svc = int(trace.event_service[events.next])
                 generation = int(events.gen[svc])

@@ -55,9 +55,9 @@ cdef int _shared_lock_taken(Engine self, int rc, ll_vserver *vs) except -1:
         try:
             if h.names_gen != self._seen.names_gen:
                 _shared_sync_names(self)
-            if h.policy_gen != self._seen.policy_gen:  # another process ran the policy: its state
+            if h.policy_gen != self._seen.policy_gen:  # another process changed the settings
                 self._seen.policy_gen = h.policy_gen
-                self._policy_load(ll_shared_policy(self._sh)[:h.policy_len])
+                self._policy_load(b"")
             if h.reclaimed != self._seen.reclaimed:  # a dead process's transactions ended
                 self._seen.reclaimed = h.reclaimed
                 _unbind_drained(self)
@@ -80,12 +80,10 @@ cdef int _unbind_drained(Engine self) except -1:
     return 0
 
 
-cdef int _shared_store_policy(Engine self, bytes record) except -1:
-    """Under the lock: the policy's state, for the next holder in another process."""
-    cdef int rc = ll_shared_set_policy(self._sh, <const char *>record, <uint32_t>len(record))
-    if rc < 0:
-        raise OverflowError(f"the policy's state ({len(record)} bytes) outgrew its place in the shared segment"
-                            f" ({LL_SHARED_POLICY_BYTES} bytes)")
+cdef int _shared_settings_changed(Engine self) except -1:
+    """Under the lock: this process changed the settings (the core's already): the
+    others re-read them at their next lock."""
+    ll_shared_settings_changed(self._sh)
     self._seen.policy_gen = ll_shared_header_of(self._sh).policy_gen
     return 0
 
@@ -215,14 +213,12 @@ cdef int _shared_close(Engine self) except -1:
 
 
 cdef int _shared_reload_policy(Engine self) except -1:
-    """The policy record as the segment has it, read again (an opener, at the end of its
-    constructor, which set its own settings meanwhile)."""
-    cdef ll_shared_header *h
+    """The settings as the segment has them, read again (an opener, at the end of its
+    constructor)."""
     self._enter()
     try:
-        h = ll_shared_header_of(self._sh)
-        self._seen.policy_gen = h.policy_gen
-        self._policy_load(ll_shared_policy(self._sh)[:h.policy_len])
+        self._seen.policy_gen = ll_shared_header_of(self._sh).policy_gen
+        self._policy_load(b"")
     finally:
         self._leave()
     return 0
