@@ -11,6 +11,13 @@ the outlier settings, and a clock that, when armed, re-enters its vserver
 from inside now() (unbind, bind, drain, ...) before returning the time: the
 inner calls' outcomes, ejection() of every service and outlier_events are
 compared too.
+
+The policy (the C core's and the reference's own, written twice): slow-start
+settings (rates, units, intervals, the guard and the handover), traffic over
+whole seconds so that ramps step and leave, failures in a row that eject,
+end_ejection(), drains, load reports and weights from them; after every
+step each service's cap, phase, ramp and ejection, the exits and the
+ejection log are compared.
 """
 import ipaddress
 import math
@@ -498,6 +505,61 @@ class EnginesAgree(RuleBasedStateMachine):
             names = vs.services
             assert type(names) is tuple and vs.services is names
             assert names == tuple(s["name"] for s in vs.snapshot()["services"])
+
+    # ---- the policy ----------------------------------------------------------------
+
+    @rule(name=ANY_NAME)
+    def end_ejection(self, name):
+        self.both(lambda vs: vs.end_ejection(name))
+
+    @rule(guard=st.sampled_from([0, 0, 1, 1.5, 3, 101, -1, "2"]),
+          handover=st.sampled_from(["vendor", "caught_up", "caught_up", "other"]))
+    def set_slow_start_options(self, guard, handover):
+        self.both(lambda vs: vs.set(slow_start_guard=guard, slow_start_handover=handover))
+
+    @rule(rate=st.integers(1, 20), unit=st.sampled_from(["PER_SECOND", "PERCENT"]), interval=st.integers(0, 3))
+    def enable_slow_start(self, rate, unit, interval):
+        # usable settings (set_slow_start draws bad ones too), so that ramps really run
+        self.both(lambda vs: vs.set(new_service_request=rate, new_service_request_unit=unit,
+                                    new_service_request_increment_interval=interval))
+
+    @rule(name=ANY_NAME, cpu=st.one_of(st.floats(0, 2), st.sampled_from([-1.0, math.nan])),
+          qps=st.floats(0, 1000), eps=st.floats(0, 50))
+    def report_utilization(self, name, cpu, qps, eps):
+        self.both(lambda vs: vs.report_utilization(name, cpu_utilization=cpu, rps_fractional=qps, eps=eps))
+
+    @rule(on=st.sampled_from([True, False, 1]))
+    def weights_from_utilization(self, on):
+        self.both(lambda vs: vs.set(weights_from_utilization=on))
+
+    @rule(seconds=st.integers(1, 12), per_second=st.integers(1, 25), failing=st.sampled_from([None, "a", "b"]))
+    def traffic(self, seconds, per_second, failing):
+        # requests spread over whole seconds, each ended (`failing` fails its own), so
+        # that ramps step up and leave, ejections end and services come back
+        for _ in range(seconds * per_second):
+            picked = [outcome(lambda vs=vs: vs.select()) for vs in self.vservers]
+            assert picked[0] == picked[1]
+            if picked[0][0] == "returned":
+                name = picked[0][1]
+                self.both(lambda vs: vs.fail(name) if name == failing else vs.finish(name, ttfb=0.01))
+            results = [outcome(lambda clock=clock: clock.advance(1 / per_second)) for clock in self.clocks]
+            assert results[0] == results[1]
+
+    @invariant()
+    def same_policy_view(self):
+        """Each service's cap and phase as show() has them (ramp, ejection, draining), and
+        the weights the load reports give."""
+        for clock in self.clocks:
+            clock.paused = True
+        try:
+            views = [outcome(lambda vs=vs: [(s.name, s.state, s.weight, s.cap, s.phase) for s in vs.show().services])
+                     for vs in self.vservers]
+            assert views[0] == views[1]
+            weights = [outcome(lambda vs=vs: vs.utilization_weights()) for vs in self.vservers]
+            assert weights[0] == weights[1]
+        finally:
+            for clock in self.clocks:
+                clock.paused = False
 
     @invariant()
     def same_slow_start(self):

@@ -556,8 +556,7 @@ cdef class Engine:
     def _report_utilization(self, name, double qps, double eps, double utilization):
         cdef double weight = 0.0
         with self._hold:
-            self._slot(name)
-            ll_set_time(self._vs, self._read_clock())
+            ll_set_time(self._vs, self._read_clock())  # first: a clock's callback may unbind `name`
             _raise_for_rc(ll_report_utilization(self._vs, self._slot(name), qps, eps, utilization, &weight),
                           "report_utilization")
             return weight

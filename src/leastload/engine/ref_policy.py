@@ -510,9 +510,10 @@ class ReferencePolicy(VirtualServerFacade):
         self._check_report({"cpu_utilization": cpu_utilization, "application_utilization": application_utilization,
                             "rps_fractional": rps_fractional, "eps": eps})
         with self.atomic():
+            now = self._policy_clock()  # first: a clock's callback may unbind `name`
             self.weight(name)  # raises UnknownService / TypeError for a bad name
             utilization = application_utilization if application_utilization > 0 else cpu_utilization
-            return self._util.report(name, self._policy_clock(), float(rps_fractional), float(eps), float(utilization))
+            return self._util.report(name, now, float(rps_fractional), float(eps), float(utilization))
 
     def utilization_weights(self) -> Dict[str, Optional[float]]:
         """Each bound service's weight from its reports now (None: no report, in its 10 s
