@@ -9,9 +9,11 @@
  * last plan). Every call that ticks compares vs->now with it (ll_vserver.c's
  * advance): a call before it costs that compare. ll_pol_run() then handles
  * what fell due in time order (ties: bind order; the weights' update first),
- * as the reference's _on_deadline() does. Finding the next due time visits
- * the slots (O(n)); it runs at a due time or at a control call that changed
- * a ramp or an ejection, never on a plain pick.
+ * as the reference's _on_deadline() does. The deadline kept is never later
+ * than the exact one: a new due time lowers it in O(1) (ll_pol_due), one that
+ * goes away leaves it, and a run that finds nothing due only sets it again.
+ * Finding the exact next due time visits the slots (O(n)): at a run only,
+ * never on a control call or a plain pick.
  */
 #include <math.h>
 #include <string.h>
@@ -159,13 +161,19 @@ static double exact_deadline(const ll_vserver *vs)
     return d;
 }
 
+void ll_pol_due(ll_vserver *vs, double t)
+{
+    if (t < vs->pol.deadline)
+        vs->pol.deadline = t;
+}
+
 void ll_pol_plan(ll_vserver *vs, double now)
 {
     const ll_settings *s = &vs->pol.set;
     vs->pol.percent_due = INFINITY;
     if (vs->pol.n_ramps && s->new_service_request_increment_interval == 0 && s->new_service_request_unit == LL_PERCENT)
         vs->pol.percent_due = floor(now) + 1.0;  /* manual PERCENT follows the others' rate: once a second */
-    vs->pol.deadline = exact_deadline(vs);
+    ll_pol_due(vs, vs->pol.percent_due);
 }
 
 void ll_pol_run(ll_vserver *vs, double now)
@@ -204,6 +212,7 @@ void ll_pol_run(ll_vserver *vs, double now)
     if (vs->pol.set.new_service_request_increment_interval == 0)
         ll_ss_manual_caps(vs);
     ll_pol_plan(vs, now);
+    vs->pol.deadline = exact_deadline(vs);
 }
 
 /* ---- the lifecycle -------------------------------------------------------- */

@@ -66,6 +66,7 @@ ll_pol *ll_pol_of(const ll_vserver *vs, uint32_t slot);      /* NULL: no policy 
 int ll_pol_need(ll_vserver *vs);                             /* 0, -ENOMEM */
 void ll_pol_event(ll_vserver *vs, double now, uint32_t slot, uint32_t what);
 void ll_pol_plan(ll_vserver *vs, double now);
+void ll_pol_due(ll_vserver *vs, double t);  /* a new due time: the deadline is at most t */
 void ll_pol_run(ll_vserver *vs, double now);
 int ll_pol_others_up(const ll_vserver *vs, int64_t besides);
 void ll_pol_bound(ll_vserver *vs, uint32_t slot);

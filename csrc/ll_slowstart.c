@@ -187,6 +187,7 @@ void ll_ss_maybe_begin(ll_vserver *vs, uint32_t slot, double now)
     if (interval == 0)
         p->cap = ll_ss_cap_for(vs, p);
     ll_set_cap(vs, slot, p->cap);
+    ll_pol_due(vs, p->next_boundary);
     ll_pol_plan(vs, now);
 }
 
@@ -209,6 +210,7 @@ void ll_ss_resume(ll_vserver *vs, uint32_t slot, double now)
         return;  /* not paused, or still not to be picked */
     p->next_boundary = now + p->paused_left;
     p->paused = 0;
+    ll_pol_due(vs, p->next_boundary);
     ll_pol_plan(vs, now);
 }
 
@@ -321,7 +323,7 @@ void ll_ss_settings(ll_vserver *vs, const ll_settings *old, double now)
         if (p->paused)
             p->paused_left = due - now;  /* its clock still stands: only the time left changes */
         else
-            p->next_boundary = due;
+            ll_pol_due(vs, p->next_boundary = due);
         if (interval == 0)
             p->cap = ll_ss_cap_for(vs, p);
         ll_set_cap(vs, i, p->cap);

@@ -60,6 +60,7 @@ int ll_utilization_weight(ll_vserver *vs, uint32_t slot, double *weight)
 void ll_util_start_ticks(ll_vserver *vs, double now)
 {
     vs->pol.tick_due = vs->pol.set.weights_from_utilization ? now + LL_UTIL_PERIOD : INFINITY;
+    ll_pol_due(vs, vs->pol.tick_due);
     ll_pol_plan(vs, now);
 }
 
