@@ -40,6 +40,7 @@ void ll_ej_judge(ll_vserver *vs, uint32_t slot)
     p->until = now + (length < LL_MAX_EJECTION_TIME ? length : LL_MAX_EJECTION_TIME);
     p->ejected = 1;
     vs->pol.n_records++;
+    ll_pol_member(vs, slot);
     ll_pol_due(vs, p->until);
     ll_set_ejected(vs, slot, 1);
     ll_pol_event(vs, now, slot, LL_EV_EJECTED);

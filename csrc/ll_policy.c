@@ -32,6 +32,22 @@ void ll_pol_init(ll_vserver *vs)
 {
     ll_settings_default(&vs->pol.set);
     vs->pol.deadline = vs->pol.percent_due = vs->pol.tick_due = INFINITY;
+    vs->pol.lo = 1;
+    vs->pol.hi = 0;
+}
+
+/* The scans visit lo..hi only: a new service's ramp is at the end of bind
+ * order, so a vserver of many services that ramps a few scans a few. */
+void ll_pol_member(ll_vserver *vs, uint32_t slot)
+{
+    if (vs->pol.lo > vs->pol.hi) {
+        vs->pol.lo = vs->pol.hi = slot;
+        return;
+    }
+    if (slot < vs->pol.lo)
+        vs->pol.lo = slot;
+    if (slot > vs->pol.hi)
+        vs->pol.hi = slot;
 }
 
 void ll_settings_default(ll_settings *out)
@@ -125,6 +141,10 @@ int ll_event_at(const ll_vserver *vs, uint64_t i, ll_event *out)
 void ll_pol_compacted(ll_vserver *vs, const uint32_t *unused, uint32_t n_old)
 {
     (void)unused;
+    if (vs->pol.lo <= vs->pol.hi) {  /* the members move down: every slot, until the next run */
+        vs->pol.lo = 0;
+        vs->pol.hi = n_old;
+    }
     /* before the slots move: each event's slot becomes its rank among the bound */
     uint64_t n = vs->pol.n_events < LL_EVENTS ? vs->pol.n_events : LL_EVENTS;
     for (uint64_t k = 0; k < n; k++) {
@@ -142,22 +162,38 @@ void ll_pol_compacted(ll_vserver *vs, const uint32_t *unused, uint32_t n_old)
 
 /* ---- the deadline -------------------------------------------------------- */
 
-/* The earliest due time now, exactly. */
-static double exact_deadline(const ll_vserver *vs)
+/* The range of slots to visit for the policy's members: from..end-1. */
+uint32_t ll_pol_from(const ll_vserver *vs) { return vs->pol.lo; }
+
+uint32_t ll_pol_end(const ll_vserver *vs)
+{
+    if (!ll_col_policy(vs) || (vs->pol.n_ramps == 0 && vs->pol.n_records == 0) || vs->pol.lo > vs->pol.hi)
+        return 0;
+    return vs->pol.hi + 1 < vs->n_slots ? vs->pol.hi + 1 : vs->n_slots;
+}
+
+/* The earliest due time now, exactly; lo..hi narrowed to the members found. */
+static double exact_deadline(ll_vserver *vs)
 {
     double d = vs->pol.tick_due;
     if (vs->pol.percent_due < d)
         d = vs->pol.percent_due;
     const ll_pol *col = ll_col_policy(vs);
-    if (!col || (vs->pol.n_ramps == 0 && vs->pol.n_records == 0))
-        return d;
-    for (uint32_t i = 0; i < vs->n_slots; i++) {
+    uint32_t end = ll_pol_end(vs), lo = 1, hi = 0;
+    for (uint32_t i = end ? vs->pol.lo : 0; i < end; i++) {
         const ll_pol *p = &col[i];
+        if (!p->ejected && !p->in_ramp)
+            continue;
+        if (lo > hi)
+            lo = i;
+        hi = i;
         if (p->ejected && p->until < d)
             d = p->until;
         if (p->in_ramp && !p->paused && p->next_boundary < d)
             d = p->next_boundary;
     }
+    vs->pol.lo = lo;
+    vs->pol.hi = hi;
     return d;
 }
 
@@ -192,7 +228,8 @@ void ll_pol_run(ll_vserver *vs, double now)
             t = vs->pol.tick_due;
             at = -1;
         }
-        for (uint32_t i = 0; col && i < vs->n_slots && (vs->pol.n_ramps || vs->pol.n_records); i++) {
+        uint32_t end = ll_pol_end(vs);
+        for (uint32_t i = end ? vs->pol.lo : 0; i < end; i++) {
             const ll_pol *p = &col[i];
             double d = p->ejected ? p->until : p->in_ramp && !p->paused ? p->next_boundary : INFINITY;
             if (d <= now && d < t) {

@@ -55,6 +55,7 @@ typedef struct {
     double deadline;         /* run at or after this (never later than the exact one) */
     double percent_due;      /* manual PERCENT: the second after the last plan    */
     double tick_due;         /* weights_from_utilization: the next application    */
+    uint32_t lo, hi;         /* every slot in slow start or ejected is in lo..hi (lo > hi: none) */
     uint32_t n_ramps;        /* slots in slow start                               */
     uint32_t n_records;      /* slots ejected now                                 */
     uint64_t n_events;       /* events so far; the ring keeps the last LL_EVENTS  */
@@ -66,7 +67,10 @@ ll_pol *ll_pol_of(const ll_vserver *vs, uint32_t slot);      /* NULL: no policy 
 int ll_pol_need(ll_vserver *vs);                             /* 0, -ENOMEM */
 void ll_pol_event(ll_vserver *vs, double now, uint32_t slot, uint32_t what);
 void ll_pol_plan(ll_vserver *vs, double now);
-void ll_pol_due(ll_vserver *vs, double t);  /* a new due time: the deadline is at most t */
+void ll_pol_due(ll_vserver *vs, double t);
+void ll_pol_member(ll_vserver *vs, uint32_t slot);
+uint32_t ll_pol_from(const ll_vserver *vs);  /* the members' slots: from .. end-1 (end 0: none) */
+uint32_t ll_pol_end(const ll_vserver *vs);  /* the slot has a ramp or an ejection now */  /* a new due time: the deadline is at most t */
 void ll_pol_run(ll_vserver *vs, double now);
 int ll_pol_others_up(const ll_vserver *vs, int64_t besides);
 void ll_pol_bound(ll_vserver *vs, uint32_t slot);

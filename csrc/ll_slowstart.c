@@ -137,7 +137,8 @@ void ll_ss_end(ll_vserver *vs, uint32_t slot, uint32_t why, double now)
 void ll_ss_end_all(ll_vserver *vs, double now)
 {
     uint32_t why = vs->pol.set.new_service_request == 0 ? LL_EXIT_SWITCHED_OFF : LL_EXIT_NO_OTHER_UP;
-    for (uint32_t i = 0; i < vs->n_slots && vs->pol.n_ramps; i++)
+    uint32_t end = ll_pol_end(vs);
+    for (uint32_t i = end ? ll_pol_from(vs) : 0; i < end && vs->pol.n_ramps; i++)
         if (vs->svc[i].bound && ll_col_policy(vs)[i].in_ramp)
             ll_ss_end(vs, i, why, now);
     ll_pol_plan(vs, now);
@@ -173,6 +174,7 @@ void ll_ss_maybe_begin(ll_vserver *vs, uint32_t slot, double now)
     if (!p->in_ramp)
         vs->pol.n_ramps++;
     p->in_ramp = 1;
+    ll_pol_member(vs, slot);
     p->start = now;
     p->increments = 0;
     p->cap = 0;
@@ -289,7 +291,8 @@ void ll_ss_due(ll_vserver *vs, uint32_t slot, double now)
 void ll_ss_manual_caps(ll_vserver *vs)
 {
     ll_pol *col = ll_col_policy(vs);
-    for (uint32_t i = 0; col && i < vs->n_slots && vs->pol.n_ramps; i++)
+    uint32_t end = ll_pol_end(vs);
+    for (uint32_t i = end ? ll_pol_from(vs) : 0; col && i < end; i++)
         if (vs->svc[i].bound && col[i].in_ramp) {
             col[i].cap = ll_ss_cap_for(vs, &col[i]);
             ll_set_cap(vs, i, col[i].cap);
@@ -305,7 +308,8 @@ void ll_ss_settings(ll_vserver *vs, const ll_settings *old, double now)
         return;
     }
     ll_pol *col = ll_col_policy(vs);
-    for (uint32_t i = 0; i < vs->n_slots && vs->pol.n_ramps; i++) {
+    uint32_t end = ll_pol_end(vs);
+    for (uint32_t i = end ? ll_pol_from(vs) : 0; i < end; i++) {
         ll_pol *p = &col[i];
         if (!vs->svc[i].bound || !p->in_ramp)
             continue;
