@@ -15,7 +15,7 @@ so a composite operation is one step for other threads.
 import inspect
 import json
 import textwrap
-from typing import TYPE_CHECKING, Any, Collection, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Collection, Dict, List, Optional
 
 from .errors import NoServiceAvailable, bad_type, bad_value, check_exclude, check_peakewma_decay, shared_fixed
 from .methods import HASH_METHODS
