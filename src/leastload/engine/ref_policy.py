@@ -177,9 +177,10 @@ class ReferencePolicy(VirtualServerFacade):
 
     def set_state(self, name: str, state: str) -> None:
         with self.atomic():
-            was_down = self.state(name) == "DOWN"
+            self.state(name)  # raises UnknownService / TypeError for a bad name
             check_choice("state", state, STATES)
-            now = self._time()
+            now = self._time()  # a clock's callback may change the state: DOWN is read after it
+            was_down = self.state(name) == "DOWN"
             super().set_state(name, state)
             if was_down and state == "UP":
                 self._maybe_begin_ramp(name, now)
