@@ -77,7 +77,10 @@ def test_samples_and_decay_are_exact_integers(impl, first, second, gap, later, d
     w1 = math.exp(-gap / decay)
     e1 = first * w1
     cost = second if second > e1 else first * w1 + second * (1 - w1)
-    assert expected.at(clock.now(), decay_us) == pytest.approx(cost * math.exp(-later / decay), rel=1e-3, abs=2)
+    # each elapsed time is taken in whole microseconds (floored): up to 1 us of decay_us more weight
+    # per interval (gap, later), a relative 1 / decay_us each beside the fixed point's 1e-3
+    assert expected.at(clock.now(), decay_us) == pytest.approx(cost * math.exp(-later / decay),
+                                                               rel=1e-3 + 2.0 / decay_us, abs=2)
 
 
 def test_a_faster_sample_is_blended_by_the_time_since_the_last(impl):
