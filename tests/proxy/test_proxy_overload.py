@@ -5,6 +5,7 @@ change and counted. The rule alone with stand-in connections, then a proxy over 
 (the hostile-client suite runs the attack at the descriptor limit, tests/proxy/test_proxy_hostile.py)."""
 
 import asyncio
+import contextlib
 import logging
 import socket
 import subprocess
@@ -90,6 +91,17 @@ def test_bad_settings_name_the_argument_and_the_value():
     assert (p.overload_connections, p.overload_timeout, p.linger_bytes) == (75, 2.0, 256 << 10)
 
 
+@contextlib.asynccontextmanager
+async def _proxy(port, **limits):
+    """A started proxy in front of one backend (no health checks), closed on the way out."""
+    proxy = Proxy([f"b=127.0.0.1:{port}"], listen=("127.0.0.1", 0), health_check="none", **limits)
+    await proxy.start()
+    try:
+        yield proxy
+    finally:
+        await proxy.close()
+
+
 async def _slow(address, n):
     """n connections that each send a partial head (and nothing more)."""
     conns = []
@@ -113,10 +125,8 @@ def test_at_the_limit_the_longest_waiting_slow_client_gets_408_and_a_get_is_serv
     procs = backend_procs(1)
 
     async def scenario():
-        proxy = Proxy([f"b=127.0.0.1:{procs[0].port}"], listen=("127.0.0.1", 0), health_check="none",
-                      max_connections=20, overload_connections=10, header_timeout=30.0, overload_timeout=30.0)
-        await proxy.start()
-        try:
+        async with _proxy(procs[0].port, max_connections=20, overload_connections=10,
+                          header_timeout=30.0, overload_timeout=30.0) as proxy:
             slow = await _slow(proxy.address, 20)
             await wait_until_async(lambda: len(proxy.clients) == 20, 5)
             full = proxy.overload.state
@@ -130,8 +140,6 @@ def test_at_the_limit_the_longest_waiting_slow_client_gets_408_and_a_get_is_serv
             for _, w in slow + more:
                 w.close()
             return full, answer, first, others_open, status, proxy.stats.answered_by_proxy[408]
-        finally:
-            await proxy.close()
     full, answer, first, others_open, status, answered_408 = run_loop(scenario(), 60)
     assert full == "full"
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:100]
@@ -153,10 +161,8 @@ def test_a_new_connection_not_read_yet_is_spared_by_a_flood_at_the_limit(backend
     procs = backend_procs(1)
 
     async def scenario():
-        proxy = Proxy([f"b=127.0.0.1:{procs[0].port}"], listen=("127.0.0.1", 0), health_check="none",
-                      max_connections=5, overload_connections=3, header_timeout=30.0, overload_timeout=30.0)
-        await proxy.start()
-        try:
+        async with _proxy(procs[0].port, max_connections=5, overload_connections=3,
+                          header_timeout=30.0, overload_timeout=30.0) as proxy:
             slow = await _slow(proxy.address, 5)
             await wait_until_async(lambda: len(proxy.clients) == 5, 5)
             reader, writer = await asyncio.open_connection(*proxy.address)  # silent for now
@@ -169,8 +175,6 @@ def test_a_new_connection_not_read_yet_is_spared_by_a_flood_at_the_limit(backend
             for _, w in slow + flood:
                 w.close()
             return answer
-        finally:
-            await proxy.close()
     answer = run_loop(scenario(), 60)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:100]
 
@@ -179,17 +183,13 @@ def test_past_the_high_water_mark_the_header_timeout_shrinks(backend_procs):
     procs = backend_procs(1)
 
     async def scenario():
-        proxy = Proxy([f"b=127.0.0.1:{procs[0].port}"], listen=("127.0.0.1", 0), health_check="none",
-                      max_connections=20, overload_connections=4, header_timeout=60.0, overload_timeout=0.5)
-        await proxy.start()
-        try:
+        async with _proxy(procs[0].port, max_connections=20, overload_connections=4,
+                          header_timeout=60.0, overload_timeout=0.5) as proxy:
             slow = await _slow(proxy.address, 20)  # at the limit: 0.5 s instead of 60
             ended = await asyncio.wait_for(asyncio.gather(*(r.read() for r, _ in slow)), 20)
             for _, w in slow:
                 w.close()
             return ended
-        finally:
-            await proxy.close()
     ended = run_loop(scenario(), 60)
     assert all(a.startswith(b"HTTP/1.1 408 ") for a in ended), {a[:20] for a in ended}
 
