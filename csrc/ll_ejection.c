@@ -65,7 +65,7 @@ void ll_ej_return(ll_vserver *vs, uint32_t slot, double now, uint32_t what)
 
 int ll_end_ejection(ll_vserver *vs, uint32_t slot)
 {
-    if (slot >= vs->n_slots || !vs->svc[slot].bound)
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     ll_pol *p = ll_pol_of(vs, slot);
     if (!p || !p->ejected)
@@ -77,7 +77,7 @@ int ll_end_ejection(ll_vserver *vs, uint32_t slot)
 
 int ll_ejection_of(const ll_vserver *vs, uint32_t slot, ll_ejection_info *out)
 {
-    if (slot >= vs->n_slots || !vs->svc[slot].bound)
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     const ll_pol *p = ll_pol_of(vs, slot);
     if (!p || !p->ejected)

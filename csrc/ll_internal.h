@@ -127,6 +127,12 @@ struct ll_vserver {
     ll_policy pol;
 };
 
+/* A slot that holds a bound service (slots of unbound ones wait for compaction). */
+static inline int ll_slot_ok(const ll_vserver *vs, uint32_t slot)
+{
+    return slot < vs->n_slots && vs->svc[slot].bound;
+}
+
 /* The columns, typed (NULL: not allocated yet). */
 #define LL_COLUMN_ACCESSOR(NAME, name, type, methods) \
     static inline type *ll_col_##name(const ll_vserver *vs) { return vs->col[LL_COL_##NAME]; }

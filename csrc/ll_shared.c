@@ -227,15 +227,6 @@ int ll_shared_tryenter(ll_shared *sh, const ll_shared_seen *seen, uint64_t *seq,
            && h->reclaimed == seen->reclaimed ? 0 : 1;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 int ll_shared_lock_spinning(ll_shared *sh, ll_vserver **vs, unsigned spins)
 {
     for (unsigned i = 0;; i++) {
@@ -244,7 +235,7 @@ int ll_shared_lock_spinning(ll_shared *sh, ll_vserver **vs, unsigned spins)
             return locked(sh, rc, vs);
         if (i >= spins)
             return -EBUSY;
-        cpu_relax();
+        ll_os_cpu_relax();
     }
 }
 

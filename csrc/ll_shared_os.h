@@ -115,4 +115,14 @@ int ll_os_proc(int32_t pid, uint64_t *started);
 int64_t ll_os_monotonic_ns(void);
 void ll_os_sleep_ms(long ms);
 
+/* One pause of a spin-wait: tells the CPU (and a sibling hyperthread) that we wait. */
+static inline void ll_os_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 #endif /* LL_SHARED_OS_H */

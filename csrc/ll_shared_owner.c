@@ -71,15 +71,6 @@ static int try_once(ll_os_lock *l, uint64_t mine, uint64_t *owner)
     return __atomic_compare_exchange_n(word(l), owner, mine, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 static void nap(long ns)
 {
     /* ll_os_sleep_ms is too coarse here */
@@ -114,7 +105,7 @@ int ll_os_lock_take(ll_os_lock *l, int wait)
     if (!wait)
         return -EBUSY;
     for (int i = 0; i < SPINS; i++) {
-        cpu_relax();
+        ll_os_cpu_relax();
         if (!__atomic_load_n(word(l), __ATOMIC_RELAXED) && try_once(l, mine, &owner))
             return 0;
     }

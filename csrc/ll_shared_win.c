@@ -55,13 +55,19 @@ static int os_name(const char *what, const char *name, char out[OS_NAME_MAX])
 
 /* ---- the segment ---- */
 
-int ll_os_create(const char *name, size_t size, ll_os_map *m)
+/* An empty map, and the mapping's name. */
+static int map_begin(const char *name, ll_os_map *m, char wname[OS_NAME_MAX])
 {
-    char wname[OS_NAME_MAX];
-    int rc = os_name("map", name, wname);
     m->base = NULL;
     m->size = 0;
     m->handle = 0;
+    return os_name("map", name, wname);
+}
+
+int ll_os_create(const char *name, size_t size, ll_os_map *m)
+{
+    char wname[OS_NAME_MAX];
+    int rc = map_begin(name, m, wname);
     if (rc)
         return rc;
     uint64_t s = size;
@@ -87,10 +93,7 @@ int ll_os_create(const char *name, size_t size, ll_os_map *m)
 int ll_os_open(const char *name, ll_os_map *m)
 {
     char wname[OS_NAME_MAX];
-    int rc = os_name("map", name, wname);
-    m->base = NULL;
-    m->size = 0;
-    m->handle = 0;
+    int rc = map_begin(name, m, wname);
     if (rc)
         return rc;
     HANDLE h = OpenFileMappingA(FILE_MAP_ALL_ACCESS, FALSE, wname);

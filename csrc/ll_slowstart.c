@@ -336,7 +336,7 @@ void ll_ss_settings(ll_vserver *vs, const ll_settings *old, double now)
 
 int ll_slow_start_info(const ll_vserver *vs, uint32_t slot, ll_ramp_info *out)
 {
-    if (slot >= vs->n_slots || !vs->svc[slot].bound)
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     const ll_pol *p = ll_pol_of(vs, slot);
     if (!p || !p->in_ramp)

@@ -13,7 +13,7 @@
 int ll_report_utilization(ll_vserver *vs, uint32_t slot, double qps, double eps, double utilization,
                           double *weight)
 {
-    if (slot >= vs->n_slots || !vs->svc[slot].bound || !(qps >= 0 && qps < INFINITY)
+    if (!ll_slot_ok(vs, slot) || !(qps >= 0 && qps < INFINITY)
         || !(eps >= 0 && eps < INFINITY) || !(utilization >= 0 && utilization < INFINITY))
         return -EINVAL;
     if (ll_pol_need(vs) < 0)
@@ -52,7 +52,7 @@ static int weight_at(ll_vserver *vs, uint32_t slot, double now, double *w)
 
 int ll_utilization_weight(ll_vserver *vs, uint32_t slot, double *weight)
 {
-    if (slot >= vs->n_slots || !vs->svc[slot].bound)
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     return weight_at(vs, slot, vs->now, weight);
 }

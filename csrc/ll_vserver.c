@@ -29,11 +29,6 @@
 
 #define LL_MAX_SLOTS (1u << 30)
 
-static int slot_ok(const ll_vserver *vs, uint32_t slot)
-{
-    return slot < vs->n_slots && vs->svc[slot].bound;
-}
-
 /* ---- the live set ------------------------------------------------------ */
 
 /* Drops entry i of live[] (the last entry takes its place). */
@@ -327,7 +322,7 @@ static void clear_slot(ll_vserver *vs, uint32_t slot)
 
 int ll_unbind(ll_vserver *vs, uint32_t slot)
 {
-    if (!slot_ok(vs, slot))
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     ll_pol *p = ll_pol_of(vs, slot);
     int had_ramp = p && p->in_ramp;
@@ -408,7 +403,7 @@ void ll_compact(ll_vserver *vs)
 
 int ll_set_weight(ll_vserver *vs, uint32_t slot, uint32_t weight)
 {
-    if (!slot_ok(vs, slot) || weight < 1 || weight > LL_MAX_WEIGHT)
+    if (!ll_slot_ok(vs, slot) || weight < 1 || weight > LL_MAX_WEIGHT)
         return -EINVAL;
     ll_hash_count_weight(vs, vs->svc[slot].weight, -1);
     ll_hash_count_weight(vs, weight, +1);
@@ -419,7 +414,7 @@ int ll_set_weight(ll_vserver *vs, uint32_t slot, uint32_t weight)
 
 int ll_set_state(ll_vserver *vs, uint32_t slot, ll_state state)
 {
-    if (!slot_ok(vs, slot) || (unsigned)state >= LL_STATE_COUNT)
+    if (!ll_slot_ok(vs, slot) || (unsigned)state >= LL_STATE_COUNT)
         return -EINVAL;
     int was_down = vs->svc[slot].state == LL_DOWN;
     count_svc(vs, slot, -1);
@@ -432,7 +427,7 @@ int ll_set_state(ll_vserver *vs, uint32_t slot, ll_state state)
 
 int ll_set_draining(ll_vserver *vs, uint32_t slot)
 {
-    if (!slot_ok(vs, slot))
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     count_svc(vs, slot, -1);
     vs->svc[slot].draining = 1;
@@ -445,7 +440,7 @@ int ll_set_draining(ll_vserver *vs, uint32_t slot)
 
 int ll_set_ejected(ll_vserver *vs, uint32_t slot, int ejected)
 {
-    if (!slot_ok(vs, slot))
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     ll_svc *s = &vs->svc[slot];
     count_svc(vs, slot, -1);
@@ -461,7 +456,7 @@ void ll_set_outlier_failures(ll_vserver *vs, uint32_t k) { vs->outlier_k = k; }
 
 int ll_set_cap(ll_vserver *vs, uint32_t slot, uint32_t cap)
 {
-    if (!slot_ok(vs, slot))
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     ll_svc *s = &vs->svc[slot];
     vs->n_capped += (cap != LL_NO_CAP) - (s->cap != LL_NO_CAP);
@@ -696,20 +691,20 @@ int64_t ll_select_excluding(ll_vserver *vs, int64_t sec, const uint32_t *exclude
      * every one its real key back (ll_refresh recomputes it, so repeats and
      * already-ineligible slots need no bookkeeping). */
     for (size_t i = 0; i < n_excluded; i++) {
-        if (slot_ok(vs, excluded[i])) {
+        if (ll_slot_ok(vs, excluded[i])) {
             set_key(vs, excluded[i], LL_KEY_INF);
         }
     }
     int64_t slot = pick(vs, &round, &rng);
     for (size_t i = 0; i < n_excluded; i++)
-        if (slot_ok(vs, excluded[i]))
+        if (ll_slot_ok(vs, excluded[i]))
             ll_refresh(vs, excluded[i]);
     return slot < 0 ? slot : take(vs, slot, round, rng);
 }
 
 int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64_t packets)
 {
-    if (!slot_ok(vs, slot))
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     advance(vs, sec);
     return ll_record_as(vs, slot, bytes, packets, ll_traits_of(vs->ops), 0);
@@ -717,7 +712,7 @@ int ll_record(ll_vserver *vs, uint32_t slot, int64_t sec, uint64_t bytes, uint64
 
 int ll_begin(ll_vserver *vs, uint32_t slot)
 {
-    if (!slot_ok(vs, slot))
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     if (vs->svc[slot].active == UINT32_MAX)
         return -EOVERFLOW;
@@ -731,7 +726,7 @@ int ll_begin(ll_vserver *vs, uint32_t slot)
 
 int ll_finish(ll_vserver *vs, uint32_t slot, int has_ttfb, uint32_t ttfb_us, int failed)
 {
-    if (!slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
+    if (!ll_slot_ok(vs, slot) || (has_ttfb && ttfb_us > LL_MAX_TTFB_US))
         return -EINVAL;
     int rc = ll_finish_as(vs, slot, has_ttfb, ttfb_us, failed, ll_traits_of(vs->ops), 0);
     if (rc >= 0 && vs->ledger)
@@ -757,7 +752,7 @@ void ll_ledger_close(ll_vserver *vs, uint32_t slot)
 
 int ll_abandon(ll_vserver *vs, uint32_t slot, uint32_t count)
 {
-    if (!slot_ok(vs, slot))
+    if (!ll_slot_ok(vs, slot))
         return 0;
     ll_svc *s = &vs->svc[slot];
     s->active -= count < s->active ? count : s->active;
@@ -790,7 +785,7 @@ void ll_repair(ll_vserver *vs)
 
 int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
 {
-    if (!slot_ok(vs, slot) || rtt_us > LL_MAX_TTFB_US)
+    if (!ll_slot_ok(vs, slot) || rtt_us > LL_MAX_TTFB_US)
         return -EINVAL;
     if (ll_column_need(vs, LL_COL_PROBE) < 0)
         return -ENOMEM;
@@ -806,7 +801,7 @@ int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
 
 int ll_set_custom_load(ll_vserver *vs, uint32_t slot, uint64_t load, int over_threshold)
 {
-    if (!slot_ok(vs, slot) || (load & LL_CUSTOM_OVER))
+    if (!ll_slot_ok(vs, slot) || (load & LL_CUSTOM_OVER))
         return -EINVAL;
     if (ll_column_need(vs, LL_COL_CUSTOM) < 0)
         return -ENOMEM;
@@ -854,7 +849,7 @@ int ll_service_info(const ll_vserver *vs, uint32_t slot, ll_info *out)
 
 int ll_set_name_hash(ll_vserver *vs, uint32_t slot, uint64_t name_hash)
 {
-    if (!slot_ok(vs, slot))
+    if (!ll_slot_ok(vs, slot))
         return -EINVAL;
     if (ll_column_need(vs, LL_COL_NAME_HASH) < 0)
         return -ENOMEM;
@@ -880,13 +875,13 @@ int64_t ll_select_hash(ll_vserver *vs, int64_t sec, uint64_t key_hash, const uin
     advance(vs, sec);
     /* excluded slots hide behind an infinite key, as in ll_select_excluding */
     for (size_t i = 0; i < n_excluded; i++)
-        if (slot_ok(vs, excluded[i]))
+        if (ll_slot_ok(vs, excluded[i]))
             set_key(vs, excluded[i], LL_KEY_INF);
     /* the family's pick for a key (the hash family's rendezvous), else select's */
     const ll_family_ops *fam = vs->ops->fam;
     int64_t slot = fam->pick_key ? fam->pick_key(vs, key_hash) : pick(vs, &round, &rng);
     for (size_t i = 0; i < n_excluded; i++)
-        if (slot_ok(vs, excluded[i]))
+        if (ll_slot_ok(vs, excluded[i]))
             ll_refresh(vs, excluded[i]);
     return slot < 0 ? slot : take(vs, slot, round, rng);
 }

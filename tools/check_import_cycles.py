@@ -27,7 +27,7 @@ is 1 if there is any, 0 (after a one-line summary) if there is none.
 import ast
 import pathlib
 import sys
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 Graph = Dict[str, Dict[str, Tuple[str, int]]]  # module -> {imported module: (file, line)}
 
@@ -123,10 +123,19 @@ def cycles(graph: Graph) -> List[List[str]]:
     return sorted(found)
 
 
-def main(argv: List[str]) -> int:
+def package_dir(argv: List[str]) -> Optional[pathlib.Path]:
+    """The package directory a check reads (argv[1], else src/leastload); None, said on
+    stderr, when it is not one."""
     src = pathlib.Path(argv[1] if len(argv) > 1 else "src/leastload")
     if not (src / "__init__.py").is_file():
         print(f"{src}: not a package directory (no __init__.py)", file=sys.stderr)
+        return None
+    return src
+
+
+def main(argv: List[str]) -> int:
+    src = package_dir(argv)
+    if src is None:
         return 2
     graph = build_graph(src)
     found = cycles(graph)

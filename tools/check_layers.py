@@ -16,7 +16,7 @@ import sys
 from typing import Dict, List, Set, Tuple
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from check_import_cycles import build_graph  # noqa: E402  (the tool beside this one)
+from check_import_cycles import build_graph, package_dir  # noqa: E402  (the tool beside this one)
 
 ROOT = "(root)"  # the package's __init__
 
@@ -73,9 +73,8 @@ def check(src: pathlib.Path) -> Tuple[List[str], List[str], List[str]]:
 
 
 def main(argv: List[str]) -> int:
-    src = pathlib.Path(argv[1] if len(argv) > 1 else "src/leastload")
-    if not (src / "__init__.py").is_file():
-        print(f"{src}: not a package directory (no __init__.py)", file=sys.stderr)
+    src = package_dir(argv)
+    if src is None:
         return 2
     errors, excepted, unused = check(src)
     for edge in excepted:

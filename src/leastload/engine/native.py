@@ -171,22 +171,6 @@ class CPolicy(VirtualServerFacade):
         proxy. True when it was ejected; False, and nothing changes, when it was not."""
         return self._end_ejection_of(name)
 
-    def report_utilization(self, name: str, *, cpu_utilization: float = 0.0, application_utilization: float = 0.0,
-                           rps_fractional: float = 0.0, eps: float = 0.0) -> float:
-        """A load report of `name` (what ORCA's `endpoint-load-metrics` carries): its
-        queries and errors per second and its utilization. Returns the weight it gives
-        by gRPC's formula (0.0: none; see leastload.engine.utilization). With
-        weights_from_utilization on, the weights become the engine's once a second."""
-        self._check_report({"cpu_utilization": cpu_utilization, "application_utilization": application_utilization,
-                            "rps_fractional": rps_fractional, "eps": eps})
-        utilization = application_utilization if application_utilization > 0 else cpu_utilization
-        return self._report_utilization(name, float(rps_fractional), float(eps), float(utilization))
-
-    def utilization_weights(self) -> Dict[str, Optional[float]]:
-        """Each bound service's weight from its reports now (None: no report, in its 10 s
-        blackout, or its last report over 3 minutes old)."""
-        return self._utilization_weights()
-
 
 class VirtualServer(CPolicy, Engine):
     __doc__ = Engine.__doc__

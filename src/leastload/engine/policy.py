@@ -321,6 +321,27 @@ class VirtualServerFacade(_EngineBase):
             peakewma_decay=self._peakewma_decay if self.method in SETTING["peakewma_decay"].methods else None,
             slow_start_handover=self._handover if self._handover != "vendor" and self.method in WINDOWED else None)
 
+    def report_utilization(self, name: str, *, cpu_utilization: float = 0.0, application_utilization: float = 0.0,
+                           rps_fractional: float = 0.0, eps: float = 0.0) -> float:
+        """A load report of `name` (what ORCA's `endpoint-load-metrics` carries): its
+        queries and errors per second and its utilization. Returns the weight it gives
+        by gRPC's formula (0.0: none; see leastload.engine.utilization). With
+        weights_from_utilization on, the weights become the engine's once a second."""
+        self._check_report({"cpu_utilization": cpu_utilization, "application_utilization": application_utilization,
+                            "rps_fractional": rps_fractional, "eps": eps})
+        utilization = application_utilization if application_utilization > 0 else cpu_utilization
+        return self._report_utilization(name, float(rps_fractional), float(eps), float(utilization))
+
+    def utilization_weights(self) -> Dict[str, Optional[float]]:
+        """Each bound service's weight from its reports now (None: no report, in its 10 s
+        blackout, or its last report over 3 minutes old)."""
+        return self._utilization_weights()
+
+    if TYPE_CHECKING:  # the policy's (the C engine's calls, or ReferencePolicy's): not stubs here,
+        # which the mixin order would put before the C engine's own methods
+        def _report_utilization(self, name: str, qps: float, eps: float, utilization: float) -> float: ...
+        def _utilization_weights(self) -> Dict[str, Optional[float]]: ...
+
     @staticmethod
     def _check_report(values: Dict[str, Any]) -> None:
         """report_utilization()'s numbers: each finite and >= 0."""

@@ -502,23 +502,13 @@ class ReferencePolicy(VirtualServerFacade):
 
     # ---- weights from the backends' reported load ------------------------------
 
-    def report_utilization(self, name: str, *, cpu_utilization: float = 0.0, application_utilization: float = 0.0,
-                           rps_fractional: float = 0.0, eps: float = 0.0) -> float:
-        """A load report of `name` (what ORCA's `endpoint-load-metrics` carries): its
-        queries and errors per second and its utilization. Returns the weight it gives
-        by gRPC's formula (0.0: none; see leastload.engine.utilization). With
-        weights_from_utilization on, the weights become the engine's once a second."""
-        self._check_report({"cpu_utilization": cpu_utilization, "application_utilization": application_utilization,
-                            "rps_fractional": rps_fractional, "eps": eps})
+    def _report_utilization(self, name: str, qps: float, eps: float, utilization: float) -> float:
         with self.atomic():
             now = self._policy_clock()  # first: a clock's callback may unbind `name`
             self.weight(name)  # raises UnknownService / TypeError for a bad name
-            utilization = application_utilization if application_utilization > 0 else cpu_utilization
-            return self._util.report(name, now, float(rps_fractional), float(eps), float(utilization))
+            return self._util.report(name, now, qps, eps, utilization)
 
-    def utilization_weights(self) -> Dict[str, Optional[float]]:
-        """Each bound service's weight from its reports now (None: no report, in its 10 s
-        blackout, or its last report over 3 minutes old)."""
+    def _utilization_weights(self) -> Dict[str, Optional[float]]:
         with self.atomic():
             now = self._policy_clock()
             return {name: self._util.weight(name, now) for name in self.services}
