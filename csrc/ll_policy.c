@@ -273,6 +273,15 @@ void ll_pol_bound(ll_vserver *vs, uint32_t slot)
         ll_ss_maybe_begin(vs, slot, vs->now);
 }
 
+int ll_pol_unbinding(ll_vserver *vs, uint32_t slot)
+{
+    ll_pol *p = ll_pol_of(vs, slot);
+    int had_ramp = p && p->in_ramp;
+    vs->pol.n_ramps -= had_ramp;
+    vs->pol.n_records -= p && p->ejected;
+    return had_ramp;
+}
+
 void ll_pol_unbound(ll_vserver *vs, int had_ramp)
 {
     double now = vs->now;

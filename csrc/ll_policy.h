@@ -66,14 +66,16 @@ typedef struct {
 ll_pol *ll_pol_of(const ll_vserver *vs, uint32_t slot);      /* NULL: no policy column */
 int ll_pol_need(ll_vserver *vs);                             /* 0, -ENOMEM */
 void ll_pol_event(ll_vserver *vs, double now, uint32_t slot, uint32_t what);
-void ll_pol_plan(ll_vserver *vs, double now);
-void ll_pol_due(ll_vserver *vs, double t);
-void ll_pol_member(ll_vserver *vs, uint32_t slot);
+void ll_pol_plan(ll_vserver *vs, double now);                /* after a change: its due times again */
+void ll_pol_due(ll_vserver *vs, double t);                   /* a new due time: the deadline is at most t */
+void ll_pol_member(ll_vserver *vs, uint32_t slot);           /* the slot has a ramp or an ejection now */
 uint32_t ll_pol_from(const ll_vserver *vs);  /* the members' slots: from .. end-1 (end 0: none) */
-uint32_t ll_pol_end(const ll_vserver *vs);  /* the slot has a ramp or an ejection now */  /* a new due time: the deadline is at most t */
+uint32_t ll_pol_end(const ll_vserver *vs);
 void ll_pol_run(ll_vserver *vs, double now);
 int ll_pol_others_up(const ll_vserver *vs, int64_t besides);
 void ll_pol_bound(ll_vserver *vs, uint32_t slot);
+/* Before an unbound slot is cleared: its ramp and ejection leave the counts; 1 if it ramped. */
+int ll_pol_unbinding(ll_vserver *vs, uint32_t slot);
 void ll_pol_unbound(ll_vserver *vs, int had_ramp);
 void ll_pol_state(ll_vserver *vs, uint32_t slot, int was_down, ll_state state);
 void ll_pol_draining(ll_vserver *vs, uint32_t slot);

@@ -324,10 +324,7 @@ int ll_unbind(ll_vserver *vs, uint32_t slot)
 {
     if (!ll_slot_ok(vs, slot))
         return -EINVAL;
-    ll_pol *p = ll_pol_of(vs, slot);
-    int had_ramp = p && p->in_ramp;
-    vs->pol.n_ramps -= had_ramp;
-    vs->pol.n_records -= p && p->ejected;
+    int had_ramp = ll_pol_unbinding(vs, slot);
     if (vs->svc[slot].cap != LL_NO_CAP)
         vs->n_capped--;
     count_svc(vs, slot, -1);
