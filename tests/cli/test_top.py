@@ -217,11 +217,15 @@ def service_line(screen, name):
 def proxy_with_two_workers(tmp_path):
     backends = [start_backend(0.001, 200), start_backend(0.001, 200)]
     admin = free_ports(3)  # the supervisor's admin port, then worker 0's and worker 1's
+    token = tmp_path / "token"
+    token.write_text("secret-of-the-test\n")
     proxy = None
     try:
         proxy = ProxyProcess(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
-                             "--admin", f"127.0.0.1:{admin}", "--backend", f"a={backends[0].address}",
+                             "--admin", f"127.0.0.1:{admin}", "--admin-token-file", str(token),
+                             "--backend", f"a={backends[0].address}",
                              "--backend", f"b={backends[1].address}:3")
+        proxy.token_file = str(token)
         yield proxy, f"http://127.0.0.1:{admin}"
     finally:
         if proxy is not None:
@@ -256,6 +260,13 @@ def test_the_live_view_in_a_terminal_shows_both_workers_traffic_and_quits_cleanl
         # refreshed: the clock on the status line moves on
         clock = [w for w in screen.split() if w.count(":") == 2 and len(w) == 8]
         term.wait_for(lambda s: clock and clock[0] not in s, 10, "a later refresh")
+        # a change made meanwhile shows at the next refresh: b disabled through the runtime API
+        ctl = subprocess.run([sys.executable, "-m", "leastload", "ctl", url, "--token-file", proxy.token_file,
+                              "disable", "service", "b"], capture_output=True, text=True, timeout=60)
+        assert ctl.returncode == 0, ctl.stdout + ctl.stderr
+        screen = term.wait_for(lambda s: (service_line(s, "b") or [""] * 2)[1] == "OUT_OF_SERVICE", 15,
+                               "b OUT_OF_SERVICE")
+        assert service_line(screen, "a")[1] == "UP"
 
         term.send(quit_key)
         screen = term.wait_for(lambda s: "EXIT=" in s, 15, "top to exit")
