@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from leastload.proxy._proxy_protocol import (
-    LOCAL, MAX_V2_LENGTH, PROXY, V1_MAX, V2_SIGNATURE, ProxyHeaderReader, ProxyProtocolError, parse)
+    LOCAL, MAX_V2_LENGTH, PROXY, V1_MAX, V2_SIGNATURE, ProxyHeaderReader, ProxyProtocolError, crc32c, parse)
 
 REQUEST = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"
 
@@ -180,13 +180,42 @@ def test_version_2_families_a_tcp_listener_does_not_take_fall_back_to_the_connec
     assert (header.command, header.family, header.source, header.tlvs) == (PROXY, name, None, 1)
 
 
+def with_crc(header_with_zero_crc):
+    """The header with its CRC32C TLV (4 zero bytes, the last 4 of a TLV 0x03) filled in."""
+    at = header_with_zero_crc.index(b"\x03\x00\x04\x00\x00\x00\x00") + 3
+    crc = struct.pack("!I", crc32c(header_with_zero_crc))
+    return header_with_zero_crc[:at] + crc + header_with_zero_crc[at + 4:]
+
+
+def test_crc32c_is_castagnolis():
+    assert crc32c(b"123456789") == 0xE3069283  # the standard check value of CRC-32C
+    assert crc32c(b"") == 0
+
+
 def test_version_2_tlvs_are_skipped_and_their_bounds_checked():
-    header = parse(v2_tcp4(tlvs=tlv(0x01, b"http/1.1") + tlv(0x03, b"\x00" * 4) + tlv(0x20, b"\x01" * 40)))
+    header = parse(v2_tcp4(tlvs=tlv(0x01, b"http/1.1") + tlv(0x05, b"\x00" * 4) + tlv(0x20, b"\x01" * 40)))
     assert header.tlvs == 3 and header.source == ("192.0.2.1", 56324)
     with pytest.raises(ProxyProtocolError, match="TLV 0x02 of 10 bytes runs past the header"):
         parse(v2_tcp4(tlvs=struct.pack("!BH", 2, 10) + b"short"))
     with pytest.raises(ProxyProtocolError, match="2 bytes after the last TLV"):
         parse(v2_tcp4(tlvs=tlv(0x04, b"") + b"\x01\x00"))
+
+
+def test_version_2_crc32c_is_verified():
+    good = with_crc(v2_tcp4(tlvs=tlv(0x02, b"example.com") + tlv(0x03, b"\x00" * 4) + tlv(0x04, b"pad")))
+    header = parse(good + REQUEST)
+    assert header.tlvs == 3 and header.source == ("192.0.2.1", 56324) and header.size == len(good)
+    for i in (0, 13, 20, len(good) - 1):  # any byte of the header changed: refused
+        bad = bytearray(good)
+        bad[i] ^= 0x01
+        with pytest.raises(ProxyProtocolError):
+            parse(bytes(bad))
+    with pytest.raises(ProxyProtocolError, match="CRC32C checksum does not match"):
+        parse(v2_tcp4(tlvs=tlv(0x03, b"\x00" * 4)))
+    with pytest.raises(ProxyProtocolError, match="CRC32C TLV must be 4 bytes, and one at most"):
+        parse(v2_tcp4(tlvs=tlv(0x03, b"\x00" * 5)))
+    with pytest.raises(ProxyProtocolError, match="one at most"):
+        parse(with_crc(v2_tcp4(tlvs=tlv(0x03, b"\x00" * 4) + tlv(0x03, b"\x01" * 4))))
 
 
 @pytest.mark.parametrize("data, reason", [

@@ -48,7 +48,7 @@ class HeaderServer(asyncio.Protocol):
             line = self.rest.split(b"\n", 1)[0].decode()
             h = self.header
             host, port = h.source if h.source is not None else ("-", "-")
-            self.transport.write(f"{h.version} {h.command} {h.family} {host} {port} {line}\n".encode())
+            self.transport.write(f"{h.version} {h.command} {h.family} {host} {port} {h.tlvs} {line}\n".encode())
             self.transport.close()
 
 
@@ -85,6 +85,12 @@ frontend v1
     default_backend v1
 backend v1
     server s 127.0.0.1:{server} send-proxy
+
+frontend v2_crc
+    bind 127.0.0.1:{v2_crc}
+    default_backend v2_crc
+backend v2_crc
+    server s 127.0.0.1:{server} send-proxy-v2 proxy-v2-options crc32c
 
 backend checked
     server s 127.0.0.1:{server} send-proxy-v2 check check-send-proxy inter 200ms
@@ -130,7 +136,7 @@ async def ask(host, port):
 
 
 def test_haproxy_send_proxy_v1_and_v2_give_the_clients_address_and_its_checks_send_local(tmp_path):
-    ports = {"server": free_port(), "v1": free_port(), "v2": free_port()}
+    ports = {"server": free_port(), "v1": free_port(), "v2": free_port(), "v2_crc": free_port()}
     with_ipv6 = ipv6_loopback()
     if with_ipv6:
         ports.update(v1_6=free_port(socket.AF_INET6, "::1"), v2_6=free_port(socket.AF_INET6, "::1"))
@@ -143,13 +149,15 @@ def test_haproxy_send_proxy_v1_and_v2_give_the_clients_address_and_its_checks_se
                                                                  ports["server"])
         haproxy = start_haproxy(tmp_path, ports)
         try:
-            cases = [("v2", "127.0.0.1", "2", "TCP4"), ("v1", "127.0.0.1", "1", "TCP4")]
+            # (frontend, its address, version, family, TLVs: crc32c adds one, its checksum verified)
+            cases = [("v2", "127.0.0.1", "2", "TCP4", "0"), ("v1", "127.0.0.1", "1", "TCP4", "0"),
+                     ("v2_crc", "127.0.0.1", "2", "TCP4", "1")]
             if with_ipv6:
-                cases += [("v2_6", "::1", "2", "TCP6"), ("v1_6", "::1", "1", "TCP6")]
-            for name, host, version, family in cases:
+                cases += [("v2_6", "::1", "2", "TCP6", "0"), ("v1_6", "::1", "1", "TCP6", "0")]
+            for name, host, version, family, tlvs in cases:
                 for _ in range(3):  # each connection its own client port
                     answer, (my_host, my_port) = await ask(host, ports[name])
-                    assert answer == [version, PROXY, family, my_host, str(my_port), "hello", "through",
+                    assert answer == [version, PROXY, family, my_host, str(my_port), tlvs, "hello", "through",
                                       "haproxy"], (name, answer)
             # the health checks of a send-proxy-v2 server: HAProxy's own connections, LOCAL
             deadline = time.monotonic() + 15

@@ -16,7 +16,9 @@ a valid header, and never holds more than a header's worth:
                 and transport, length) and `length` bytes more, refused at the 16th byte when
                 16 + length exceeds `max_v2_length`; TCP over IPv4 or IPv6 gives the address,
                 LOCAL, UNSPEC, UDP and UNIX fall back to the connection's own (`source` None),
-                TLVs are read for their form (each within the block) and skipped
+                TLVs are read for their form (each within the block) and skipped, but for
+                PP2_TYPE_CRC32C, whose checksum of the header is verified (the spec's MUST for a
+                receiver that knows the type)
 
 `ProxyHeader.source` is the client's (host, port), or None where the spec says to use the
 connection's real endpoints (LOCAL, UNKNOWN, UNSPEC, and the families a TCP listener does
@@ -208,7 +210,9 @@ def _parse_v2(data: bytes, max_length: int) -> Optional[ProxyHeader]:
     if length < needed:
         raise ProxyProtocolError(f"PROXY v2: {family} needs {needed} address bytes, the header has {length}")
     block = bytes(data[V2_HEADER:size])
-    tlvs = _count_tlvs(block, needed)
+    tlvs, crc_at = _read_tlvs(block, needed)
+    if crc_at is not None:
+        _check_crc32c(bytes(data[:size]), V2_HEADER + crc_at)
     if not tcp:
         return ProxyHeader(2, PROXY, family, None, None, size, tlvs)
     if family == "TCP4":
@@ -220,16 +224,51 @@ def _parse_v2(data: bytes, max_length: int) -> Optional[ProxyHeader]:
                        (str(ipaddress.IPv6Address(dst)), dport), size, tlvs)
 
 
-def _count_tlvs(block: bytes, offset: int) -> int:
-    """The TLVs after the addresses, each checked to lie within the block; how many."""
-    count = 0
+def _read_tlvs(block: bytes, offset: int) -> Tuple[int, Optional[int]]:
+    """The TLVs after the addresses, each checked to lie within the block: how many, and where
+    in the block a CRC32C TLV's value is (None: there is none)."""
+    count, crc_at = 0, None
     while offset < len(block):
         if len(block) - offset < 3:
             raise ProxyProtocolError(f"PROXY v2: {len(block) - offset} bytes after the last TLV, "
                                      "too few for another")
         kind, length = struct.unpack_from("!BH", block, offset)
+        if kind == _CRC32C:
+            if length != 4 or crc_at is not None:
+                raise ProxyProtocolError("PROXY v2: a CRC32C TLV must be 4 bytes, and one at most")
+            crc_at = offset + 3
         offset += 3 + length
         if offset > len(block):
             raise ProxyProtocolError(f"PROXY v2: TLV 0x{kind:02x} of {length} bytes runs past the header")
         count += 1
-    return count
+    return count, crc_at
+
+
+_CRC32C = 0x03
+
+
+def _crc32c_table() -> Tuple[int, ...]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1  # Castagnoli's polynomial, reflected
+        table.append(c)
+    return tuple(table)
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    crc, table = 0xFFFFFFFF, _CRC32C_TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _check_crc32c(header: bytes, at: int) -> None:
+    """The header's checksum, computed with the checksum's own 4 bytes as zeroes (the spec's way)."""
+    (sent,) = struct.unpack_from("!I", header, at)
+    if crc32c(header[:at] + b"\0\0\0\0" + header[at + 4:]) != sent:
+        raise ProxyProtocolError("PROXY v2: the CRC32C checksum does not match the header")
