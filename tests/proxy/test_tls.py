@@ -263,3 +263,15 @@ def test_a_reload_that_fails_changes_nothing(certs, serve, tmp_path):
     assert store.reloads == 0
     with connect(server.port, client_context(ssl.TLSVersion.TLSv1_2), "a.example.com") as tls:
         assert tls.getpeercert(binary_form=True) == certs["a"][2]
+
+
+def test_names_given_to_a_pair_and_the_first_pair_listed_wins_a_name(certs):
+    default, a, wild = certs["default"][:2], certs["a"][:2], certs["wild"][:2]
+    store = CertificateStore([default, (*wild, ["a.example.com", "*.given.test"]), a])
+    assert store.choose("a.example.com").cert_file == wild[0]  # listed first with that name
+    assert store.choose("www.a.example.com").cert_file == a[0]
+    assert store.choose("x.given.test").cert_file == wild[0]
+    assert store.choose("x.wild.test").cert_file == default[0]  # its own names were replaced
+    assert store.choose(None).cert_file == default[0] and store.choose("").cert_file == default[0]
+    assert [p["names"] for p in store.status()] == [["default.test"], ["a.example.com", "*.given.test"],
+                                                     ["a.example.com", "www.a.example.com"]]

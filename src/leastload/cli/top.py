@@ -100,14 +100,17 @@ def status_line(base: str, now: Optional[Snapshot], trouble: Optional[str], inte
 @contextlib.contextmanager
 def keys() -> Iterator[Optional[int]]:
     """The terminal's keys one at a time, unechoed (cbreak mode, restored at the end); yields
-    stdin's descriptor, or None when stdin is not a terminal (no key then quits)."""
+    stdin's descriptor, or None when stdin is not a terminal or there is no termios (no key
+    then quits; Ctrl-C does)."""
     fd = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
+    try:
+        import termios
+        import tty
+    except ImportError:  # Windows: Ctrl-C quits
+        fd = None
     if fd is None:
         yield None
         return
-    import termios
-    import tty
-
     saved = termios.tcgetattr(fd)
     try:
         tty.setcbreak(fd)

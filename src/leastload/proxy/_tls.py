@@ -55,19 +55,24 @@ class CertificateStore:
     def __init__(self, pairs: Sequence[PairSpec]) -> None:
         if not pairs:
             raise UserError("TLS needs at least one certificate and its key")
-        self._specs = [tuple(p) for p in pairs]
+        self._specs: List[Tuple[str, str, Optional[Sequence[str]]]] = [
+            (p[0], p[1], p[2] if len(p) > 2 else None) for p in pairs]
         self.pairs: List[Pair] = []
         self._exact: Dict[str, Pair] = {}
         self._wildcard: Dict[str, Pair] = {}
         self.context = server_context()
         self.context.sni_callback = self._on_server_name
-        self.reload()
-        self.reloads = 0  # successful reloads since start (the first load not counted)
+        self._load()
+        self.reloads = 0  # successful reloads since start
 
     def reload(self) -> None:
         """Reads every pair's files again and swaps them in for new connections; on any error,
         UserError naming the file, and the pairs in use stay."""
-        loaded = [load_pair(*spec) for spec in self._specs]  # type: ignore[arg-type]
+        self._load()
+        self.reloads += 1
+
+    def _load(self) -> None:
+        loaded = [load_pair(cert, key, names) for cert, key, names in self._specs]
         exact: Dict[str, Pair] = {}
         wildcard: Dict[str, Pair] = {}
         for pair in loaded:
@@ -78,10 +83,9 @@ class CertificateStore:
                     exact.setdefault(name, pair)
         first = loaded[0]
         # the listener context serves the first pair too: the SNI callback replaces it for every
-        # connection, but a client may reach the handshake's end without the callback having run
+        # connection (it runs for a client that names no host as well), this is in case it did not
         self.context.load_cert_chain(first.cert_file, first.key_file, password=_no_password)
         self.pairs, self._exact, self._wildcard = loaded, exact, wildcard
-        self.reloads = getattr(self, "reloads", -1) + 1
 
     def choose(self, server_name: Optional[str]) -> Pair:
         """The pair for a client's SNI name (None: it named none): exact, then wildcard, then the first."""
