@@ -13,30 +13,13 @@ import threading
 
 import pytest
 
+from certs import OPENSSL, make_cert, openssl
 from leastload.cmdline import UserError
 from leastload.proxy._tls import CertificateStore, host_names, load_pair
 
-OPENSSL = shutil.which("openssl")
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed: no certificates "
                                                          "can be made for the TLS tests")
 VERSIONS = [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3]
-
-
-def openssl(*args):
-    result = subprocess.run([OPENSSL, *args], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-
-
-def make_cert(directory, stem, cn=None, sans=None):
-    """A self-signed EC certificate and its key: (cert path, key path, the certificate's DER)."""
-    cert, key = directory / f"{stem}.crt", directory / f"{stem}.key"
-    args = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/O=leastload tests/CN={cn}" if cn
-            else "/O=leastload tests"]
-    if sans:
-        args += ["-addext", "subjectAltName=" + ",".join(sans)]
-    openssl(*args)
-    return str(cert), str(key), ssl.PEM_cert_to_DER_cert(cert.read_text())
 
 
 @pytest.fixture(scope="module")
