@@ -92,7 +92,7 @@ BAD = [
     # the command itself
     ((), "leastload: the following arguments are required: COMMAND"),
     (("nope",), "leastload: argument COMMAND: invalid choice: 'nope' (choose from 'backends', 'bench', 'ctl', "
-                "'demo', 'proxy', 'show', 'simulate')"),
+                "'demo', 'proxy', 'show', 'simulate', 'top')"),
     # show
     (("show",), "leastload show: the following arguments are required: CONFIG"),
     (("show", "missing.conf"), "missing.conf: no such file"),
