@@ -106,6 +106,16 @@ def test_per_worker_series_show_once_when_equal_and_each_workers_in_order_when_n
     assert workers_line(snapshot(1.0, 1, 1)) is None  # one process: no supervisor's line
 
 
+def test_each_vserver_keeps_its_own_services_and_one_can_be_chosen():
+    text = ONE + ONE.replace('vserver="web"', 'vserver="api"').replace('service="b"', 'service="c"')
+    before, now = Snapshot(text.format(a=10, b=20, picks=30), 0.0), Snapshot(text.format(a=14, b=20, picks=34), 2.0)
+    web, api = views(before, now)
+    assert (web.name, [r.name for r in web.rows]) == ("web", ["a", "b"])
+    assert (api.name, [r.name for r in api.rows]) == ("api", ["a", "c"])
+    assert [r.requests_per_second for r in api.rows] == [2.0, 0.0] and api.requests_per_second == 2.0
+    assert [v.name for v in views(before, now, vserver="api")] == ["api"]
+
+
 def test_the_reader_takes_escapes_timestamps_and_refuses_what_is_not_the_format():
     samples = read_samples('m{a="x\\"y",b="back\\\\slash\\n"} 2.5 1700000000000\nm 1e3\n# comment\n\n')
     assert samples["m"] == [(frozenset({("a", 'x"y'), ("b", "back\\slash\n")}), 2.5), (frozenset(), 1000.0)]

@@ -145,7 +145,12 @@ async def take(loop: asyncio.AbstractEventLoop, sock: socket.socket, edge: Edge,
             counters.proxy_local += 1
     chosen = header
     if edge.tls is None:
-        return await loop.connect_accepted_socket(lambda: factory(chosen), sock)
+        try:
+            return await loop.connect_accepted_socket(lambda: factory(chosen), sock)
+        except OSError:  # gone between the header and the hand-over
+            counters.closed_early += 1
+            sock.close()
+            return None
     left = deadline - loop.time()
     if left <= 0:
         counters.tls_timeouts += 1
