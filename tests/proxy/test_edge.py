@@ -262,10 +262,12 @@ def test_a_client_that_leaves_mid_header_is_counted_as_closed_early(serve):
     assert server.made == []
 
 
-def test_the_edge_refuses_a_bad_header_timeout():
+def test_the_edge_refuses_a_bad_header_timeout_and_a_bad_bound():
     for bad in (0, -1, "10", True, float("nan")):
         with pytest.raises(ValueError, match="header_timeout: must be a number > 0"):
             Edge(header_timeout=bad)
+    with pytest.raises(ValueError, match="max_v2_length: must be an integer from 232"):
+        Edge(max_v2_length=100)
 
 
 # ---- HAProxy in front ----------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import socket
 import ssl
 from typing import Callable, Dict, Optional, Tuple
 
-from ._proxy_protocol import MAX_V2_LENGTH, V1_MAX, ProxyHeader, ProxyProtocolError, parse
+from ._proxy_protocol import MAX_V2_LENGTH, V1_MAX, ProxyHeader, ProxyProtocolError, check_max_v2_length, parse
 from ._tls import CertificateStore
 
 Factory = Callable[[Optional[ProxyHeader]], asyncio.BaseProtocol]
@@ -62,7 +62,7 @@ class Edge:
                 or not header_timeout > 0:
             raise ValueError(f"header_timeout: must be a number > 0, got {header_timeout!r}")
         self.accept_proxy, self.tls = bool(accept_proxy), tls
-        self.header_timeout, self.max_v2_length = float(header_timeout), max_v2_length
+        self.header_timeout, self.max_v2_length = float(header_timeout), check_max_v2_length(max_v2_length)
         self.counters = EdgeCounters()
 
 

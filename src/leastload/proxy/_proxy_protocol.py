@@ -91,18 +91,23 @@ def parse(data: bytes, max_v2_length: int = MAX_V2_LENGTH) -> Optional[ProxyHead
     raise ProxyProtocolError(f"no PROXY protocol header: the connection starts with {bytes(data[:8])!r}")
 
 
+def check_max_v2_length(value: object) -> int:
+    """A bound of version 2 headers: room for the largest address block (UNIX's), at most
+    what the length field can say."""
+    if not isinstance(value, int) or isinstance(value, bool) or not V2_HEADER + 216 <= value <= V2_HEADER + 0xFFFF:
+        raise ValueError(f"max_v2_length: must be an integer from {V2_HEADER + 216} to "
+                         f"{V2_HEADER + 0xFFFF}, got {value!r}")
+    return value
+
+
 class ProxyHeaderReader:
     """Collects a connection's first bytes until its header is complete (parse() on them)."""
 
     __slots__ = ("buffer", "max_v2_length", "header")
 
     def __init__(self, max_v2_length: int = MAX_V2_LENGTH) -> None:
-        if not isinstance(max_v2_length, int) or isinstance(max_v2_length, bool) \
-                or not V2_HEADER + 216 <= max_v2_length <= V2_HEADER + 0xFFFF:
-            raise ValueError(f"max_v2_length: must be an integer from {V2_HEADER + 216} to "
-                             f"{V2_HEADER + 0xFFFF}, got {max_v2_length!r}")
         self.buffer = b""
-        self.max_v2_length = max_v2_length
+        self.max_v2_length = check_max_v2_length(max_v2_length)
         self.header: Optional[ProxyHeader] = None
 
     def feed(self, data: bytes) -> Optional[ProxyHeader]:
