@@ -1,11 +1,14 @@
 """The PROXY protocol reader (_proxy_protocol.py): every form of the spec's versions 1 and 2,
 fed whole and byte by byte, and every malformed form refused with its reason, as early as
-the bytes allow."""
+the bytes allow; then properties over random bytes and random splits (Hypothesis;
+LEASTLOAD_HYPOTHESIS_EXAMPLES lowers the number of examples, 300 at most)."""
 
+import os
 import socket
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from leastload.proxy._proxy_protocol import (
     LOCAL, MAX_V2_LENGTH, PROXY, V1_MAX, V2_SIGNATURE, ProxyHeaderReader, ProxyProtocolError, crc32c, parse)
@@ -266,3 +269,87 @@ def test_the_reader_refuses_a_bad_bound_and_a_second_header():
     assert reader.feed(b"PROXY UNKNOWN\r\n").rest == b""
     with pytest.raises(RuntimeError, match="already read"):
         reader.feed(b"GET")
+
+
+# ---- properties: any bytes, any split ---------------------------------------------------------
+
+EXAMPLES = min(300, int(os.environ.get("LEASTLOAD_HYPOTHESIS_EXAMPLES", "300")))
+PROPERTY = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def outcome(data):
+    """parse()'s answer as plain data: ("need",), ("error", reason) or ("header", fields...)."""
+    try:
+        h = parse(data)
+    except ProxyProtocolError as exc:
+        return error(exc)
+    if h is None:
+        return ("need",)
+    return ("header", h.version, h.command, h.family, h.source, h.destination, h.size, h.tlvs)
+
+
+def error(exc):
+    """A refusal's reason, less the bytes it quotes of what had come (a split may show fewer)."""
+    return ("error", str(exc).split(": the connection starts with")[0])
+
+
+# bytes that start like a header often enough to reach every branch
+starts = st.sampled_from([b"", b"PROXY ", b"PROXY TCP4 ", b"PROXY TCP6 ", b"PROXY UNKNOWN", V2_SIGNATURE,
+                          V2_SIGNATURE + b"\x21\x11\x00\x0c", V2_SIGNATURE + b"\x20\x00\x00\x00"])
+
+
+@PROPERTY
+@given(starts, st.binary(max_size=300))
+def test_any_bytes_give_a_header_a_wait_or_a_refusal_never_anything_else(start, tail):
+    result = outcome(start + tail)  # any other exception fails the test
+    if result[0] == "header":
+        assert 0 < result[6] <= len(start + tail)
+
+
+@PROPERTY
+@given(starts, st.binary(max_size=200), st.lists(st.integers(1, 40), max_size=20))
+def test_a_split_never_changes_the_answer(start, tail, cuts):
+    """Fed in pieces, the reader ends as parse() on the whole does: the same header (and the
+    same rest), or a refusal at the latest when the bytes that show it arrive."""
+    data = start + tail
+    whole = outcome(data)
+    reader, fed, got = ProxyHeaderReader(), 0, ("need",)
+    pieces = []
+    for cut in cuts:
+        pieces.append(data[fed:fed + cut])
+        fed += cut
+    pieces.append(data[fed:])
+    arrived = 0
+    for piece in pieces:
+        arrived += len(piece)
+        try:
+            header = reader.feed(piece)
+        except ProxyProtocolError as exc:
+            got = error(exc)
+            break
+        if header is not None:
+            got = ("header", header.version, header.command, header.family, header.source, header.destination,
+                   header.size, header.tlvs)
+            assert header.rest == data[header.size:arrived]  # what came after it, kept for the protocol
+            break
+    assert got == whole
+
+
+addresses4 = st.tuples(*[st.integers(0, 255)] * 4).map(lambda t: ".".join(map(str, t)))
+addresses6 = st.binary(min_size=16, max_size=16).map(lambda b: socket.inet_ntop(socket.AF_INET6, b))
+ports = st.integers(0, 65535)
+
+
+@PROPERTY
+@given(st.sampled_from(["TCP4", "TCP6"]), st.data(), ports, ports, st.booleans())
+def test_every_valid_header_reads_back_what_it_says(family, data, sport, dport, binary):
+    draw = addresses4 if family == "TCP4" else addresses6
+    src, dst = data.draw(draw), data.draw(draw)
+    if binary:
+        af = socket.AF_INET if family == "TCP4" else socket.AF_INET6
+        block = socket.inet_pton(af, src) + socket.inet_pton(af, dst) + struct.pack("!HH", sport, dport)
+        header = v2(family=0x11 if family == "TCP4" else 0x21, block=block)
+    else:
+        header = f"PROXY {family} {src} {dst} {sport} {dport}\r\n".encode()
+    got = parse(header + REQUEST)
+    assert (got.family, got.source, got.destination, got.size) == (family, (src, sport), (dst, dport), len(header))
