@@ -5,8 +5,10 @@ AWS NLB, ...) writes one header before the client's first byte, naming the clien
 relayed. `ProxyHeaderReader().feed(data)` takes the connection's bytes as they arrive and
 answers None (a correct start: send more), a `ProxyHeader` (the header is complete; the
 bytes after it, the client's own, are in `.rest`), or raises `ProxyProtocolError` with the
-reason (the connection is to be closed). It refuses as soon as the bytes seen cannot start
-a valid header, and never holds more than a header's worth:
+reason (the connection is to be closed). A wrong start, a lone CR or LF, a bad version,
+command or family byte and an oversized header are refused at the byte that shows them; a
+version 1 line's fields are read once its CRLF has come (the spec's rule: decode a complete
+line only). It never holds more than a header's worth:
 
     version 1   one line of text, `PROXY TCP4|TCP6|UNKNOWN ...\\r\\n`, at most 107 bytes with its
                 CRLF; a lone CR or LF refused at once; addresses in canonical form (IPv4 without
