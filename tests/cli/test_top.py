@@ -153,6 +153,7 @@ class Tmux:
         self.name = name
         env = dict(os.environ, PS1="$ ", TERM="xterm-256color")
         self.tmux(["new-session", "-d", "-s", name, "-x", "150", "-y", "40", "bash --norc --noprofile"], env=env)
+        self.socket_path = self.tmux(["display-message", "-p", "#{socket_path}"]).strip()
 
     def tmux(self, args, env=None):
         return subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, timeout=20,
@@ -176,6 +177,11 @@ class Tmux:
 
     def close(self):
         subprocess.run([TMUX, "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
+        if self.socket_path:
+            try:
+                os.unlink(self.socket_path)  # tmux may leave its socket file behind
+            except FileNotFoundError:
+                pass
 
 
 class ProxyProcess:
