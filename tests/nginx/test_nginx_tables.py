@@ -1,0 +1,78 @@
+"""The vendor's least-bandwidth and least-response-time tables (SPEC's conformance rows,
+tests/engine/test_conformance.py) reproduced through Debian's nginx with the module:
+the tables' initial N are put in the live shared vserver from Python, then real requests
+through nginx to real backends must be picked as the tables say."""
+import concurrent.futures
+
+from nginxrun import attach, unique, upstream_block
+from servers import wait_until
+
+
+def names_of(bs):
+    return {b.address: f"S{i}" for i, b in enumerate(bs, 1)}
+
+
+def test_least_bandwidth_table(nginx, backends):
+    """Every request costs the same C bytes (same request, same answer size): the table's
+    initial N (3, 5, 2) are 3C, 5C, 2C, and each pick adds C."""
+    bs = backends(3, size=700)
+    shared = unique("t.lb")
+    ng = nginx("lb", upstream_block("lb", [b.address for b in bs], "leastload LEASTBANDWIDTH",
+                                    f"leastload_shared {shared}"))
+    name = names_of(bs)
+    vs = attach(shared)
+    try:
+        status, up, _ = ng.get()  # measures C: the tie of three zeros goes to S1
+        assert (status, name[up]) == (200, "S1")
+        cost = vs.load(bs[0].address)
+        assert cost > 700
+        vs.record(bs[0].address, bytes=2 * cost)
+        vs.record(bs[1].address, bytes=5 * cost)
+        vs.record(bs[2].address, bytes=2 * cost)
+        picks = []
+        for _ in range(8):
+            status, up, _ = ng.get()
+            assert status == 200
+            picks.append(name[up])
+        assert picks == "S3 S1 S3 S1 S3 S1 S2 S3".split()
+        assert [vs.load(b.address) // cost for b in bs] == [6, 6, 6]  # 3+3, 5+1, 2+4: each pick cost C
+        assert [vs.load(b.address) % cost for b in bs] == [0, 0, 0]
+    finally:
+        vs._close_shared()
+
+
+def lrt_table(nginx, backends, weights, expected):
+    """TTFB (2, 1, 2) ms and active (3, 7, 0) put in from Python; then 8 requests, each
+    held open by its backend until all are picked, go through nginx one after the other."""
+    bs = backends(3, delay=3.0, size=100)
+    shared = unique("t.lrt")
+    servers = [f"{b.address} weight={w}" for b, w in zip(bs, weights)]
+    ng = nginx("lrt", upstream_block("lrt", servers, "leastload LEASTRESPONSETIME", f"leastload_shared {shared}"))
+    name = names_of(bs)
+    vs = attach(shared)
+    try:
+        for b, ttfb, active in zip(bs, (0.002, 0.001, 0.002), (3, 7, 0)):
+            vs.begin(b.address)
+            vs.finish(b.address, ttfb=ttfb, status=200)
+            for _ in range(active):
+                vs.begin(b.address)
+        total = sum(vs.active(b.address) for b in bs)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            futures = []
+            for k in range(8):
+                futures.append(pool.submit(ng.get, "/", 20.0))
+                # the next request goes once this one is picked (counted active)
+                assert wait_until(lambda: sum(vs.active(b.address) for b in bs) == total + k + 1, 5.0), k
+            answers = [f.result(timeout=30) for f in futures]
+        assert [s for s, _, _ in answers] == [200] * 8
+        assert [name[up] for _, up, _ in answers] == expected.split()
+    finally:
+        vs._close_shared()
+
+
+def test_least_response_time_table(nginx, backends):
+    lrt_table(nginx, backends, (1, 1, 1), "S3 S3 S3 S1 S3 S2 S3 S1")
+
+
+def test_least_response_time_table_weighted(nginx, backends):
+    lrt_table(nginx, backends, (2, 3, 4), "S3 S3 S3 S3 S3 S2 S3 S2")
