@@ -117,13 +117,6 @@ class Nginx:
             return True  # exited: the caller sees it
         return len(self.worker_pids()) == self.workers and _accepts(self.port)
 
-    def test_config(self, upstream):
-        """`nginx -t` of a configuration with this upstream block: (returncode, output)."""
-        self.write(upstream)
-        run = subprocess.run(["nginx", "-t", "-p", self.dir, "-c", self.conf, "-e", f"{self.dir}/error.log"],
-                             capture_output=True, text=True, timeout=60)
-        return run.returncode, run.stdout + run.stderr
-
     def get(self, path="/", timeout=10.0):
         """(status, X-Up, body) of one request on a new connection."""
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -171,6 +164,21 @@ class Nginx:
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def nginx_t(module, upstream_name, upstream):
+    """`nginx -t` of a configuration around this upstream block: (returncode, output)."""
+    where = tempfile.mkdtemp(prefix="leastload-nginx-t-")
+    try:
+        conf = os.path.join(where, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(CONF.format(module=module, workers=1, dir=where, port=free_port(), upstream=upstream,
+                                upstream_name=upstream_name))
+        run = subprocess.run(["nginx", "-t", "-p", where, "-c", conf, "-e", f"{where}/error.log"],
+                             capture_output=True, text=True, timeout=60)
+        return run.returncode, run.stdout + run.stderr
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def _accepts(port):
