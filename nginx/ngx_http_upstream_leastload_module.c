@@ -275,7 +275,16 @@ static int ll_ngx_apply_settings(ngx_conf_t *cf, ngx_http_upstream_leastload_con
 static int ll_ngx_bind_services(ngx_conf_t *cf, ngx_http_upstream_leastload_conf_t *llcf, ll_ngx_segment_t *seg,
                                 ll_vserver *vs, const ngx_uint_t *weights, const ngx_uint_t *downs)
 {
-    uint32_t keep_n = ll_slot_count(vs);
+    uint32_t keep_n = ll_slot_count(vs), needed = 0;
+    for (ngx_uint_t k = 0; k < llcf->npeers; k++)  /* first: room for the new ones, before anything changes */
+        needed += ll_shared_slot_of(seg->sh, (const char *)llcf->peers[k].name.data, llcf->peers[k].name.len) < 0;
+    if (needed > llcf->nslots - keep_n) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "leastload: shared vserver \"%V\" of upstream \"%V\" is full: its "
+                           "segment holds %uD services, holes included, and %uD more are needed "
+                           "(leastload_shared %V capacity=N, then restart nginx)", &llcf->shared, &llcf->upstream,
+                           llcf->nslots, needed - (llcf->nslots - keep_n), &llcf->shared);
+        return -1;
+    }
     for (uint32_t slot = 0; slot < keep_n; slot++) {
         ll_info info;
         if (ll_service_info(vs, slot, &info) < 0 || !info.bound)

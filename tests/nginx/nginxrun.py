@@ -98,7 +98,7 @@ class Nginx:
         self.write(upstream)
         self.proc = subprocess.Popen(["nginx", "-p", self.dir, "-c", self.conf, "-e", f"{self.dir}/error.log"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if not wait_until(self._ready, START_TIMEOUT):
+        if not wait_until(self._ready, START_TIMEOUT) or self.proc.poll() is not None:
             err = self.proc.stderr.read() if self.proc.poll() is not None else ""
             self.stop()
             raise RuntimeError(f"nginx did not start: {err} {self.log()[-2000:]}")

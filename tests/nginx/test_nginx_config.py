@@ -98,3 +98,40 @@ def test_show_shared_prints_the_live_vserver(nginx, backends):
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "no shared vserver of that name" in missing.stderr
     assert not os.path.exists(f"/dev/shm/leastload.{shared}.none")
+
+
+def test_a_segment_of_another_layout_is_a_clear_error(nginx_module, backends):
+    """A segment left by another build or version: nginx refuses to start, saying what to do."""
+    from nginxrun import Nginx
+    bs = backends(1)
+    shared = unique("t.proto")
+    path = f"/dev/shm/leastload.{shared}"
+    with open(path, "wb") as f:  # "SHARED1", version 999, ready: what no build of this layout wrote
+        f.write((0x31444552414853).to_bytes(8, "little") + (999).to_bytes(4, "little") + (1).to_bytes(4, "little")
+                + bytes(65536 - 16))
+    try:
+        with pytest.raises(RuntimeError) as err:
+            Nginx("p", upstream_block("p", [bs[0].address], "leastload LEASTCONNECTION", f"leastload_shared {shared}"))
+        assert f'cannot open shared vserver "{shared}"' in str(err.value)
+        assert "made by another build or version of leastload" in str(err.value)
+    finally:
+        os.unlink(path)
+
+
+def test_a_full_segment_refuses_the_reload_and_the_old_configuration_goes_on(nginx, backends):
+    """capacity=2 counts holes: a reload that replaces a server needs a third slot. nginx logs
+    why and keeps serving with the configuration it had."""
+    import signal
+    import time
+    from servers import wait_until
+    bs = backends(3)
+    shared = unique("t.full")
+    lines = ("leastload LEASTCONNECTION", f"leastload_shared {shared} capacity=2")
+    ng = nginx("f", upstream_block("f", [bs[0].address, bs[1].address], *lines))
+    workers = ng.worker_pids()
+    ng.write(upstream_block("f", [bs[0].address, bs[2].address], *lines))
+    ng.proc.send_signal(signal.SIGHUP)
+    assert wait_until(lambda: "is full: its segment holds 2 services" in ng.log(), 10.0), ng.log()[-2000:]
+    time.sleep(0.5)
+    assert ng.worker_pids() == workers
+    assert {ng.get()[1] for _ in range(4)} == {bs[0].address, bs[1].address}
