@@ -368,6 +368,13 @@ ngx_int_t ngx_http_upstream_init_leastload(ngx_conf_t *cf, ngx_http_upstream_srv
                                "supported (the engine has one pool)", &us->host);
             return NGX_ERROR;
         }
+        if (server[i].max_conns != 0 || server[i].max_fails != 1 || server[i].fail_timeout != 10) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "leastload: upstream \"%V\": server \"%V\" has max_conns, "
+                               "max_fails or fail_timeout, which the engine does not take (ejection: "
+                               "leastload_outlier_failures, leastload_outlier_ejection_time)", &us->host,
+                               &server[i].name);
+            return NGX_ERROR;
+        }
         if (server[i].weight < 1 || server[i].weight > LL_MAX_WEIGHT) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value \"weight=%ui\" for server \"%V\" in upstream "
                                "\"%V\", it must be 1..%d with leastload", server[i].weight, &server[i].name,
@@ -568,7 +575,8 @@ static void ngx_http_upstream_free_leastload_peer(ngx_peer_connection_t *pc, voi
         return;
     lp->open = 0;
     int failed = (state & NGX_PEER_FAILED) != 0;
-    uint64_t bytes = 0, packets = ll_ngx_packets(pc->connection);
+    /* TCP_INFO is a system call: read only where it is the method's N */
+    uint64_t bytes = 0, packets = llcf->method == LL_LEASTPACKETS ? ll_ngx_packets(pc->connection) : 0;
     int has_ttfb = 0;
     uint32_t ttfb_us = 0;
     if (st) {

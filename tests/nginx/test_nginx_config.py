@@ -135,3 +135,10 @@ def test_a_full_segment_refuses_the_reload_and_the_old_configuration_goes_on(ngi
     time.sleep(0.5)
     assert ng.worker_pids() == workers
     assert {ng.get()[1] for _ in range(4)} == {bs[0].address, bs[1].address}
+
+
+@pytest.mark.parametrize("param", ["max_fails=3", "fail_timeout=5s", "max_conns=10"])
+def test_nginx_own_failure_and_connection_limits_are_refused(nginx_module, param):
+    upstream = f"    upstream u {{\n        server 127.0.0.1:1 {param};\n        leastload LEASTCONNECTION;\n    }}\n"
+    rc, out = nginx_t(nginx_module, "u", upstream)
+    assert rc != 0 and "which the engine does not take" in out, out

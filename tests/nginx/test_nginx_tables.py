@@ -76,3 +76,21 @@ def test_least_response_time_table(nginx, backends):
 
 def test_least_response_time_table_weighted(nginx, backends):
     lrt_table(nginx, backends, (2, 3, 4), "S3 S3 S3 S3 S3 S2 S3 S2")
+
+
+def test_least_packets_counts_the_upstream_connections_segments(nginx, backends):
+    """LEASTPACKETS: each request's upstream connection gives its TCP_INFO segments (in and
+    out) to the engine at free, so N grows with every request and the picks spread."""
+    bs = backends(2, size=20000)
+    shared = unique("t.lp")
+    ng = nginx("lp", upstream_block("lp", [b.address for b in bs], "leastload LEASTPACKETS",
+                                    f"leastload_shared {shared}"))
+    vs = attach(shared)
+    try:
+        picks = [ng.get()[1] for _ in range(6)]
+        assert set(picks) == {b.address for b in bs}
+        for b in bs:
+            info = vs.info(b.address)
+            assert info["packets"] >= 4 * info["selected"] > 0  # a handshake, a request, an answer, a close
+    finally:
+        vs._close_shared()
