@@ -135,15 +135,16 @@ class Nginx:
         except OSError:
             return []
 
-    def reload(self, upstream):
-        """Writes the new configuration, HUPs the master, and waits until the new workers run."""
+    def reload(self, upstream, wait_old=True):
+        """Writes the new configuration, HUPs the master, and waits until the new workers run
+        (and, with wait_old, until the old ones have finished their requests and exited)."""
         old = set(self.worker_pids())
         self.write(upstream)
         self.proc.send_signal(signal.SIGHUP)
 
         def swapped():
             now = set(self.worker_pids())
-            return len(now - old) >= self.workers and not (now & old)
+            return len(now - old) >= self.workers and not (wait_old and now & old)
         if not wait_until(swapped, START_TIMEOUT):
             raise RuntimeError(f"nginx did not reload: {self.log()[-2000:]}")
 

@@ -22,9 +22,14 @@ def load(ng, stop, counts, errors):
     c = http.client.HTTPConnection("127.0.0.1", ng.port, timeout=10)
     try:
         while not stop.is_set() and time.monotonic() < deadline:
-            c.request("GET", "/")
-            r = c.getresponse()
-            r.read()
+            try:
+                c.request("GET", "/")
+                r = c.getresponse()
+                r.read()
+            except (OSError, http.client.HTTPException) as exc:
+                errors.append(repr(exc))
+                c.close()
+                continue
             if r.status != 200:
                 errors.append(r.status)
             up = r.getheader("X-Up")
@@ -154,5 +159,30 @@ def test_a_killed_backend_is_ejected_with_no_client_error(nginx, backends):
         assert vs.ejection(dead) is not None
         assert {t[-1] for t in tried} == {bs[0].address, bs[2].address}
         assert "failed 2 times in a row" in ng.log()
+    finally:
+        vs._close_shared()
+
+
+def test_a_reload_that_removes_a_busy_server_drains_it(nginx, backends):
+    """S2 has transactions open when a reload removes it: it is drained (no new picks), the old
+    worker's last finish unbinds it, and S1 keeps its counters."""
+    bs = backends(2, delay=1.5, size=100)
+    shared = unique("t.drain")
+    lines = ("leastload LEASTCONNECTION", f"leastload_shared {shared}")
+    ng = nginx("dr", upstream_block("dr", [b.address for b in bs], *lines))
+    vs = attach(shared)
+    try:
+        s1, s2 = bs[0].address, bs[1].address
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(ng.get, "/", 20.0) for _ in range(4)]
+            assert wait_until(lambda: vs.active(s1) == 2 and vs.active(s2) == 2, 5.0)
+            ng.reload(upstream_block("dr", [s1], *lines), wait_old=False)
+            assert s2 in vs.services, (vs.services, ng.log()[-3000:])
+            assert vs.info(s2)["draining"] and vs.active(s2) == 2
+            assert ng.get("/", 20.0)[1] == s1  # a drained service gets no new picks
+            answers = [f.result(timeout=30) for f in futures]
+        assert [a[0] for a in answers] == [200] * 4  # the old worker finished its requests
+        assert wait_until(lambda: s2 not in vs.services, 5.0), vs.services
+        assert list(vs.services) == [s1] and vs.info(s1)["selected"] == 3
     finally:
         vs._close_shared()
