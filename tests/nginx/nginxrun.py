@@ -96,8 +96,11 @@ class Nginx:
         self.workers = workers
         self.upstream_name = upstream_name
         self.write(upstream)
+        env = dict(os.environ)
+        if os.environ.get("LEASTLOAD_NGINX_PRELOAD"):  # a sanitizer runtime, for a module built with one
+            env["LD_PRELOAD"] = os.environ["LEASTLOAD_NGINX_PRELOAD"]
         self.proc = subprocess.Popen(["nginx", "-p", self.dir, "-c", self.conf, "-e", f"{self.dir}/error.log"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         if not wait_until(self._ready, START_TIMEOUT) or self.proc.poll() is not None:
             err = self.proc.stderr.read() if self.proc.poll() is not None else ""
             self.stop()
