@@ -667,10 +667,11 @@ static void ngx_http_upstream_leastload_exit_process(ngx_cycle_t *cycle)
 static void ngx_http_upstream_leastload_exit_master(ngx_cycle_t *cycle)
 {
     /* nginx stops: the names go (a later start makes the vservers anew) */
-    for (ngx_uint_t i = 0; i < ll_ngx_nsegments; i++)
+    for (ngx_uint_t i = 0; i < ll_ngx_nsegments; i++) {
+        ll_shared_unlink(ll_ngx_segments[i].name);  /* by name: a single process closed its handle already */
         if (ll_ngx_segments[i].sh) {
-            ll_shared_unlink(ll_ngx_segments[i].name);
             ll_shared_close(ll_ngx_segments[i].sh);
             ll_ngx_segments[i].sh = NULL;
         }
+    }
 }
