@@ -94,3 +94,25 @@ def test_least_packets_counts_the_upstream_connections_segments(nginx, backends)
             assert info["packets"] >= 4 * info["selected"] > 0  # a handshake, a request, an answer, a close
     finally:
         vs._close_shared()
+
+
+def test_ttfb_comes_from_nginx_header_time_with_keepalive(nginx, backends):
+    """LEASTRESPONSETIME learns each service's TTFB from nginx's header_time of its 200s (whole
+    milliseconds), with `keepalive` after the balancer: the slow backend's average is at least
+    its delay, the fast one's well under it, and the picks go to the fast one."""
+    fast, slow = backends(1, delay=0.0, size=100) + backends(1, delay=0.08, size=100)
+    shared = unique("t.ttfb")
+    ng = nginx("tt", upstream_block("tt", [fast.address, slow.address], "leastload LEASTRESPONSETIME",
+                                    f"leastload_shared {shared}", "keepalive 4"))
+    vs = attach(shared)
+    try:
+        picks = [ng.get()[1] for _ in range(12)]
+        fast_ttfb, slow_ttfb = vs.info(fast.address)["ttfb"], vs.info(slow.address)["ttfb"]
+        assert slow_ttfb is not None and slow_ttfb >= 0.08
+        assert fast_ttfb is not None and fast_ttfb < 0.04
+        # sequential requests: no service is active at a pick, so N = 0 for both and the tie
+        # rule alternates (the vendor's: no active transactions, N = 0 whatever the TTFB)
+        assert picks.count(fast.address) == picks.count(slow.address) == 6
+        assert vs.active(fast.address) == vs.active(slow.address) == 0
+    finally:
+        vs._close_shared()

@@ -67,10 +67,13 @@ def test_reload_adds_a_server_under_slow_start_exact_across_two_workers(nginx, b
         end = time.monotonic() + LOAD_SECONDS
         try:
             while time.monotonic() < end:
-                info = vs.info(new)
-                second = math.floor(time.monotonic())
-                ramp = vs.slow_start(new)
-                seen[second] = (info["cap"] if ramp is not None else None, info["sel_last_sec"],
+                with vs.atomic():  # one lock span: nginx's workers change nothing between the reads
+                    info = vs.info(new)
+                    ramp = vs.slow_start(new)
+                    second = math.floor(time.monotonic())
+                if ramp is not None:  # the vendor's automated ramp: the rate times the intervals passed
+                    assert ramp["cap"] == 3 * ramp["increments"], ramp
+                seen[second] = (ramp["cap"] if ramp is not None else None, info["sel_last_sec"],
                                 seen.get(second, (None, None, 0))[2] + 1)
                 time.sleep(0.01)
         finally:
