@@ -64,7 +64,7 @@ http {{
     scgi_temp_path {dir}/scgi;
 {upstream}
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port} reuseport;  # connections spread over the workers by the kernel
         location / {{
             add_header X-Up $upstream_addr always;
             proxy_pass http://{upstream_name};
