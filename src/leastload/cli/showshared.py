@@ -47,7 +47,10 @@ def show_shared(name: str) -> str:
         raise UserError(f"--shared {name!r}: its maker recorded no settings leastload can read") from None
     if not isinstance(values, dict):
         raise UserError(f"--shared {name!r}: its maker recorded no settings leastload can read")
-    vs = native.VirtualServer(shared=name, name=name, **values)
+    try:
+        vs = native.VirtualServer(shared=name, name=name, **values)
+    except (TypeError, ValueError) as exc:  # a maker's record this version does not read
+        raise UserError(f"--shared {name!r}: {exc}") from None
     try:
         return str(vs.show())
     finally:
