@@ -53,5 +53,7 @@ LEASTLOAD_CORE_LIB="$WORK/libleastload_core.a" ./configure --with-compat \
     --add-dynamic-module="$HERE" > "$WORK/configure.log" 2>&1 \
     || { tail -30 "$WORK/configure.log" >&2; exit 1; }
 make -j"$(nproc 2>/dev/null || echo 2)" -f objs/Makefile modules > "$WORK/make.log" 2>&1 || { tail -40 "$WORK/make.log" >&2; exit 1; }
-cp objs/ngx_http_upstream_leastload_module.so "$OUT/"
+# a new file moved into place: a running nginx that has the old one mapped keeps it intact
+cp objs/ngx_http_upstream_leastload_module.so "$OUT/.ngx_http_upstream_leastload_module.so.new"
+mv -f "$OUT/.ngx_http_upstream_leastload_module.so.new" "$OUT/ngx_http_upstream_leastload_module.so"
 echo "load_module $OUT/ngx_http_upstream_leastload_module.so;"

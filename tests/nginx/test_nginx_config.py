@@ -100,9 +100,8 @@ def test_show_shared_prints_the_live_vserver(nginx, backends):
     assert not os.path.exists(f"/dev/shm/leastload.{shared}.none")
 
 
-def test_a_segment_of_another_layout_is_a_clear_error(nginx_module, backends):
+def test_a_segment_of_another_layout_is_a_clear_error(nginx, backends):
     """A segment left by another build or version: nginx refuses to start, saying what to do."""
-    from nginxrun import Nginx
     bs = backends(1)
     shared = unique("t.proto")
     path = f"/dev/shm/leastload.{shared}"
@@ -111,7 +110,7 @@ def test_a_segment_of_another_layout_is_a_clear_error(nginx_module, backends):
                 + bytes(65536 - 16))
     try:
         with pytest.raises(RuntimeError) as err:
-            Nginx("p", upstream_block("p", [bs[0].address], "leastload LEASTCONNECTION", f"leastload_shared {shared}"))
+            nginx("p", upstream_block("p", [bs[0].address], "leastload LEASTCONNECTION", f"leastload_shared {shared}"))
         assert f'cannot open shared vserver "{shared}"' in str(err.value)
         assert "made by another build or version of leastload" in str(err.value)
     finally:
