@@ -35,9 +35,13 @@ import proxy_vs_haproxy as pvh  # noqa: E402  (the benchmark beside this one)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROXIES = ("leastload-lc", "leastload-lb", "nginx-least_conn", "haproxy")
+# nginx-round_robin (not measured by default): nginx's own round robin, which splits the requests
+# evenly as LEASTBANDWIDTH does here (equal answers), to tell the method's split from the module's cost
+OPTIONAL = ("nginx-round_robin",)
 BALANCERS = {"leastload-lc": "leastload LEASTCONNECTION;", "leastload-lb": "leastload LEASTBANDWIDTH;",
-             "nginx-least_conn": "least_conn;"}
+             "nginx-least_conn": "least_conn;", "nginx-round_robin": ""}
 BASELINE = "nginx-least_conn"
+KEEPALIVE = [64]  # idle connections each nginx worker keeps to the backends (--keepalive)
 
 NGINX_CONF = """\
 {load_module}
@@ -59,7 +63,7 @@ http {{
         {balancer}
 {leastload_shared}
 {servers}
-        keepalive 64;
+        keepalive {keepalive};
     }}
     server {{
         listen {host}:{port} backlog=4096;
@@ -93,7 +97,7 @@ def start_nginx(name, workers, backends, module, workdir):
         load_module=f"load_module {module};" if leastload else "", workers=workers, dir=where, host=pvh.HOST,
         port=port, balancer=BALANCERS[name],
         leastload_shared=f"        leastload_shared bench.{os.getpid()}.{name}.{workers};" if leastload else "",
-        servers="\n".join(f"        server {pvh.HOST}:{p};" for p in backends.values()))
+        servers="\n".join(f"        server {pvh.HOST}:{p};" for p in backends.values()), keepalive=KEEPALIVE[0])
     path = os.path.join(where, "nginx.conf")
     with open(path, "w") as f:
         f.write(conf)
@@ -215,7 +219,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=1, help="seconds of wrk before each measured run (1)")
     p.add_argument("--workers", default="1,2", help="nginx workers / HAProxy threads (1,2)")
     p.add_argument("--connections", default="32,256", help="wrk connections (32,256)")
-    p.add_argument("--proxies", default=",".join(PROXIES), help=f"some of {','.join(PROXIES)}")
+    p.add_argument("--proxies", default=",".join(PROXIES), help=f"some of {','.join(PROXIES + OPTIONAL)}")
+    p.add_argument("--keepalive", type=int, default=64, help="nginx's keepalive to the backends (64)")
     p.add_argument("--module", help="a built ngx_http_upstream_leastload_module.so (default: build it)")
     p.add_argument("--quick", action="store_true", help="1 round of 2 s at 32 connections, 1 worker")
     p.add_argument("--json", metavar="PATH", help="write the rows, medians and ratios as JSON")
@@ -225,7 +230,7 @@ def parse_args(argv=None):
     args.workers = [int(x) for x in args.workers.split(",")]
     args.connections = [int(x) for x in args.connections.split(",")]
     args.proxies = [x for x in args.proxies.split(",") if x]
-    unknown = [x for x in args.proxies if x not in PROXIES]
+    unknown = [x for x in args.proxies if x not in PROXIES + OPTIONAL]
     if unknown or args.rounds < 1 or args.duration < 1:
         p.error(f"--proxies: unknown {unknown}" if unknown else "--rounds and --duration must be >= 1")
     return args
@@ -233,6 +238,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    KEEPALIVE[0] = args.keepalive
     pvh.ensure_tools(("wrk", "haproxy") if "haproxy" in args.proxies else ("wrk",))
     with tempfile.TemporaryDirectory(prefix="leastload-nginx-bench-") as workdir:
         module = args.module or build_module(workdir)
