@@ -327,6 +327,13 @@ static int ll_ngx_bind_services(ngx_conf_t *cf, ngx_http_upstream_leastload_conf
         ll_info info;
         if (ll_service_info(vs, (uint32_t)slot, &info) == 0 && info.state != want)
             ll_set_state(vs, (uint32_t)slot, want);
+        /* the hash methods' rendezvous: each service's fixed hash, XXH64 of its name with seed 0
+         * (as leastload.hashing.rendezvous.name_hash: a Python process's picks agree) */
+        if (llcf->key && ll_set_name_hash(vs, (uint32_t)slot, ll_xxh64(p->name.data, p->name.len, 0)) < 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "leastload: upstream \"%V\": cannot set the name hash of \"%V\"",
+                               &llcf->upstream, &p->name);
+            return -1;
+        }
         p->slot = (uint32_t)slot;
         llcf->peer_of_slot[slot] = (int32_t)k;
     }

@@ -116,3 +116,26 @@ def test_ttfb_comes_from_nginx_header_time_with_keepalive(nginx, backends):
         assert vs.active(fast.address) == vs.active(slow.address) == 0
     finally:
         vs._close_shared()
+
+
+def test_urlhash_sends_each_url_to_one_backend_from_every_worker(nginx, backends):
+    """URLHASH over $request_uri: the same URL reaches the same backend whichever of the two
+    workers takes it (one engine, one seed), and the URLs spread over the backends."""
+    bs = backends(3, size=100)
+    shared = unique("t.hash")
+    ng = nginx("uh", upstream_block("uh", [b.address for b in bs], "leastload URLHASH", f"leastload_shared {shared}"),
+               workers=2)
+    where = {}
+    for round_ in range(3):
+        for k in range(12):
+            status, up, _ = ng.get(f"/item/{k}")
+            assert status == 200
+            assert where.setdefault(k, up) == up, (k, round_)
+    assert len(set(where.values())) >= 2
+    # the same picks as the engine's own URLHASH over the same names (rendezvous hashing: the
+    # names' and the URL's XXH64, nothing of the order or of the process)
+    from leastload.engine.native import VirtualServer
+    ref = VirtualServer("URLHASH")
+    for b in bs:
+        ref.bind(b.address)
+    assert {k: ref.select(key=f"/item/{k}") for k in where} == where
