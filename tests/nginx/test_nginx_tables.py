@@ -4,6 +4,8 @@ the tables' initial N are put in the live shared vserver from Python, then real 
 through nginx to real backends must be picked as the tables say."""
 import concurrent.futures
 
+import pytest
+
 from nginxrun import attach, unique, upstream_block
 from servers import wait_until
 
@@ -139,3 +141,28 @@ def test_urlhash_sends_each_url_to_one_backend_from_every_worker(nginx, backends
     for b in bs:
         ref.bind(b.address)
     assert {k: ref.select(key=f"/item/{k}") for k in where} == where
+
+
+@pytest.mark.parametrize("method,expect", [
+    ("ROUNDROBIN", "cycle"), ("LEASTREQUEST", "cycle"), ("LEASTCONNECTION", "cycle"),
+    ("P2C", "spread"), ("PEAKEWMA", "spread"),
+    ("SOURCEIPHASH", "one"), ("DOMAINHASH", "one"), ("TOKEN $arg_t", "one"),
+])
+def test_every_method_serves_through_nginx(nginx, backends, method, expect):
+    """Sequential requests: the least-* methods and round robin go round in bind order (no
+    service is busy at a pick: all ties), P2C and PEAKEWMA spread, and a hash method sends one
+    client (one address, one Host, one token) to one backend."""
+    bs = backends(3, size=100)
+    shared = unique("t.m")
+    ng = nginx("m", upstream_block("m", [b.address for b in bs], f"leastload {method}", f"leastload_shared {shared}"))
+    picks = []
+    for _ in range(12):
+        status, up, _ = ng.get("/?t=abc")
+        assert status == 200
+        picks.append(up)
+    if expect == "cycle":
+        assert picks == [b.address for b in bs] * 4
+    elif expect == "spread":
+        assert len(set(picks)) >= 2
+    else:
+        assert len(set(picks)) == 1
