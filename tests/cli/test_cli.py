@@ -92,9 +92,16 @@ BAD = [
     # the command itself
     ((), "leastload: the following arguments are required: COMMAND"),
     (("nope",), "leastload: argument COMMAND: invalid choice: 'nope' (choose from 'backends', 'bench', 'ctl', "
-                "'demo', 'proxy', 'show', 'simulate', 'top')"),
+                "'demo', 'nginx-conf', 'proxy', 'show', 'simulate', 'top')"),
     # show
-    (("show",), "leastload show: the following arguments are required: CONFIG"),
+    (("show",), "leastload show: a CONFIG, or --shared NAME, is needed"),
+    (("show", SLOWSTART, "--shared", "web"), "leastload show: --shared NAME takes no CONFIG, --json, --toml or --strict"),
+    (("show", "--shared", "leastload-test-none"),
+     "leastload show: --shared 'leastload-test-none': no shared vserver of that name (/dev/shm/leastload.leastload-test-none)"),
+    # nginx-conf
+    (("nginx-conf",), "leastload nginx-conf: the following arguments are required: CONFIG"),
+    (("nginx-conf", "missing.conf"), "missing.conf: no such file"),
+    (("nginx-conf", SLOWSTART, "--vserver", "nope"), f"leastload nginx-conf: --vserver nope: no such lb vserver in {SLOWSTART}"),
     (("show", "missing.conf"), "missing.conf: no such file"),
     (("show", "bad.conf"), "bad.conf:2: no lb vserver named 'nope' (add lb vserver first)"),
     (("show", "bad.toml"), "bad.toml:5: service 'S1': weight: must be an integer in 1..100, got 0"),
