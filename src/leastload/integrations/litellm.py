@@ -405,14 +405,26 @@ def _stamp_of(kwargs: Mapping[str, Any]) -> Optional[_Pick]:
 
 def _deployment_id(kwargs: Mapping[str, Any]) -> Optional[str]:
     params = kwargs.get("litellm_params") or {}
-    info = params.get("model_info") or {}
+    info = params.get("model_info") or kwargs.get("model_info") or {}  # a logging event's, a deployment call's
     ident = info.get("id") if isinstance(info, dict) else None
     return str(ident) if ident is not None else kwargs.get("model_id")
 
 
+def _attempt_start(request: Mapping[str, Any]) -> Any:
+    """When this attempt's request went out, as LiteLLM's logging object of the call has it."""
+    logging_obj = request.get("litellm_logging_obj")
+    details = getattr(logging_obj, "model_call_details", None)
+    if not isinstance(details, dict):
+        return None
+    return details.get("current_attempt_api_call_start_time") or details.get("api_call_start_time")
+
+
 class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are untyped here
-    """LiteLLM's success and failure callbacks ending the picks' transactions (of any Strategy:
-    each pick carries its own)."""
+    """The hooks and callbacks of LiteLLM that end the picks' transactions (of any Strategy: each
+    pick carries its own). A call's answer or failure ends its pick in the call's own task, from
+    the deployment hooks LiteLLM runs as the deployment answers; the logging callbacks, which
+    LiteLLM runs later from its logging worker, end what those did not see (streams, cache hits,
+    sync calls, a failure before the deployment was called) and find the others ended."""
 
     def _pick(self, kwargs: Mapping[str, Any]) -> Optional[_Pick]:
         """The call's pick that this attempt's outcome ends: the stamp is the latest attempt's,
@@ -435,14 +447,25 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
         first = kwargs.get("completion_start_time") or end_time
         pick.strategy._end(handle, "ok", _seconds(first, sent), _tokens_of(response))
 
-    def _failure(self, kwargs: Mapping[str, Any]) -> None:
+    def _answered(self, request: Mapping[str, Any], response: Any) -> None:
+        """A whole (not streamed) answer, in the call's task: TTFB from the attempt's start to now."""
+        pick = self._pick(request)
+        handle = pick.take() if pick is not None else None
+        if pick is None or handle is None:
+            return
+        sent = _attempt_start(request)
+        ttfb = _seconds(datetime.datetime.now(), sent) if sent is not None else None  # its naive local time
+        pick.strategy._end(handle, "ok", ttfb, _tokens_of(response))
+
+    def _failure(self, kwargs: Mapping[str, Any], exc: Any = None) -> None:
         pick = self._pick(kwargs)
         handle = pick.take() if pick is not None else None
         if pick is None or handle is None:
             return
         strategy = pick.strategy
         strategy._cooled.clear()  # LiteLLM may have cooled the deployment down: ask again
-        exc = kwargs.get("exception")
+        if exc is None:
+            exc = kwargs.get("exception")
         status = getattr(exc, "status_code", None)
         if isinstance(exc, (litellm.Timeout, asyncio.CancelledError, asyncio.TimeoutError)):
             strategy._end(handle, None)  # timed out or cancelled: no TTFB, no blame
@@ -450,6 +473,15 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
             strategy._end(handle, None)  # the deployment answered: the request's fault
         else:
             strategy._end(handle, "failed")
+
+    async def async_post_call_success_deployment_hook(self, request_data: Any, response: Any, call_type: Any) -> Any:
+        if not request_data.get("stream"):  # a stream's pick ends at its end (the logging callbacks)
+            self._answered(request_data, response)
+        return None  # the response unchanged
+
+    async def async_post_call_failure_deployment_hook(self, request_data: Any, exception: Any, call_type: Any,
+                                                      fallback_depth: Any = None) -> None:
+        self._failure(request_data, exception)
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._success(kwargs, response_obj, start_time, end_time)
