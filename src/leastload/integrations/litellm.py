@@ -133,7 +133,12 @@ def _seconds(later: Any, earlier: Any) -> Optional[float]:
 
 
 def _tokens_of(response: Any) -> int:
-    usage = getattr(response, "usage", None)
+    # LiteLLM's responses keep usage among pydantic's extra fields, which getattr reaches only
+    # after failing the regular lookup (microseconds): read it there first
+    extra = getattr(response, "__pydantic_extra__", None)
+    usage = extra.get("usage") if isinstance(extra, dict) else None
+    if usage is None:
+        usage = getattr(response, "usage", None)
     if usage is None and isinstance(response, dict):
         usage = response.get("usage")
     if usage is None:
@@ -410,6 +415,19 @@ def _deployment_id(kwargs: Mapping[str, Any]) -> Optional[str]:
     return str(ident) if ident is not None else kwargs.get("model_id")
 
 
+def _answer_time(request: Mapping[str, Any], metadata: Any) -> Optional[float]:
+    """Seconds from this attempt's request going out to its whole answer, in the call's task:
+    the last of the call's timing windows that LiteLLM notes in its metadata (start, end) when
+    there, else from the attempt's start on LiteLLM's logging object to now."""
+    windows = metadata.get("llm_api_timing_windows") if isinstance(metadata, dict) else None
+    if isinstance(windows, tuple) and windows:
+        window = windows[-1]
+        if isinstance(window, tuple) and len(window) == 2:
+            return _seconds(window[1], window[0])
+    sent = _attempt_start(request)
+    return _seconds(datetime.datetime.now(), sent) if sent is not None else None  # its naive local time
+
+
 def _attempt_start(request: Mapping[str, Any]) -> Any:
     """When this attempt's request went out, as LiteLLM's logging object of the call has it."""
     logging_obj = request.get("litellm_logging_obj")
@@ -430,6 +448,8 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
         """The call's pick that this attempt's outcome ends: the stamp is the latest attempt's,
         and an earlier attempt's outcome may come after it."""
         pick = _stamp_of(kwargs)
+        if pick is None or (pick.earlier is None and "handle" not in pick.__dict__):
+            return None  # (the common case of a callback after a deployment hook: said cheaply)
         ident = _deployment_id(kwargs)
         while pick is not None and ((ident is not None and pick != ident) or "handle" not in pick.__dict__):
             pick = pick.earlier
@@ -453,9 +473,7 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
         handle = pick.take() if pick is not None else None
         if pick is None or handle is None:
             return
-        sent = _attempt_start(request)
-        ttfb = _seconds(datetime.datetime.now(), sent) if sent is not None else None  # its naive local time
-        pick.strategy._end(handle, "ok", ttfb, _tokens_of(response))
+        pick.strategy._end(handle, "ok", _answer_time(request, request.get("metadata")), _tokens_of(response))
 
     def _failure(self, kwargs: Mapping[str, Any], exc: Any = None) -> None:
         pick = self._pick(kwargs)
