@@ -72,13 +72,12 @@ class Probe:
         self.outcomes = integration.OUTCOMES
         self.stamp = integration.STAMP
         self.times = {name: [] for name in ("_pick",) + ENDS}
-        self.call_of = {}  # id(transaction) -> the benchmark's number of the call
+        self.handles = {}  # the benchmark's number of a call -> its pick's transaction
         self.ended = {}  # call number -> perf_counter() when its pick ended
         self.returned = {}  # call number -> perf_counter() when its caller got the answer
         strategy._pick = self._picked(self._timed(strategy._pick, self.times["_pick"]))
-        strategy._end = self._noted(strategy._end)
         for name in ENDS:
-            setattr(self.outcomes, name, self._timed(getattr(self.outcomes, name), self.times[name]))
+            setattr(self.outcomes, name, self._noted(self._timed(getattr(self.outcomes, name), self.times[name])))
         self.timer_cost = self._timer_cost()
 
     def close(self):
@@ -88,7 +87,7 @@ class Probe:
     def clear(self):
         for values in self.times.values():
             del values[:]
-        self.call_of.clear(), self.ended.clear(), self.returned.clear()
+        self.handles.clear(), self.ended.clear(), self.returned.clear()
 
     def _timed(self, fn, into):
         clock = self.clock
@@ -114,16 +113,21 @@ class Probe:
             metadata = (request or {}).get("metadata") or {}
             pick = metadata.get(self.stamp)
             if pick is not None and "bench_call" in metadata:
-                self.call_of[id(pick.handle)] = metadata["bench_call"]
+                self.handles[metadata["bench_call"]] = pick.handle
             return deployment
         return pick
 
     def _noted(self, fn):
-        def end(handle, *args, **kwargs):
-            call = self.call_of.pop(id(handle), None)
-            if call is not None:
-                self.ended[call] = time.perf_counter()
-            return fn(handle, *args, **kwargs)
+        """After a hook or callback (outside its timing): the time its call's pick ended, if it did."""
+        def end(kwargs, *args, **more):
+            try:
+                return fn(kwargs, *args, **more)
+            finally:
+                now = time.perf_counter()
+                metadata = kwargs.get("metadata") or (kwargs.get("litellm_params") or {}).get("metadata") or {}
+                handle = self.handles.get(metadata.get("bench_call"))
+                if handle is not None and handle.done:
+                    self.ended.setdefault(metadata["bench_call"], now)
         return end
 
     def per_call(self, calls):

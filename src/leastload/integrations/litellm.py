@@ -26,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 import asyncio
 import datetime
 import hashlib
+import math
 import re
 import threading
 import time
@@ -49,18 +50,12 @@ class _Pick(str):
     """The pick as LiteLLM carries it in the request's metadata: a string (the deployment's id,
     so logging and copying it is harmless) holding the transaction until it ends. When LiteLLM
     drops the last reference to the call (cancelled, a stream left unread) and the transaction
-    is still open, it is ended without an outcome."""
-
-    def __new__(cls, service: str, strategy: "Strategy", handle: Any, earlier: Optional["_Pick"]) -> "_Pick":
-        pick = super().__new__(cls, service)
-        pick.handle = handle
-        pick.strategy = strategy
-        pick.earlier = earlier
-        return pick
+    is still open, it is ended without an outcome. Made as `_Pick(service)`, then given its
+    handle and strategy (and its earlier pick, if any): the cheapest way to a str with attributes."""
 
     handle: Any  # the open transaction; taken (once) by take()
     strategy: "Strategy"
-    earlier: Optional["_Pick"]  # the pick of this call's attempt before (LiteLLM keeps the metadata)
+    earlier: Optional["_Pick"] = None  # the pick of this call's attempt before (LiteLLM keeps the metadata)
 
     def take(self) -> Any:
         """The transaction, to end it; None once taken (dict.pop is one step for other threads)."""
@@ -91,14 +86,17 @@ class _Pick(str):
 
 
 class _Group:
-    """A model_name group: its vserver and its deployments by id."""
+    """A model_name group: its vserver, its deployments by id, and which of them LiteLLM had in
+    its cooldown when last asked (at `cooled_at`, time.monotonic())."""
 
-    __slots__ = ("vserver", "deployments", "ids")
+    __slots__ = ("vserver", "deployments", "ids", "cooled", "cooled_at")
 
     def __init__(self, vserver: Any) -> None:
         self.vserver = vserver
         self.deployments: Dict[str, Any] = {}
         self.ids: Tuple[str, ...] = ()
+        self.cooled: List[str] = []
+        self.cooled_at = -math.inf  # ask at the next pick
 
 
 def _weight_of(deployment: Mapping[str, Any]) -> int:
@@ -180,7 +178,6 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         self.router: Any = None
         self._registry: Any = None
         self._cooldown_store: Any = None
-        self._cooled: Dict[Tuple[str, ...], Tuple[float, List[str]]] = {}
         self._version: object = None
         self._lock = threading.Lock()
         self._orphans: Deque[Any] = deque()  # transactions of dropped calls, to end
@@ -247,7 +244,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
                             vs.bind(ident, _weight_of(deployment))
                         except DuplicateService:  # another process of a shared vserver bound it
                             pass
-                group.deployments, group.ids = deployments, tuple(deployments)
+                group.deployments, group.ids, group.cooled_at = deployments, tuple(deployments), -math.inf
             for name, group in self.groups.items():
                 gone = [ident for ident in group.vserver.services
                         if ident not in by_group.get(name, {}) and not group.vserver.info(ident)["draining"]]
@@ -257,7 +254,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
                     except UnknownService:  # unbound meanwhile (a shared vserver's other process)
                         pass
                 if name not in by_group:
-                    group.deployments, group.ids = {}, ()
+                    group.deployments, group.ids, group.cooled_at = {}, (), -math.inf
             self._version = version
 
     def _make_vserver(self, group: str, deployments: Mapping[str, Any]) -> Any:
@@ -300,21 +297,23 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         if group is None or not group.ids:
             raise ValueError(f"the router has no deployment of model group {model!r} "
                              f"(groups: {sorted(n for n, g in self.groups.items() if g.ids)})")
-        metadata = None
-        before = None
+        metadata = before = None
         if request is not None:
             metadata = request.get("metadata")
             if not isinstance(metadata, dict):
                 metadata = request["metadata"] = {}
             before = metadata.get(STAMP)
-            if not isinstance(before, _Pick) or before.strategy is not self:
+            if before is not None and (not isinstance(before, _Pick) or before.strategy is not self):
                 before = None
-        cooled = self._cooldowns(group.ids)
+        now = time.monotonic()  # LiteLLM's cooldown list, as of COOLDOWN_CACHE s ago at most
+        if now - group.cooled_at > COOLDOWN_CACHE:
+            group.cooled, group.cooled_at = self._ask_cooldowns(group.ids), now
+        cooled = group.cooled
         vs = group.vserver
         try:
             if before is not None:  # a retry of this call (LiteLLM keeps its metadata): elsewhere, if it can
                 try:
-                    handle = vs.acquire(exclude=cooled + before.tried())
+                    handle = vs.acquire(exclude=list(cooled) + before.tried())
                 except NoServiceAvailable:
                     handle = vs.acquire(exclude=cooled)
             else:
@@ -326,21 +325,21 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         if metadata is None:  # nothing carries it to the callbacks: counted, ended at once
             self._end(handle, None)
         else:
-            metadata[STAMP] = _Pick(service, self, handle, before)
+            pick = metadata[STAMP] = _Pick(service)
+            pick.handle, pick.strategy = handle, self
+            if before is not None:
+                pick.earlier = before
         return group.deployments[service]
 
-    def _cooldowns(self, ids: Tuple[str, ...]) -> List[str]:
-        """The ids of `ids` in LiteLLM's cooldown. Asking LiteLLM costs microseconds (tens with
-        Redis behind it), so its answer is kept COOLDOWN_CACHE seconds, and forgotten on every
-        failure of a call: a deployment LiteLLM cools down after a failure is excluded from the
-        next pick on."""
-        now = time.monotonic()
-        cached = self._cooled.get(ids)
-        if cached is None or now - cached[0] > COOLDOWN_CACHE:
-            cached = self._cooled[ids] = (now, self._ask_cooldowns(ids))
-        return list(cached[1]) if cached[1] else []
+    def _forget_cooldowns(self) -> None:
+        """After any failure of a call: a deployment LiteLLM cools down then is excluded from the
+        next pick on. (Asking LiteLLM costs microseconds, tens with Redis behind it: its answer is
+        otherwise kept COOLDOWN_CACHE seconds.)"""
+        for group in self.groups.values():
+            group.cooled_at = -math.inf
 
     def _ask_cooldowns(self, ids: Tuple[str, ...]) -> List[str]:
+        """The ids of `ids` in LiteLLM's cooldown."""
         store = self._cooldown_store
         if store is None:
             return []
@@ -447,9 +446,13 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
     def _pick(self, kwargs: Mapping[str, Any]) -> Optional[_Pick]:
         """The call's pick that this attempt's outcome ends: the stamp is the latest attempt's,
         and an earlier attempt's outcome may come after it."""
-        pick = _stamp_of(kwargs)
+        params = kwargs.get("litellm_params")  # where a logging callback's kwargs carry it
+        metadata = params.get("metadata") if type(params) is dict else None
+        pick = metadata.get(STAMP) if type(metadata) is dict else None
+        if type(pick) is not _Pick:
+            pick = _stamp_of(kwargs)
         if pick is None or (pick.earlier is None and "handle" not in pick.__dict__):
-            return None  # (the common case of a callback after a deployment hook: said cheaply)
+            return None  # the usual case of a callback after a deployment hook ended it: said cheaply
         ident = _deployment_id(kwargs)
         while pick is not None and ((ident is not None and pick != ident) or "handle" not in pick.__dict__):
             pick = pick.earlier
@@ -468,12 +471,41 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
         pick.strategy._end(handle, "ok", _seconds(first, sent), _tokens_of(response))
 
     def _answered(self, request: Mapping[str, Any], response: Any) -> None:
-        """A whole (not streamed) answer, in the call's task: TTFB from the attempt's start to now."""
-        pick = self._pick(request)
-        handle = pick.take() if pick is not None else None
-        if pick is None or handle is None:
-            return
-        pick.strategy._end(handle, "ok", _answer_time(request, request.get("metadata")), _tokens_of(response))
+        """A whole (not streamed) answer, in the call's task: its time and tokens end the pick.
+        The usual case (the pick in the call's metadata, made for the deployment that answered;
+        LiteLLM's timing window of the call; usage among the response's pydantic extras) is
+        written out here, the general one left to the helpers: this runs once a call, on caches
+        that LiteLLM's own work keeps cold, where each step costs microseconds."""
+        metadata = request.get("metadata")
+        pick = metadata.get(STAMP) if type(metadata) is dict else None
+        info = request.get("model_info")
+        handle = None
+        if type(pick) is _Pick and type(info) is dict and pick == info.get("id"):
+            handle = pick.__dict__.pop("handle", None)  # take()
+        if handle is None:  # another attempt's pick, or found elsewhere
+            pick = self._pick(request)
+            handle = pick.take() if pick is not None else None
+            if pick is None or handle is None:
+                return
+        windows = metadata.get("llm_api_timing_windows") if type(metadata) is dict else None
+        try:
+            ttfb: Optional[float] = min(MAX_TTFB, max(0.0, windows[-1][1] - windows[-1][0]))
+        except (TypeError, IndexError, KeyError):
+            ttfb = _answer_time(request, None)
+        extra = getattr(response, "__pydantic_extra__", None)
+        usage = extra.get("usage") if type(extra) is dict else None
+        try:
+            tokens = usage.prompt_tokens + usage.completion_tokens
+        except (AttributeError, TypeError):
+            tokens = _tokens_of(response)
+        if type(tokens) is not int or tokens < 0:
+            tokens = _tokens_of(response)
+        try:
+            if tokens:
+                handle.record(bytes=tokens)
+            handle.finish(ttfb, 200)
+        except UnknownService:  # unbound meanwhile (a shared vserver's other process drained it)
+            pass
 
     def _failure(self, kwargs: Mapping[str, Any], exc: Any = None) -> None:
         pick = self._pick(kwargs)
@@ -481,7 +513,7 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
         if pick is None or handle is None:
             return
         strategy = pick.strategy
-        strategy._cooled.clear()  # LiteLLM may have cooled the deployment down: ask again
+        strategy._forget_cooldowns()  # LiteLLM may have cooled the deployment down: ask again
         if exc is None:
             exc = kwargs.get("exception")
         status = getattr(exc, "status_code", None)
