@@ -398,12 +398,12 @@ def test_the_comparison_benchmark_runs(capsys):
     spec = importlib.util.spec_from_file_location("litellm_compare", path)
     compare = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(compare)
-    try:
-        compare.main(["--calls", "12", "--concurrency", "4", "--delay", "0.02", "--picks", "5",
-                      "--strategies", "least-busy,LEASTRESPONSETIME"])
-    finally:
-        from leastload.integrations.litellm import OUTCOMES
-        for name in ("_success", "_failure"):  # the script's timers, set on the shared callback object
-            vars(OUTCOMES).pop(name, None)
-    rows = [line.split(" | ")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
-    assert rows[1:] == ["| least-busy", "| LEASTRESPONSETIME"], rows
+    compare.main(["--calls", "12", "--rounds", "2", "--concurrency", "4", "--delay", "0.02", "--picks", "5",
+                  "--strategies", "least-busy,LEASTRESPONSETIME"])
+    from leastload.integrations.litellm import OUTCOMES
+    assert not set(vars(OUTCOMES)) & {"_answered", "_success", "_failure"}  # the script's timers are gone
+    out = capsys.readouterr().out.splitlines()
+    rows = [line.split(" | ")[0] for line in out if line.startswith("| ")]
+    assert rows[1:] == ["| LiteLLM least-busy", "| leastload LEASTRESPONSETIME"], rows
+    assert len([line for line in out if line.startswith("# round ")]) == 2, out
+    assert any(line.startswith("# Done-when: PASS") or line.startswith("# Done-when: MISS") for line in out), out
