@@ -8,12 +8,15 @@
 
 Each `model_name` group of the router is one vserver whose services are the
 deployments' `model_info.id`s. Every pick of the router goes through the
-engine (deployments in LiteLLM's cooldown excluded), and LiteLLM's success
-and failure callbacks end the pick's transaction: TTFB from the first token
-of a stream or from the response, tokens (prompt + completion) recorded as
-the window's bytes, a failure as fail(). A pick whose call ends any other
-way (cancelled, a stream dropped before its end) ends without an outcome
-when LiteLLM lets go of the call. docs/litellm.md has the rules.
+engine (deployments in LiteLLM's cooldown excluded), and the call's outcome
+ends the pick's transaction: TTFB from the first token of a stream or the
+whole answer's time, tokens (prompt + completion) recorded as the window's
+bytes, a failure as fail(). A whole answer or a failed attempt ends it in
+the call's own task (LiteLLM's deployment hooks); LiteLLM's logging
+callbacks, which come later, end the rest (streams at their end, cache hits,
+sync calls). A pick whose call ends any other way (cancelled, a stream
+dropped before its end) ends without an outcome when LiteLLM lets go of the
+call. docs/litellm.md has the rules.
 """
 
 try:
