@@ -490,13 +490,14 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
             handle = pick.take() if pick is not None else None
             if pick is None or handle is None:
                 return
-        windows = metadata.get("llm_api_timing_windows") if type(metadata) is dict else None
+        # (None or another shape raises below, and the helpers take the general case)
+        windows: Any = metadata.get("llm_api_timing_windows") if type(metadata) is dict else None
         try:
             ttfb: Optional[float] = min(MAX_TTFB, max(0.0, windows[-1][1] - windows[-1][0]))
         except (TypeError, IndexError, KeyError):
             ttfb = _answer_time(request, None)
         extra = getattr(response, "__pydantic_extra__", None)
-        usage = extra.get("usage") if type(extra) is dict else None
+        usage: Any = extra.get("usage") if type(extra) is dict else None
         try:
             tokens = usage.prompt_tokens + usage.completion_tokens
         except (AttributeError, TypeError):
