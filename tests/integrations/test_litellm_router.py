@@ -241,6 +241,44 @@ def test_retries_end_each_attempt_once(reps, strategies):
     assert vs.info("r1")["selected"] + vs.info("r2")["selected"] == 8 + failed
 
 
+def test_an_answer_or_a_failure_ends_its_pick_in_the_call_task(reps, strategies):
+    """The pick ends in LiteLLM's deployment hooks, before LiteLLM hands the outcome to its logging
+    worker: a hook of LiteLLM's list after ours, run in the same task, already sees it ended.
+    The logging callbacks that come later find it ended and count nothing twice."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    reps[0].set(delay=0.05)
+    reps[1].set(error_rate=1.0)
+    router = router_for(reps[:2], disable_cooldowns=True)
+    strategy = strategies("LEASTRESPONSETIME")
+    strategy.install(router)
+    vs = strategy.vserver(GROUP)
+    seen = []
+
+    class After(CustomLogger):
+        async def async_post_call_success_deployment_hook(self, request_data, response, call_type):
+            seen.append(("ok", vs.info("r1")["active"], vs.info("r1")["ttfb"]))
+
+        async def async_post_call_failure_deployment_hook(self, request_data, exception, call_type,
+                                                          fallback_depth=None):
+            seen.append(("failed", vs.info("r2")["active"], vs.info("r2")["failures"]))
+
+    after = After()
+    litellm.callbacks.append(after)
+    try:
+        errors = run(calls(router, 6, 1))
+        run(asyncio.sleep(0.3))  # the logging callbacks of the last calls
+    finally:
+        litellm.callbacks.remove(after)
+    assert len(errors) == 3 and len(seen) == 6, (errors, seen)
+    answered = [s for s in seen if s[0] == "ok"]
+    failed = [s for s in seen if s[0] == "failed"]
+    assert [s[1] for s in seen] == [0] * 6, seen  # ended before the next hook ran
+    assert all(ttfb is not None and ttfb >= 0.05 for _, _, ttfb in answered), answered  # the whole answer's time
+    assert [f for _, _, f in failed] == [1, 2, 3], failed  # each failure counted as it happened
+    assert vs.info("r2")["failures"] == 3 and vs.info("r1")["selected"] + vs.info("r2")["selected"] == 6
+
+
 # ---- deployments added and removed at run time; the sync path ------------------------------------
 
 def test_a_deployment_added_at_run_time_ramps_under_slow_start(reps, strategies, c_impl):
@@ -360,12 +398,12 @@ def test_the_comparison_benchmark_runs(capsys):
     spec = importlib.util.spec_from_file_location("litellm_compare", path)
     compare = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(compare)
-    try:
-        compare.main(["--calls", "12", "--concurrency", "4", "--delay", "0.02", "--picks", "5",
-                      "--strategies", "least-busy,LEASTRESPONSETIME"])
-    finally:
-        from leastload.integrations.litellm import OUTCOMES
-        for name in ("_success", "_failure"):  # the script's timers, set on the shared callback object
-            vars(OUTCOMES).pop(name, None)
-    rows = [line.split(" | ")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
-    assert rows[1:] == ["| least-busy", "| LEASTRESPONSETIME"], rows
+    compare.main(["--calls", "12", "--rounds", "2", "--concurrency", "4", "--delay", "0.02", "--picks", "5",
+                  "--strategies", "least-busy,LEASTRESPONSETIME"])
+    from leastload.integrations.litellm import OUTCOMES
+    assert not set(vars(OUTCOMES)) & {"_answered", "_success", "_failure"}  # the script's timers are gone
+    out = capsys.readouterr().out.splitlines()
+    rows = [line.split(" | ")[0] for line in out if line.startswith("| ")]
+    assert rows[1:] == ["| LiteLLM least-busy", "| leastload LEASTRESPONSETIME"], rows
+    assert len([line for line in out if line.startswith("# round ")]) == 2, out
+    assert any(line.startswith("# Done-when: PASS") or line.startswith("# Done-when: MISS") for line in out), out

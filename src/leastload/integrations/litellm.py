@@ -8,12 +8,15 @@
 
 Each `model_name` group of the router is one vserver whose services are the
 deployments' `model_info.id`s. Every pick of the router goes through the
-engine (deployments in LiteLLM's cooldown excluded), and LiteLLM's success
-and failure callbacks end the pick's transaction: TTFB from the first token
-of a stream or from the response, tokens (prompt + completion) recorded as
-the window's bytes, a failure as fail(). A pick whose call ends any other
-way (cancelled, a stream dropped before its end) ends without an outcome
-when LiteLLM lets go of the call. docs/litellm.md has the rules.
+engine (deployments in LiteLLM's cooldown excluded), and the call's outcome
+ends the pick's transaction: TTFB from the first token of a stream or the
+whole answer's time, tokens (prompt + completion) recorded as the window's
+bytes, a failure as fail(). A whole answer or a failed attempt ends it in
+the call's own task (LiteLLM's deployment hooks); LiteLLM's logging
+callbacks, which come later, end the rest (streams at their end, cache hits,
+sync calls). A pick whose call ends any other way (cancelled, a stream
+dropped before its end) ends without an outcome when LiteLLM lets go of the
+call. docs/litellm.md has the rules.
 """
 
 try:
@@ -26,6 +29,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 import asyncio
 import datetime
 import hashlib
+import math
 import re
 import threading
 import time
@@ -49,18 +53,12 @@ class _Pick(str):
     """The pick as LiteLLM carries it in the request's metadata: a string (the deployment's id,
     so logging and copying it is harmless) holding the transaction until it ends. When LiteLLM
     drops the last reference to the call (cancelled, a stream left unread) and the transaction
-    is still open, it is ended without an outcome."""
-
-    def __new__(cls, service: str, strategy: "Strategy", handle: Any, earlier: Optional["_Pick"]) -> "_Pick":
-        pick = super().__new__(cls, service)
-        pick.handle = handle
-        pick.strategy = strategy
-        pick.earlier = earlier
-        return pick
+    is still open, it is ended without an outcome. Made as `_Pick(service)`, then given its
+    handle and strategy (and its earlier pick, if any): the cheapest way to a str with attributes."""
 
     handle: Any  # the open transaction; taken (once) by take()
     strategy: "Strategy"
-    earlier: Optional["_Pick"]  # the pick of this call's attempt before (LiteLLM keeps the metadata)
+    earlier: Optional["_Pick"] = None  # the pick of this call's attempt before (LiteLLM keeps the metadata)
 
     def take(self) -> Any:
         """The transaction, to end it; None once taken (dict.pop is one step for other threads)."""
@@ -91,14 +89,17 @@ class _Pick(str):
 
 
 class _Group:
-    """A model_name group: its vserver and its deployments by id."""
+    """A model_name group: its vserver, its deployments by id, and which of them LiteLLM had in
+    its cooldown when last asked (at `cooled_at`, time.monotonic())."""
 
-    __slots__ = ("vserver", "deployments", "ids")
+    __slots__ = ("vserver", "deployments", "ids", "cooled", "cooled_at")
 
     def __init__(self, vserver: Any) -> None:
         self.vserver = vserver
         self.deployments: Dict[str, Any] = {}
         self.ids: Tuple[str, ...] = ()
+        self.cooled: List[str] = []
+        self.cooled_at = -math.inf  # ask at the next pick
 
 
 def _weight_of(deployment: Mapping[str, Any]) -> int:
@@ -133,7 +134,12 @@ def _seconds(later: Any, earlier: Any) -> Optional[float]:
 
 
 def _tokens_of(response: Any) -> int:
-    usage = getattr(response, "usage", None)
+    # LiteLLM's responses keep usage among pydantic's extra fields, which getattr reaches only
+    # after failing the regular lookup (microseconds): read it there first
+    extra = getattr(response, "__pydantic_extra__", None)
+    usage = extra.get("usage") if isinstance(extra, dict) else None
+    if usage is None:
+        usage = getattr(response, "usage", None)
     if usage is None and isinstance(response, dict):
         usage = response.get("usage")
     if usage is None:
@@ -175,7 +181,6 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         self.router: Any = None
         self._registry: Any = None
         self._cooldown_store: Any = None
-        self._cooled: Dict[Tuple[str, ...], Tuple[float, List[str]]] = {}
         self._version: object = None
         self._lock = threading.Lock()
         self._orphans: Deque[Any] = deque()  # transactions of dropped calls, to end
@@ -242,7 +247,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
                             vs.bind(ident, _weight_of(deployment))
                         except DuplicateService:  # another process of a shared vserver bound it
                             pass
-                group.deployments, group.ids = deployments, tuple(deployments)
+                group.deployments, group.ids, group.cooled_at = deployments, tuple(deployments), -math.inf
             for name, group in self.groups.items():
                 gone = [ident for ident in group.vserver.services
                         if ident not in by_group.get(name, {}) and not group.vserver.info(ident)["draining"]]
@@ -252,7 +257,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
                     except UnknownService:  # unbound meanwhile (a shared vserver's other process)
                         pass
                 if name not in by_group:
-                    group.deployments, group.ids = {}, ()
+                    group.deployments, group.ids, group.cooled_at = {}, (), -math.inf
             self._version = version
 
     def _make_vserver(self, group: str, deployments: Mapping[str, Any]) -> Any:
@@ -295,21 +300,23 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         if group is None or not group.ids:
             raise ValueError(f"the router has no deployment of model group {model!r} "
                              f"(groups: {sorted(n for n, g in self.groups.items() if g.ids)})")
-        metadata = None
-        before = None
+        metadata = before = None
         if request is not None:
             metadata = request.get("metadata")
             if not isinstance(metadata, dict):
                 metadata = request["metadata"] = {}
             before = metadata.get(STAMP)
-            if not isinstance(before, _Pick) or before.strategy is not self:
+            if before is not None and (not isinstance(before, _Pick) or before.strategy is not self):
                 before = None
-        cooled = self._cooldowns(group.ids)
+        now = time.monotonic()  # LiteLLM's cooldown list, as of COOLDOWN_CACHE s ago at most
+        if now - group.cooled_at > COOLDOWN_CACHE:
+            group.cooled, group.cooled_at = self._ask_cooldowns(group.ids), now
+        cooled = group.cooled
         vs = group.vserver
         try:
             if before is not None:  # a retry of this call (LiteLLM keeps its metadata): elsewhere, if it can
                 try:
-                    handle = vs.acquire(exclude=cooled + before.tried())
+                    handle = vs.acquire(exclude=list(cooled) + before.tried())
                 except NoServiceAvailable:
                     handle = vs.acquire(exclude=cooled)
             else:
@@ -321,21 +328,21 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
         if metadata is None:  # nothing carries it to the callbacks: counted, ended at once
             self._end(handle, None)
         else:
-            metadata[STAMP] = _Pick(service, self, handle, before)
+            pick = metadata[STAMP] = _Pick(service)
+            pick.handle, pick.strategy = handle, self
+            if before is not None:
+                pick.earlier = before
         return group.deployments[service]
 
-    def _cooldowns(self, ids: Tuple[str, ...]) -> List[str]:
-        """The ids of `ids` in LiteLLM's cooldown. Asking LiteLLM costs microseconds (tens with
-        Redis behind it), so its answer is kept COOLDOWN_CACHE seconds, and forgotten on every
-        failure of a call: a deployment LiteLLM cools down after a failure is excluded from the
-        next pick on."""
-        now = time.monotonic()
-        cached = self._cooled.get(ids)
-        if cached is None or now - cached[0] > COOLDOWN_CACHE:
-            cached = self._cooled[ids] = (now, self._ask_cooldowns(ids))
-        return list(cached[1]) if cached[1] else []
+    def _forget_cooldowns(self) -> None:
+        """After any failure of a call: a deployment LiteLLM cools down then is excluded from the
+        next pick on. (Asking LiteLLM costs microseconds, tens with Redis behind it: its answer is
+        otherwise kept COOLDOWN_CACHE seconds.)"""
+        for group in self.groups.values():
+            group.cooled_at = -math.inf
 
     def _ask_cooldowns(self, ids: Tuple[str, ...]) -> List[str]:
+        """The ids of `ids` in LiteLLM's cooldown."""
         store = self._cooldown_store
         if store is None:
             return []
@@ -405,19 +412,50 @@ def _stamp_of(kwargs: Mapping[str, Any]) -> Optional[_Pick]:
 
 def _deployment_id(kwargs: Mapping[str, Any]) -> Optional[str]:
     params = kwargs.get("litellm_params") or {}
-    info = params.get("model_info") or {}
+    info = params.get("model_info") or kwargs.get("model_info") or {}  # a logging event's, a deployment call's
     ident = info.get("id") if isinstance(info, dict) else None
     return str(ident) if ident is not None else kwargs.get("model_id")
 
 
+def _answer_time(request: Mapping[str, Any], metadata: Any) -> Optional[float]:
+    """Seconds from this attempt's request going out to its whole answer, in the call's task:
+    the last of the call's timing windows that LiteLLM notes in its metadata (start, end) when
+    there, else from the attempt's start on LiteLLM's logging object to now."""
+    windows = metadata.get("llm_api_timing_windows") if isinstance(metadata, dict) else None
+    if isinstance(windows, tuple) and windows:
+        window = windows[-1]
+        if isinstance(window, tuple) and len(window) == 2:
+            return _seconds(window[1], window[0])
+    sent = _attempt_start(request)
+    return _seconds(datetime.datetime.now(), sent) if sent is not None else None  # its naive local time
+
+
+def _attempt_start(request: Mapping[str, Any]) -> Any:
+    """When this attempt's request went out, as LiteLLM's logging object of the call has it."""
+    logging_obj = request.get("litellm_logging_obj")
+    details = getattr(logging_obj, "model_call_details", None)
+    if not isinstance(details, dict):
+        return None
+    return details.get("current_attempt_api_call_start_time") or details.get("api_call_start_time")
+
+
 class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are untyped here
-    """LiteLLM's success and failure callbacks ending the picks' transactions (of any Strategy:
-    each pick carries its own)."""
+    """The hooks and callbacks of LiteLLM that end the picks' transactions (of any Strategy: each
+    pick carries its own). A call's answer or failure ends its pick in the call's own task, from
+    the deployment hooks LiteLLM runs as the deployment answers; the logging callbacks, which
+    LiteLLM runs later from its logging worker, end what those did not see (streams, cache hits,
+    sync calls, a failure before the deployment was called) and find the others ended."""
 
     def _pick(self, kwargs: Mapping[str, Any]) -> Optional[_Pick]:
         """The call's pick that this attempt's outcome ends: the stamp is the latest attempt's,
         and an earlier attempt's outcome may come after it."""
-        pick = _stamp_of(kwargs)
+        params = kwargs.get("litellm_params")  # where a logging callback's kwargs carry it
+        metadata = params.get("metadata") if type(params) is dict else None
+        pick = metadata.get(STAMP) if type(metadata) is dict else None
+        if type(pick) is not _Pick:
+            pick = _stamp_of(kwargs)
+        if pick is None or (pick.earlier is None and "handle" not in pick.__dict__):
+            return None  # the usual case of a callback after a deployment hook ended it: said cheaply
         ident = _deployment_id(kwargs)
         while pick is not None and ((ident is not None and pick != ident) or "handle" not in pick.__dict__):
             pick = pick.earlier
@@ -435,14 +473,53 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
         first = kwargs.get("completion_start_time") or end_time
         pick.strategy._end(handle, "ok", _seconds(first, sent), _tokens_of(response))
 
-    def _failure(self, kwargs: Mapping[str, Any]) -> None:
+    def _answered(self, request: Mapping[str, Any], response: Any) -> None:
+        """A whole (not streamed) answer, in the call's task: its time and tokens end the pick.
+        The usual case (the pick in the call's metadata, made for the deployment that answered;
+        LiteLLM's timing window of the call; usage among the response's pydantic extras) is
+        written out here, the general one left to the helpers: this runs once a call, on caches
+        that LiteLLM's own work keeps cold, where each step costs microseconds."""
+        metadata = request.get("metadata")
+        pick = metadata.get(STAMP) if type(metadata) is dict else None
+        info = request.get("model_info")
+        handle = None
+        if type(pick) is _Pick and type(info) is dict and pick == info.get("id"):
+            handle = pick.__dict__.pop("handle", None)  # take()
+        if handle is None:  # another attempt's pick, or found elsewhere
+            pick = self._pick(request)
+            handle = pick.take() if pick is not None else None
+            if pick is None or handle is None:
+                return
+        # (None or another shape raises below, and the helpers take the general case)
+        windows: Any = metadata.get("llm_api_timing_windows") if type(metadata) is dict else None
+        try:
+            ttfb: Optional[float] = min(MAX_TTFB, max(0.0, windows[-1][1] - windows[-1][0]))
+        except (TypeError, IndexError, KeyError):
+            ttfb = _answer_time(request, None)
+        extra = getattr(response, "__pydantic_extra__", None)
+        usage: Any = extra.get("usage") if type(extra) is dict else None
+        try:
+            tokens = usage.prompt_tokens + usage.completion_tokens
+        except (AttributeError, TypeError):
+            tokens = _tokens_of(response)
+        if type(tokens) is not int or tokens < 0:
+            tokens = _tokens_of(response)
+        try:
+            if tokens:
+                handle.record(bytes=tokens)
+            handle.finish(ttfb, 200)
+        except UnknownService:  # unbound meanwhile (a shared vserver's other process drained it)
+            pass
+
+    def _failure(self, kwargs: Mapping[str, Any], exc: Any = None) -> None:
         pick = self._pick(kwargs)
         handle = pick.take() if pick is not None else None
         if pick is None or handle is None:
             return
         strategy = pick.strategy
-        strategy._cooled.clear()  # LiteLLM may have cooled the deployment down: ask again
-        exc = kwargs.get("exception")
+        strategy._forget_cooldowns()  # LiteLLM may have cooled the deployment down: ask again
+        if exc is None:
+            exc = kwargs.get("exception")
         status = getattr(exc, "status_code", None)
         if isinstance(exc, (litellm.Timeout, asyncio.CancelledError, asyncio.TimeoutError)):
             strategy._end(handle, None)  # timed out or cancelled: no TTFB, no blame
@@ -450,6 +527,15 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
             strategy._end(handle, None)  # the deployment answered: the request's fault
         else:
             strategy._end(handle, "failed")
+
+    async def async_post_call_success_deployment_hook(self, request_data: Any, response: Any, call_type: Any) -> Any:
+        if not request_data.get("stream"):  # a stream's pick ends at its end (the logging callbacks)
+            self._answered(request_data, response)
+        return None  # the response unchanged
+
+    async def async_post_call_failure_deployment_hook(self, request_data: Any, exception: Any, call_type: Any,
+                                                      fallback_depth: Any = None) -> None:
+        self._failure(request_data, exception)
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._success(kwargs, response_obj, start_time, end_time)
