@@ -225,3 +225,40 @@ def test_config_errors_and_refused_flags_exit_2(tmp_path):
         assert out.returncode == 2 and says in out.stderr, out.stderr
     out = subprocess.run([sys.executable, "-m", "leastload", "proxy"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--backend" in out.stderr and "--config" in out.stderr
+
+
+def test_a_service_bound_by_a_reload_ramps_as_the_vendors_automated_slow_start(tmp_path):
+    """examples/proxy.conf's slow start (10 PER_SECOND, +10 every 10 s) for a service a reload
+    binds: the vendor's automated mode starts its cap at 0 and adds the increment at the end of
+    each interval, so it gets nothing for 10 s, then 10 a second, then 20 (the engine under a
+    manual clock; no sockets: the gateway is not started)."""
+    from leastload import ManualClock
+
+    clock = ManualClock(1000.0)
+    base = ["add service s1 127.0.0.1 HTTP 9001", "add service s2 127.0.0.1 HTTP 9002",
+            "add service s3 127.0.0.1 HTTP 9003", "add lb vserver web HTTP 127.0.0.1 8080 -lbMethod ROUNDROBIN",
+            "bind lb vserver web s1", "bind lb vserver web s2",
+            "set lb vserver web -newServiceRequest 10 PER_SECOND -newServiceRequestIncrementInterval 10"]
+    path = tmp_path / "lb.conf"
+    path.write_text("\n".join(base) + "\n")
+    gateway = Gateway(str(path), settings={"clock": clock, "health_check": "none"})
+    vs = gateway.proxies["web"].vserver
+    path.write_text("\n".join(base + ["bind lb vserver web s3"]) + "\n")
+    assert any(c.startswith("web: s3 bound at") and c.endswith("(slow start)") for c in gateway.reload())
+
+    def one_second(rate):
+        """`rate` picks spread over the next second; how many went to s3."""
+        got = 0
+        for _ in range(rate):
+            clock.advance(1.0 / rate)
+            got += vs.select() == "s3"
+        return got
+
+    assert vs.slow_start("s3")["cap"] == 0
+    assert [one_second(60) for _ in range(9)] == [0] * 9  # its first interval: nothing
+    clock.advance(1.0)  # t = 10 s: the first increment
+    assert vs.slow_start("s3")["cap"] == 10
+    assert one_second(60) == 10  # 60 a second would give it 20: the cap holds it at 10
+    clock.advance(9.0)  # t = 20 s: the second
+    assert vs.slow_start("s3")["cap"] == 20
+    assert one_second(90) == 20

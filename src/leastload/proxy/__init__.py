@@ -27,7 +27,7 @@ try:
 except ImportError as exc:
     raise ImportError("leastload.proxy needs httptools: pip install leastload[proxy]") from exc
 
-from .. import IMPLEMENTATION as _IMPLEMENTATION
+from .._implementation import IMPLEMENTATION as _IMPLEMENTATION
 
 
 # The per-request path: the HTTP/1.1 layer, the counters, and the three modules that carry a

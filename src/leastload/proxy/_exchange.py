@@ -26,7 +26,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
 
-from .. import NoServiceAvailable
+from ..engine.errors import NoServiceAvailable
 from ..net import upstream
 from ..net.upstream import Outcome
 from . import _backend, _http1

@@ -54,6 +54,7 @@ import re
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
+from ..config.proxy_settings import DEFAULT
 from . import _admin, _http1, _metrics
 from ._control import Control
 from ._one_request import OneRequestConnection
@@ -62,7 +63,7 @@ log = logging.getLogger("leastload.proxy")
 
 SCRAPE_TIMEOUT = 2.0     # a worker's GET (/metrics, /healthz, /leastload/status) answers within this
 COMMAND_TIMEOUT = 5.0    # a worker's POST answers within this (leastload ctl waits 10 s for the whole)
-HEADER_TIMEOUT = 10.0    # a request head arrives within this (the proxy's default header_timeout)
+HEADER_TIMEOUT: float = DEFAULT["header_timeout"]  # a request head arrives within this (as the proxy's)
 START_TIMEOUT = 10.0     # start_fanout binds within this; close() stops within it
 MAX_WORKER_ANSWER = 64 << 20  # a worker's answer larger than this is refused (as no answer)
 _WORKER_LIMITS = _http1.Limits(max_header_size=16384, max_headers=64)
