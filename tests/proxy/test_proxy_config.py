@@ -262,3 +262,21 @@ def test_a_service_bound_by_a_reload_ramps_as_the_vendors_automated_slow_start(t
     clock.advance(9.0)  # t = 20 s: the second
     assert vs.slow_start("s3")["cap"] == 20
     assert one_second(90) == 20
+
+
+def test_each_vserver_of_a_config_shows_under_its_own_name(tmp_path):
+    """The status page's `show` and `ctl show lb vserver` name the config's vservers, not
+    "vserver" (the engine's default name): the proxy gives its engine its own name."""
+    from leastload.proxy._control import Control
+
+    path = tmp_path / "lb.conf"
+    path.write_text("add service s1 127.0.0.1 HTTP 9001\nadd service s2 127.0.0.1 HTTP 9002\n"
+                    "add lb vserver web HTTP 127.0.0.1 8080\nadd lb vserver api HTTP 127.0.0.1 8081\n"
+                    "bind lb vserver web s1\nbind lb vserver api s2\n")
+    gateway = Gateway(str(path), settings={"health_check": "none"})
+    for name, proxy in gateway.proxies.items():
+        assert proxy.vserver.show().name == name
+        assert name in str(proxy.vserver.show()).splitlines()[0]
+    status, answer = Control(gateway.proxies).run(["show", "lb", "vserver"])
+    assert status == 200 and {vs: answer["vservers"][vs]["name"] for vs in answer["vservers"]} == {
+        "web": "web", "api": "api"}

@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Coroutine, Dict, Optional, Sequence, Set, Tuple
 
 from ..engine.methods import METHODS
 from ..engine.settings import HANDOVERS, SETTING, SETTINGS, UNITS, flag_dest

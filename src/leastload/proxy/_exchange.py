@@ -30,7 +30,8 @@ from ..engine.errors import NoServiceAvailable
 from ..net import upstream
 from ..net.upstream import Outcome
 from . import _backend, _http1
-from ._backend import CLIENT_GONE, OK, RESET, TIMEOUT, ExchangeSide, clock
+from ._backend import CLIENT_GONE, OK, RESET, TIMEOUT, ExchangeSide
+from ._core import clock
 from ._health import is_local_error
 from ._http1 import error_response
 from ._stats import BackendCounters, Stats

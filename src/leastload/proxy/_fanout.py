@@ -51,9 +51,8 @@ import asyncio
 import hmac
 import json
 import logging
-import re
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..config.proxy_settings import DEFAULT
 from . import _admin, _exposition, _http1
@@ -277,9 +276,9 @@ class Fanout:
     async def metrics(self) -> bytes:
         """Every worker's /metrics now, merged (the fan-out's /metrics; runs on the fan-out's loop)."""
         answers = await self._ask_all(b"GET", _admin.METRICS_PATH, SCRAPE_TIMEOUT)
-        parsed: List[Tuple[int, Dict[str, Family]]] = []
+        parsed: List[Tuple[int, Dict[str, _exposition.Family]]] = []
         for index, answer in enumerate(answers):
-            families: Optional[Dict[str, Family]] = None
+            families: Optional[Dict[str, _exposition.Family]] = None
             if answer is not None and answer[0] == 200:
                 try:
                     families = _exposition.parse(answer[2].decode("utf-8"))

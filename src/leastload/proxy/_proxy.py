@@ -7,13 +7,13 @@ from dataclasses import asdict
 from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union, cast
 
 from ..config import proxy_settings
-from ..config.proxy_settings import DEFAULT as _D, XFF_MODES
+from ..config.proxy_settings import DEFAULT as _D
 from ..engine import errors as _errors
 from ..engine.errors import UnknownService
 from ..net import orca, upstream
 from ..net.request_keys import KeyRule
 from ..net.upstream import Backend
-from . import _admin, _backend, _client, _health, _http1, _linger, _listen, _overload
+from . import _admin, _backend, _client, _core, _health, _http1, _listen, _overload
 from ._accesslog import AccessLog
 from ._stats import TTFB_BUCKETS, BackendCounters, Stats, wall_time  # noqa: F401 (TTFB_BUCKETS, BackendCounters: importable here as before)
 
@@ -21,7 +21,7 @@ log = logging.getLogger("leastload.proxy")
 
 
 def _core_view(name: str) -> Any:
-    """A Proxy attribute kept in its core (_backend.ProxyCore), where the compiled
+    """A Proxy attribute kept in its core (_core.ProxyCore), where the compiled
     per-request path reads it as a C field."""
     def get(self: "Proxy") -> Any:
         return getattr(self.core, name)
@@ -96,7 +96,7 @@ class Proxy:
                  health_probes: bool = True, load_metrics: Optional[Dict[str, Tuple[int, int]]] = None,
                  overload_connections: Optional[int] = None, overload_timeout: float = _D["overload_timeout"],
                  linger_bytes: int = _D["linger_bytes"], **vserver_settings: Any) -> None:
-        self.core = _backend.ProxyCore()
+        self.core = _core.ProxyCore()
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
         if not name or not name.isprintable() or '"' in name or "\\" in name:
@@ -168,7 +168,7 @@ class Proxy:
 
     async def start(self) -> "Proxy":
         self.loop = loop = asyncio.get_running_loop()
-        self.core.turn = _backend.WriteTurn(loop)  # the writes of a turn of the loop, sent at its end
+        self.core.turn = _core.WriteTurn(loop)  # the writes of a turn of the loop, sent at its end
         for b in self.backends.values():
             self.pools[b.name] = self._pool(b)
         host, port = self.listen
@@ -335,7 +335,7 @@ class Proxy:
 
     def _late_packets(self, name: str, packets: int) -> None:
         """Segments a lost backend connection had not reported with an exchange (the method
-        does not pick by packets: see _backend.PACKETS_EVERY),
+        does not pick by packets: see _backend.SEGMENTS_READ_EVERY),
         to the engine's window and the counters, so that their totals stay exact."""
         try:
             self.vserver.record(name, packets=packets)
@@ -408,7 +408,7 @@ class Proxy:
         overload = self.overload
         while True:
             await asyncio.sleep(tick if overload.state == _overload.NORMAL else overloaded_tick)
-            now = _backend.clock()  # the clock the connections stamp their deadlines with
+            now = _core.clock()  # the clock the connections stamp their deadlines with
             for pool in list(self.pools.values()):
                 pool.check_timeouts(now)
             n = len(self.clients)
