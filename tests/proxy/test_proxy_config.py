@@ -230,8 +230,9 @@ def test_config_errors_and_refused_flags_exit_2(tmp_path):
 def test_a_service_bound_by_a_reload_ramps_as_the_vendors_automated_slow_start(tmp_path):
     """examples/proxy.conf's slow start (10 PER_SECOND, +10 every 10 s) for a service a reload
     binds: the vendor's automated mode starts its cap at 0 and adds the increment at the end of
-    each interval, so it gets nothing for 10 s, then 10 a second, then 20 (the engine under a
-    manual clock; no sockets: the gateway is not started)."""
+    each interval, so it gets nothing for 10 s, then 10 a second, then 20, while its fair share
+    (40 of 120 a second) is above its cap (the engine under a manual clock; no sockets: the
+    gateway is not started)."""
     from leastload import ManualClock
 
     clock = ManualClock(1000.0)
@@ -255,13 +256,14 @@ def test_a_service_bound_by_a_reload_ramps_as_the_vendors_automated_slow_start(t
         return got
 
     assert vs.slow_start("s3")["cap"] == 0
-    assert [one_second(60) for _ in range(9)] == [0] * 9  # its first interval: nothing
-    clock.advance(1.0)  # t = 10 s: the first increment
+    assert [one_second(120) for _ in range(10)] == [0] * 10  # its first interval: nothing
+    # from t = 10 s: the first increment (the engine applies it at the first pick that sees the time)
+    assert one_second(120) == 10  # its fair share is 40 a second: the cap holds it at 10
     assert vs.slow_start("s3")["cap"] == 10
-    assert one_second(60) == 10  # 60 a second would give it 20: the cap holds it at 10
-    clock.advance(9.0)  # t = 20 s: the second
+    for _ in range(9):
+        one_second(120)
+    assert one_second(120) == 20  # from t = 20 s: the second increment
     assert vs.slow_start("s3")["cap"] == 20
-    assert one_second(90) == 20
 
 
 def test_each_vserver_of_a_config_shows_under_its_own_name(tmp_path):
