@@ -32,7 +32,7 @@ answers as one proxy:
                                with {"ok": false, "error": "worker i: ...", "workers": [...]}
 
 With a token, the fan-out checks writes itself (every command but show/stat, and reload;
-`Authorization: Bearer TOKEN`, compared in constant time): an unauthorized write gets 401
+`Authorization: Bearer TOKEN`, compared in constant time: _admin.token_matches): an unauthorized write gets 401
 and never reaches a worker. Requests are read by the proxy's own reader (_http1.RequestReader)
 with the admin port's limits (_admin.ADMIN_LIMITS: a body of at most 64 KiB), a request head
 must arrive within HEADER_TIMEOUT, at most _admin.MAX_ADMIN_CONNECTIONS connections are open at
@@ -48,7 +48,6 @@ refuses, and is skipped as any worker that does not answer).
 """
 
 import asyncio
-import hmac
 import json
 import logging
 import threading
@@ -102,7 +101,8 @@ async def _exchange(host: str, port: int, method: bytes, target: bytes, body: by
         writer.write(b"".join(out))
         await writer.drain()
         response = _http1.ResponseReader(_WORKER_LIMITS)
-        response.start(False, True, False)  # read as an HTTP/1.0 client's: the body de-chunked if chunked
+        # read as an HTTP/1.0 client's: the body de-chunked if chunked
+        response.start(head_only=False, http10=True, keep_alive=False)
         pieces: List[bytes] = []
         size = 0
         while not (response.complete or response.failed):
@@ -327,27 +327,14 @@ class Fanout:
             workers.append(doc)
         return _json(200, {"workers": workers})
 
-    def _authorized(self, head: _http1.RequestHead) -> bool:
-        if not self.token:
-            return False
-        value = head.header(b"authorization")
-        if value is None:
-            return False
-        scheme, _, given = value.partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token.encode())
-
     async def _post(self, head: _http1.RequestHead, path: bytes, body: bytes) -> Answer:
         write = True
         if path == _admin.COMMAND_PATH:
-            try:
-                words = json.loads(body or b"{}")["command"]
-                if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
-                    raise ValueError
-            except (ValueError, KeyError, TypeError):
-                return _json(400, {"ok": False, "error": 'the body must be JSON: {"command": ["word", ...]}',
-                                   "workers": []})
+            words = _admin.command_words(body)
+            if words is None:
+                return _json(400, {"ok": False, "error": _admin.BAD_COMMAND, "workers": []})
             write = not Control.is_read(words)
-        if write and self.token and not self._authorized(head):
+        if write and self.token and not _admin.token_matches(head, self.token):
             return _json(401, {"ok": False, "error": _admin._UNAUTHORIZED, "workers": []})
         headers = [(b"Content-Type", b"application/json")]
         authorization = head.header(b"authorization")

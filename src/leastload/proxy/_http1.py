@@ -1009,7 +1009,7 @@ class ResponseReader(_HeadReader):
         self._data = b""
         self._clean = False
         self.plain_heads = 0  # responses read without llhttp (_plain_response)
-        self.start(False, False, True)
+        self.start(head_only=False, http10=False, keep_alive=True)
 
     def start(self, head_only: bool, http10: bool, keep_alive: bool) -> None:
         self.head_only, self.http10, self.client_keep_alive = head_only, http10, keep_alive
