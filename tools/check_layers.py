@@ -33,11 +33,7 @@ LAYERS: List[Tuple[str, ...]] = [
 ]
 
 # (importer, imported): allowed for now, each with why it is still there and where.
-EXCEPTIONS: Dict[Tuple[str, str], str] = {
-    ("proxy", ROOT): "proxy/__init__ (IMPLEMENTATION), _cli (unlink_shared), _exchange (NoServiceAvailable): "
-                     "to take them from _implementation, engine._engine and engine.errors",
-    ("proxy", "cli"): "proxy/_cli takes a 3-line function from cli.ctl (issue 48, item 3)",
-}
+EXCEPTIONS: Dict[Tuple[str, str], str] = {}
 
 
 def unit_of(module: str) -> str:

@@ -114,3 +114,10 @@ def write_file(path: str, write: Callable[[BinaryIO], None]) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def read_token(path: str) -> str:
+    """A token file's first line, stripped (so a trailing newline is not part of it): the admin
+    token of `leastload proxy --admin-token-file` and `leastload ctl --token-file`."""
+    with open(path, encoding="utf-8") as f:
+        return f.readline().strip()

@@ -419,8 +419,8 @@ TOML_BAD = [
     ('[service.S2]\nhost = "10.0.0.2"\ntype = "HTTP"\nport = 80\nmonitors = ["m1", "m1"]\n', 15,
      "service 'S2': monitors: 'm1' is listed twice"),
     ("[proxy]\ntimeouts = 3\n", 12, "proxy: unknown key 'timeouts' (the keys: " + ", ".join(PROXY_KEYS) + ")"),
-    ("[proxy]\nretries = 11\n", 12, "proxy: retries: must be an integer in 0..10, got 11"),
-    ("[proxy]\nretries = -1\n", 12, "proxy: retries: must be an integer in 0..10, got -1"),
+    ("[proxy]\nretries = 101\n", 12, "proxy: retries: must be an integer in 0..100, got 101"),
+    ("[proxy]\nretries = -1\n", 12, "proxy: retries: must be an integer in 0..100, got -1"),
     ("[proxy]\nworkers = 0\n", 12, "proxy: workers: must be an integer in 1..256, got 0"),
     ("[proxy]\nworkers = 257\n", 12, "proxy: workers: must be an integer in 1..256, got 257"),
     ("[proxy]\nworkers = 2.0\n", 12, "proxy: workers: must be an integer in 1..256, got 2.0"),
@@ -429,15 +429,15 @@ TOML_BAD = [
     ('[proxy]\nclient_timeout = "60"\n', 12, "proxy: client_timeout: must be a number in (0, 86400], got '60'"),
     ("[proxy]\nheader_timeout = nan\n", 12, "proxy: header_timeout: must be a number in (0, 86400], got nan"),
     ("[proxy]\nbody_timeout = false\n", 12, "proxy: body_timeout: must be a number in (0, 86400], got False"),
-    ("[proxy]\nmax_body = 0\n", 12, "proxy: max_body: must be a positive integer, got 0"),
-    ("[proxy]\nmax_request_line = 1.5\n", 12, "proxy: max_request_line: must be a positive integer, got 1.5"),
-    ("[proxy]\nmax_header_size = -5\n", 12, "proxy: max_header_size: must be a positive integer, got -5"),
-    ('[proxy]\nmax_headers = "100"\n', 12, "proxy: max_headers: must be a positive integer, got '100'"),
-    ("[proxy]\nmax_connections = true\n", 12, "proxy: max_connections: must be a positive integer, got True"),
+    ("[proxy]\nmax_body = -1\n", 12, "proxy: max_body: must be an integer in 0..1099511627776, got -1"),
+    ("[proxy]\nmax_request_line = 1.5\n", 12, "proxy: max_request_line: must be an integer in 64..1048576, got 1.5"),
+    ("[proxy]\nmax_header_size = -5\n", 12, "proxy: max_header_size: must be an integer in 256..16777216, got -5"),
+    ('[proxy]\nmax_headers = "100"\n', 12, "proxy: max_headers: must be an integer in 1..10000, got '100'"),
+    ("[proxy]\nmax_connections = true\n", 12, "proxy: max_connections: must be an integer in 1..1048576, got True"),
     ("[proxy]\noverload_connections = 0\n", 12, "proxy: overload_connections: must be an integer in 1..1048576, got 0"),
     ("[proxy]\noverload_timeout = -1\n", 12, "proxy: overload_timeout: must be a number in (0, 86400], got -1"),
     ("[proxy]\nlinger_bytes = -1\n", 12, "proxy: linger_bytes: must be an integer in 0..1073741824, got -1"),
-    ("[proxy]\npool_size = 0\n", 12, "proxy: pool_size: must be a positive integer, got 0"),
+    ("[proxy]\npool_size = -1\n", 12, "proxy: pool_size: must be an integer in 0..1048576, got -1"),
     ('[proxy]\nxff = "prepend"\n', 12, "proxy: xff: must be one of append, replace, got 'prepend'"),
     ('[proxy]\nforwarded = "yes"\n', 12, "proxy: forwarded: must be true or false, got 'yes'"),
     ("[proxy]\nvia = 1\n", 12, "proxy: via: must be true or false, got 1"),
@@ -464,7 +464,7 @@ def test_bad_toml_names_its_line(text, line, message):
 
 @pytest.mark.parametrize("text, message", [
     ("proxy = 3\n", "t.toml:1: proxy: must be a table, got 3"),
-    ("proxy.retries = 11\n", "t.toml:1: proxy: retries: must be an integer in 0..10, got 11"),
+    ("proxy.retries = 101\n", "t.toml:1: proxy: retries: must be an integer in 0..100, got 101"),
     ('[server.web1]\naddress = "10.0.0.1"\n\n[proxy]\nworkers = 2\n\n[proxy.admin]\nport = 9\n',
      "t.toml:7: proxy: admin: must be HOST:PORT"),
 ])
@@ -482,8 +482,8 @@ def test_proxy_settings_as_dotted_keys():
 
 
 def test_a_proxy_key_is_found_in_its_own_table_not_in_a_monitors():
-    text = '[monitor.m2]\ntype = "TCP"\nretries = 5\n\n[proxy]\nworkers = 4\nretries = 12\n'
-    with pytest.raises(ConfigError, match=r"^t\.toml:17: proxy: retries: must be an integer in 0\.\.10, got 12$"):
+    text = '[monitor.m2]\ntype = "TCP"\nretries = 5\n\n[proxy]\nworkers = 4\nretries = 120\n'
+    with pytest.raises(ConfigError, match=r"^t\.toml:17: proxy: retries: must be an integer in 0\.\.100, got 120$"):
         parse_t(text)
 
 

@@ -12,6 +12,7 @@ from leastload.config import (LB_METHODS, Binding, Config, Monitor, Server, Serv
                               parse_toml, to_data, to_netscaler, to_toml)
 from leastload.config.model import BUILTIN_MONITOR_TYPES, SERVICE_TYPES, UNMODELLED_BUILTIN_MONITORS
 from leastload.config.printer import PROXY_COMMENT
+from leastload.config.proxy_settings import SETTING as PROXY_SETTING
 
 FIRST = string.ascii_letters + string.digits + "_"
 REST = FIRST + "#. :@=-"
@@ -46,11 +47,11 @@ def monitors(draw, name):
 
 
 proxy_settings = st.fixed_dictionaries({}, optional={
-    "retries": st.integers(0, 10),
+    "retries": st.integers(0, 100),
     **{k: st.floats(0, 86400, exclude_min=True) for k in ("connect_timeout", "timeout", "client_timeout",
                                                             "header_timeout", "body_timeout", "overload_timeout")},
-    **{k: st.integers(1, 2**40) for k in ("max_body", "max_request_line", "max_header_size", "max_headers",
-                                          "max_connections", "pool_size")},
+    **{k: st.integers(PROXY_SETTING[k].low, PROXY_SETTING[k].high)
+       for k in ("max_body", "max_request_line", "max_header_size", "max_headers", "max_connections", "pool_size")},
     "overload_connections": st.integers(1, 1 << 20),
     "linger_bytes": st.integers(0, 1 << 30),
     "xff": st.sampled_from(["append", "replace"]),

@@ -45,7 +45,8 @@ def test_types_ship_with_the_package():
 def test_the_http_layer_ships_compiled_and_as_python():
     files = installed_files()
     # the proxy's per-request path: each module compiled, and each .py itself (LEASTLOAD_IMPLEMENTATION=python)
-    for module in ("_http1", "_stats", "_backend", "_exchange", "_client"):
+    from leastload.proxy import _COMPILED_PATH
+    for module in _COMPILED_PATH:
         assert any(f.startswith(f"leastload/proxy/{module}.") and f.endswith((".so", ".pyd")) for f in files), \
             (module, sorted(files))
         assert f"leastload/proxy/{module}.py" in files

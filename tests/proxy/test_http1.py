@@ -1051,7 +1051,8 @@ def test_the_proxys_own_answer_to_a_failed_exchange_is_well_framed(method, keep_
     as the start of the next response on a kept-alive connection."""
     from types import SimpleNamespace
     from collections import Counter
-    from leastload.proxy._backend import ClientSide, ProxyCore
+    from leastload.proxy._backend import ClientSide
+    from leastload.proxy._core import ProxyCore
     from leastload.proxy._exchange import Exchange
 
     written, kept = [], []

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from leastload.proxy import _backend, _http1
+from leastload.proxy import _backend, _core, _http1
 
 from test_proxy_write_now import RecordingTransport
 
@@ -94,7 +94,7 @@ def test_the_timeout_sweep_ends_every_busy_connection_once_and_only_those(pool):
     conns[1].abandon()  # the middle of the list: the last takes its place
     conns[4].abandon()
     outcomes.clear()
-    pool.check_timeouts(_backend.clock() + 60.0)
+    pool.check_timeouts(_core.clock() + 60.0)
     assert sorted(id(conn) for _, conn in outcomes) == sorted(id(c) for c in (conns[0], conns[2], conns[3]))
     assert {outcome for outcome, _ in outcomes} == {_backend.TIMEOUT}
     assert pool.busy == []

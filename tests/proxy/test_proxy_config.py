@@ -225,3 +225,60 @@ def test_config_errors_and_refused_flags_exit_2(tmp_path):
         assert out.returncode == 2 and says in out.stderr, out.stderr
     out = subprocess.run([sys.executable, "-m", "leastload", "proxy"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--backend" in out.stderr and "--config" in out.stderr
+
+
+def test_a_service_bound_by_a_reload_ramps_as_the_vendors_automated_slow_start(tmp_path):
+    """examples/proxy.conf's slow start (10 PER_SECOND, +10 every 10 s) for a service a reload
+    binds: the vendor's automated mode starts its cap at 0 and adds the increment at the end of
+    each interval, so it gets nothing for 10 s, then 10 a second, then 20, while its fair share
+    (40 of 120 a second) is above its cap (the engine under a manual clock; no sockets: the
+    gateway is not started)."""
+    from leastload import ManualClock
+
+    clock = ManualClock(1000.0)
+    base = ["add service s1 127.0.0.1 HTTP 9001", "add service s2 127.0.0.1 HTTP 9002",
+            "add service s3 127.0.0.1 HTTP 9003", "add lb vserver web HTTP 127.0.0.1 8080 -lbMethod ROUNDROBIN",
+            "bind lb vserver web s1", "bind lb vserver web s2",
+            "set lb vserver web -newServiceRequest 10 PER_SECOND -newServiceRequestIncrementInterval 10"]
+    path = tmp_path / "lb.conf"
+    path.write_text("\n".join(base) + "\n")
+    gateway = Gateway(str(path), settings={"clock": clock, "health_check": "none"})
+    vs = gateway.proxies["web"].vserver
+    path.write_text("\n".join(base + ["bind lb vserver web s3"]) + "\n")
+    assert any(c.startswith("web: s3 bound at") and c.endswith("(slow start)") for c in gateway.reload())
+
+    def one_second(rate):
+        """`rate` picks spread over the next second; how many went to s3."""
+        got = 0
+        for _ in range(rate):
+            clock.advance(1.0 / rate)
+            got += vs.select() == "s3"
+        return got
+
+    assert vs.slow_start("s3")["cap"] == 0
+    assert [one_second(120) for _ in range(10)] == [0] * 10  # its first interval: nothing
+    # from t = 10 s: the first increment (the engine applies it at the first pick that sees the time)
+    assert one_second(120) == 10  # its fair share is 40 a second: the cap holds it at 10
+    assert vs.slow_start("s3")["cap"] == 10
+    for _ in range(9):
+        one_second(120)
+    assert one_second(120) == 20  # from t = 20 s: the second increment
+    assert vs.slow_start("s3")["cap"] == 20
+
+
+def test_each_vserver_of_a_config_shows_under_its_own_name(tmp_path):
+    """The status page's `show` and `ctl show lb vserver` name the config's vservers, not
+    "vserver" (the engine's default name): the proxy gives its engine its own name."""
+    from leastload.proxy._control import Control
+
+    path = tmp_path / "lb.conf"
+    path.write_text("add service s1 127.0.0.1 HTTP 9001\nadd service s2 127.0.0.1 HTTP 9002\n"
+                    "add lb vserver web HTTP 127.0.0.1 8080\nadd lb vserver api HTTP 127.0.0.1 8081\n"
+                    "bind lb vserver web s1\nbind lb vserver api s2\n")
+    gateway = Gateway(str(path), settings={"health_check": "none"})
+    for name, proxy in gateway.proxies.items():
+        assert proxy.vserver.show().name == name
+        assert name in str(proxy.vserver.show()).splitlines()[0]
+    status, answer = Control(gateway.proxies).run(["show", "lb", "vserver"])
+    assert status == 200 and {vs: answer["vservers"][vs]["name"] for vs in answer["vservers"]} == {
+        "web": "web", "api": "api"}

@@ -21,8 +21,9 @@ import time
 import httpx
 import pytest
 
-from leastload.proxy import Proxy, _admin, _fanout, _metrics
-from leastload.proxy._fanout import FAMILIES, PER_WORKER, SUM, start_fanout
+from leastload.proxy import Proxy, _admin, _exposition, _fanout, _metrics
+from leastload.proxy._fanout import start_fanout
+from leastload.proxy._metrics import FAMILIES, PER_WORKER, SUM
 from leastload.proxy._proxy import TTFB_BUCKETS
 from servers import free_port, run_loop
 from test_proxy import C, backends  # noqa: F401 (fixtures: the C engine; backend processes, stopped after the test)
@@ -129,7 +130,7 @@ def test_merged_metrics_sum_what_adds_up_and_label_the_rest(backends, c_impl):
 
     # every family a proxy writes is in the table: summed or per worker on purpose, not by default
     written = set().union(*own)
-    assert written <= set(FAMILIES), f"add {sorted(written - set(FAMILIES))} to _fanout.FAMILIES"
+    assert written <= set(FAMILIES), f"add {sorted(written - set(FAMILIES))} to _metrics.FAMILY_SPECS"
     assert set(merged) == written | {"leastload_fanout_workers", "leastload_fanout_workers_scraped",
                                      "leastload_fanout_scrape_failures_total"}
 
@@ -480,7 +481,7 @@ def test_the_reader_takes_what_prometheus_takes():
             "loose_gauge NaN\n"
             "# TYPE s summary\n"
             's{quantile="0.5"} 1.5e3\ns_sum -Inf\ns_count 7\r\n')
-    families = _fanout.parse(text)
+    families = _exposition.parse(text)
     assert list(families) == ["x_total", "h", "loose_gauge", "s"]
     x = families["x_total"]
     assert x.kind == "counter" and x.help == "Things \\ done\n here."
@@ -492,13 +493,13 @@ def test_the_reader_takes_what_prometheus_takes():
     for bad in ('x{a="b} 1\n', 'x{a=b} 1\n', "x 1 2 3\n", "x one\n", "x{a=\"1\",a=\"2\"} 1\n", "x\n",
                 'x{a="\\t"} 1\n', "# TYPE x countr\n", "# TYPE x gauge\n# TYPE x gauge\n",
                 "x 1\n# TYPE x gauge\n", "x 1\nx 2\n", "# TYPE h histogram\nh 1\n", "9x 1\n", "x 1 1.5\n"):
-        with pytest.raises(_fanout.ExpositionError):
-            _fanout.parse(bad)
+        with pytest.raises(_exposition.ExpositionError):
+            _exposition.parse(bad)
 
 
 def test_the_merge_sums_by_the_table_and_labels_by_default():
     def worker(requests, weight, le_one, bucket, extra_type="gauge"):
-        return _fanout.parse(
+        return _exposition.parse(
             "# HELP leastload_service_requests_total r\n# TYPE leastload_service_requests_total counter\n"
             f'leastload_service_requests_total{{vserver="v",service="a"}} {requests}\n'
             "# HELP leastload_service_weight w\n# TYPE leastload_service_weight gauge\n"
@@ -510,8 +511,8 @@ def test_the_merge_sums_by_the_table_and_labels_by_default():
             f'leastload_service_ttfb_seconds_count{{vserver="v"}} {bucket + 1}\n'
             f"# HELP something_new_total n\n# TYPE something_new_total {extra_type}\n"
             f'something_new_total{{worker="x"}} 1\n')
-    merged = _fanout.merge([(0, worker(3, 1, "1", 2, "counter")), (2, worker(4, 7, "1.0", 5))])
-    text = _fanout.render(merged)
+    merged = _exposition.merge([(0, worker(3, 1, "1", 2, "counter")), (2, worker(4, 7, "1.0", 5))])
+    text = _exposition.render(merged)
     families = parse_exposition(text)
     promtool_check(text)
     assert sample(families, "leastload_service_requests_total", vserver="v", service="a") == 7
@@ -526,11 +527,11 @@ def test_the_merge_sums_by_the_table_and_labels_by_default():
     assert families["something_new_total"].samples == [("something_new_total", {"exported_worker": "x",
                                                                                  "worker": "0"}, 1.0)]
     assert 'leastload_service_requests_total{vserver="v",service="a"} 7\n' in text  # ints stay ints
-    assert _fanout.mode_of("leastload_service_requests_total", "summary") == PER_WORKER
-    assert _fanout.mode_of("leastload_vserver_clients", "gauge") == SUM
-    assert _fanout.mode_of("not_in_the_table", "counter") == _fanout.DEFAULT_MODE == PER_WORKER
+    assert _exposition.mode_of("leastload_service_requests_total", "summary") == PER_WORKER
+    assert _exposition.mode_of("leastload_vserver_clients", "gauge") == SUM
+    assert _exposition.mode_of("not_in_the_table", "counter") == _exposition.DEFAULT_MODE == PER_WORKER
     # a worker's exposition read and written back unchanged but for the worker labels
     one = worker(3, 1, "1", 2)
-    again = _fanout.parse(_fanout.render(_fanout.merge([(0, one)])))
+    again = _exposition.parse(_exposition.render(_exposition.merge([(0, one)])))
     assert [s for f in again.values() for s in f.samples if f.name == "leastload_service_requests_total"] == \
         one["leastload_service_requests_total"].samples

@@ -93,3 +93,33 @@ def test_a_restarted_backend_returns_at_its_probe_and_ramps_once(backends, C, ke
         # the bound is loose for a busy machine, the figure here is a few milliseconds
         assert after["got_traffic"] and after["waited"] < 1.0, after
         assert after["ramp_later"] is None or after["ramp_later"]["since"] == ramp["since"]  # once
+
+
+def test_an_ejections_early_return_is_logged_once(caplog):
+    """A passed probe that ends a passive ejection: the engine records the return, and the
+    proxy's log says it once (from the engine's events), not once more from the monitor."""
+    import logging
+
+    from leastload import ManualClock
+    from leastload.proxy._health import HealthMonitor
+
+    clock = ManualClock(100.0)
+    proxy = Proxy(["a=127.0.0.1:9", "b=127.0.0.1:9", "c=127.0.0.1:9"], "LEASTCONNECTION", health_check="none",
+                  outlier_failures=2, outlier_ejection_time=60, clock=clock)
+    vs = proxy.vserver
+    for _ in range(2):
+        vs.begin("c")
+        vs.fail("c")
+    assert vs.ejection("c") is not None
+    monitor = HealthMonitor(None, vs, proxy.backends["c"], "tcp", "/", 1.0, 1.0, 3, 1)  # no loop: _judge only
+    with caplog.at_level(logging.WARNING, logger="leastload.proxy"):
+        proxy._log_events()  # the ejection
+        clock.advance(1.0)
+        monitor._judge(True, None)
+        proxy._log_events()
+        proxy._log_events()  # nothing new
+    assert vs.ejection("c") is None
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line for line in lines if "return" in line] == [
+        next(line for line in lines if line.startswith("backend c: returned early at"))]
+    assert lines[-1].endswith("(its health probe passed)") and sum("ejected" in line for line in lines) == 1

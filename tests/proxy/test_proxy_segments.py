@@ -10,7 +10,7 @@ import time
 import pytest
 
 from leastload.net import tcpinfo
-from leastload.proxy import HTTP_LAYER, _backend, _http1
+from leastload.proxy import HTTP_LAYER, _backend, _core, _http1
 from servers import exchange_over, tcp_pair
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -36,7 +36,7 @@ def connection():
     loop = asyncio.new_event_loop()
     near, far = tcp_pair()
     pool = _backend.Pool(loop, "127.0.0.1", 1, 4, _http1.Limits(), _backend.ConnectionBudget(10), None,
-                         _backend.WriteTurn(loop))
+                         _core.WriteTurn(loop))
     conn = _backend.BackendConnection(pool)
     conn.connection_made(SocketTransport(near))
     assert conn.exact  # this kernel has the segment counters (4.2 and later)

@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from leastload.proxy import Proxy, _cli
+from leastload.proxy import Proxy, _cli, _supervisor
 from servers import first_line, free_ports, start_backend
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads worker pids from /proc")
@@ -216,7 +216,7 @@ def test_workers_that_die_at_start_make_the_supervisor_give_up(tmp_path, backend
     assert code == 2, cli.err()  # the workers' own exit code for a port in use
     # worker 0 cannot listen; worker 1 (PORT + 2) may also find its port taken by some other
     # socket on a busy machine, and whichever reaches the limit first makes the supervisor stop
-    assert re.search(rf"worker [01] died {_cli.START_FAILURES} times in a row before listening", cli.err()), cli.err()
+    assert re.search(rf"worker [01] died {_supervisor.START_FAILURES} times in a row before listening", cli.err()), cli.err()
     assert "giving up" in cli.err() and "Traceback" not in cli.err()
     assert elapsed < 20
 

@@ -1,4 +1,4 @@
-"""_backend.write_now: the compiled path's send() straight to the socket while the transport holds
+"""_core.write_now: the compiled path's send() straight to the socket while the transport holds
 nothing, and the rule that keeps the bytes of a connection in order and the transport its owner.
 
 On both paths the bytes reach the peer once each, in order; the compiled build on Linux sends
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from leastload.proxy import HTTP_LAYER, _backend
+from leastload.proxy import HTTP_LAYER, _core
 import servers  # (its tcp_pair() under the fixture of that name)
 
 DIRECT = HTTP_LAYER == "compiled" and sys.platform.startswith("linux")
@@ -63,7 +63,7 @@ def test_small_writes_reach_the_peer_in_order(tcp_pair):
     transport = RecordingTransport()
     fd = near.fileno()
     for piece in (b"GET / HTTP/1.1\r\n", b"Host: a\r\n\r\n", b"x" * 1024):
-        fd = _backend.write_now(transport, fd, piece)
+        fd = _core.write_now(transport, fd, piece)
     # what the socket took and what the transport was handed, together, are the stream once
     sent = b"".join((b"GET / HTTP/1.1\r\n", b"Host: a\r\n\r\n", b"x" * 1024))
     if DIRECT:
@@ -78,7 +78,7 @@ def test_what_the_socket_does_not_take_goes_to_the_transport_and_so_does_everyth
     near.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     transport = RecordingTransport()
     big = bytes(range(256)) * 16384  # 4 MiB: more than the socket's buffers hold unread
-    fd = _backend.write_now(transport, near.fileno(), big)
+    fd = _core.write_now(transport, near.fileno(), big)
     assert fd == -1  # the transport may hold bytes now: every later write queues behind them
     handed = b"".join(transport.handed)
     taken = len(big) - len(handed)
@@ -88,7 +88,7 @@ def test_what_the_socket_does_not_take_goes_to_the_transport_and_so_does_everyth
         assert read_exactly(far, taken) == big[:taken]
     else:
         assert taken == 0
-    fd = _backend.write_now(transport, fd, b"next")
+    fd = _core.write_now(transport, fd, b"next")
     assert fd == -1 and transport.handed[-1] == b"next"
 
 
@@ -96,7 +96,7 @@ def test_a_closing_transport_gets_the_bytes_and_the_socket_none(tcp_pair):
     # after the transport closed, the descriptor's number may belong to a new connection
     near, far = tcp_pair
     transport = RecordingTransport(closing=True)
-    assert _backend.write_now(transport, near.fileno(), b"late") == -1
+    assert _core.write_now(transport, near.fileno(), b"late") == -1
     assert transport.handed == [b"late"]
     far.setblocking(False)
     with pytest.raises(BlockingIOError):
@@ -110,7 +110,7 @@ def test_an_error_hands_everything_to_the_transport_to_report(tcp_pair):
     transport = RecordingTransport()
     fd = near.fileno()
     for _ in range(50):  # the reset may take a moment to arrive on loopback
-        fd = _backend.write_now(transport, fd, b"after the reset")
+        fd = _core.write_now(transport, fd, b"after the reset")
         if fd == -1:
             break
     assert fd == -1 and transport.handed[-1] == b"after the reset"
@@ -118,8 +118,8 @@ def test_an_error_hands_everything_to_the_transport_to_report(tcp_pair):
 
 def test_no_socket_means_the_transport(tcp_pair):
     transport = RecordingTransport()
-    assert _backend.write_now(transport, -1, b"abc") == -1
+    assert _core.write_now(transport, -1, b"abc") == -1
     assert transport.handed == [b"abc"]
     # not bytes (a bytearray, a memoryview): the transport takes it, whatever the path
-    assert _backend.write_now(transport, tcp_pair[0].fileno(), bytearray(b"def")) == -1
+    assert _core.write_now(transport, tcp_pair[0].fileno(), bytearray(b"def")) == -1
     assert transport.handed == [b"abc", b"def"]

@@ -1,4 +1,4 @@
-"""_backend.WriteTurn and WriteSide: a connection's writes held to the end of the event loop's
+"""_core.WriteTurn and WriteSide: a connection's writes held to the end of the event loop's
 turn, then sent in the order they were made; a held piece is never lost to a graceful close and
 never sent after an abort (when the descriptor's number may already be another connection's).
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from leastload.proxy import _backend, _http1
+from leastload.proxy import _backend, _core, _http1
 
 from servers import run_loop
 from test_proxy_linger import started_proxy
@@ -29,14 +29,14 @@ class RecordingTransport(WriteNowTransport):
 
 
 def side_on(turn, transport, fd=-1):
-    side = _backend.WriteSide()
+    side = _core.WriteSide()
     side.transport, side.fd, side.turn = transport, fd, turn
     return side
 
 
 def one_connection(loop):
     """A turn on `loop` and one connection writing through it: (turn, its transport, the connection)."""
-    turn, transport = _backend.WriteTurn(loop), RecordingTransport()
+    turn, transport = _core.WriteTurn(loop), RecordingTransport()
     return turn, transport, side_on(turn, transport)
 
 
@@ -52,7 +52,7 @@ def loop():
 
 
 def test_writes_are_held_to_the_turns_end_and_keep_their_order(loop):
-    turn = _backend.WriteTurn(loop)
+    turn = _core.WriteTurn(loop)
     first, second = RecordingTransport(), RecordingTransport()
     a, b = side_on(turn, first), side_on(turn, second)
     a.write(b"one")
@@ -100,12 +100,12 @@ def test_without_a_turn_every_write_goes_at_once():
 
 
 def test_after_a_busy_turn_writes_are_held_again(loop):
-    turn = _backend.WriteTurn(loop)
-    transports = [RecordingTransport() for _ in range(_backend.HOLD_MIN)]
+    turn = _core.WriteTurn(loop)
+    transports = [RecordingTransport() for _ in range(_core.WRITE_TURN_KNOBS[0])]
     sides = [side_on(turn, t) for t in transports]
     for i, side in enumerate(sides):
         side.write(b"%d" % i)
-    end_of_turn(loop)  # HOLD_MIN pieces in one turn: a busy loop
+    end_of_turn(loop)  # QUIET_TURN_PIECES pieces in one turn: a busy loop
     sides[0].write(b"next")
     assert transports[0].handed == [b"0"] and turn.scheduled
     end_of_turn(loop)
@@ -113,22 +113,22 @@ def test_after_a_busy_turn_writes_are_held_again(loop):
 
 
 def test_after_a_quiet_turn_writes_go_at_once_for_a_while(loop):
-    """A turn that held fewer than HOLD_MIN pieces saved no wake-up: the next DIRECT_RUN writes
+    """A turn that held fewer than QUIET_TURN_PIECES pieces saved no wake-up: the next WRITES_AT_ONCE_AFTER_QUIET writes
     go out at once (no callback a turn), then holding is tried again."""
     turn, transport, side = one_connection(loop)
     side.write(b"first")
     end_of_turn(loop)
-    for i in range(_backend.DIRECT_RUN):
+    for i in range(_core.WRITE_TURN_KNOBS[1]):
         side.write(b"%d" % i)
         assert transport.handed[-1] == b"%d" % i and not turn.scheduled  # sent as it was made
     side.write(b"held again")
     assert side.waiting == b"held again" and turn.scheduled
     end_of_turn(loop)
-    assert transport.handed == [b"first"] + [b"%d" % i for i in range(_backend.DIRECT_RUN)] + [b"held again"]
+    assert transport.handed == [b"first"] + [b"%d" % i for i in range(_core.WRITE_TURN_KNOBS[1])] + [b"held again"]
 
 
 def test_one_connections_failure_leaves_the_others_sent(loop):
-    turn = _backend.WriteTurn(loop)
+    turn = _core.WriteTurn(loop)
     reported = []
     loop.set_exception_handler(lambda _loop, context: reported.append(context))
 
@@ -154,7 +154,7 @@ def test_a_held_piece_never_reaches_the_connection_that_reuses_the_descriptor(lo
         old = socket.create_connection(server.getsockname(), timeout=5)
         old_peer, _ = server.accept()
         old.setblocking(False)
-        turn = _backend.WriteTurn(loop)
+        turn = _core.WriteTurn(loop)
         transport = RecordingTransport()
         side = side_on(turn, transport, fd=old.fileno())
         side.write(b"the old connection's answer")
@@ -182,7 +182,7 @@ def test_a_held_piece_never_reaches_the_connection_that_reuses_the_descriptor(lo
 def test_a_backend_request_is_timed_from_when_it_is_sent(loop):
     """TTFB counts from the request's send: a request held to the turn's end is stamped again
     when it goes out (BackendConnection.on_sent)."""
-    turn = _backend.WriteTurn(loop)
+    turn = _core.WriteTurn(loop)
     budget = _backend.ConnectionBudget(10)
     pool = _backend.Pool(loop, "127.0.0.1", 1, 4, _http1.Limits(), budget, None, turn)
     conn = _backend.BackendConnection(pool)
@@ -212,7 +212,7 @@ def test_a_backend_request_is_timed_from_when_it_is_sent(loop):
 def test_an_always_held_sides_pieces_are_held_in_a_quiet_loop_too(loop):
     """A client's answers (always_held) wait for the turn's end even while the loop is quiet
     and a backend's requests go out at once."""
-    turn = _backend.WriteTurn(loop)
+    turn = _core.WriteTurn(loop)
     to_backend, to_client = RecordingTransport(), RecordingTransport()
     backend, client = side_on(turn, to_backend), side_on(turn, to_client)
     client.always_held = True

@@ -23,6 +23,8 @@ import urllib.error
 import urllib.request
 from typing import List, Optional, Sequence
 
+from ..cmdline import read_token
+
 TOKEN_ENV = "LEASTLOAD_ADMIN_TOKEN"
 
 
@@ -36,12 +38,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="default 10")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND...")
     return p
-
-
-def read_token(path: str) -> str:
-    """A token file's first line, stripped (so a trailing newline is not part of it)."""
-    with open(path, encoding="utf-8") as f:
-        return f.readline().strip()
 
 
 def _options_first(argv: Sequence[str]) -> List[str]:

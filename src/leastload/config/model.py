@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from . import proxy_settings
 from ..engine.settings import UNITS as UNITS  # new_service_request_unit's, from the settings table
 
 # The vendor's load-balancing methods. The engine implements some of them
@@ -61,13 +62,8 @@ UNMODELLED_BUILTIN_MONITORS = (
     "xdm", "xnc", "mqtt", "mqtt-tls", "http2direct", "http2ssl",
 )
 
-# The TOML form's [proxy] table: its keys, in the order they are printed.
-PROXY_KEYS = (
-    "retries", "connect_timeout", "timeout", "client_timeout", "header_timeout", "body_timeout",
-    "max_body", "max_request_line", "max_header_size", "max_headers", "max_connections", "pool_size",
-    "overload_connections", "overload_timeout", "linger_bytes",
-    "xff", "forwarded", "via", "admin", "access_log", "log_format", "log_level", "workers",
-)
+# The TOML form's [proxy] table: its keys, in the order they are printed (the proxy's settings table's)
+PROXY_KEYS = proxy_settings.TOML_KEYS
 
 
 @dataclass

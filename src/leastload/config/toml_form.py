@@ -45,7 +45,7 @@ import re
 import sys
 from typing import Any, Callable, Optional
 
-from . import values
+from . import proxy_settings, values
 from .errors import ConfigError
 from .model import (BUILTIN_MONITOR_TYPES, LB_METHODS, MAX_BYTES, MAX_HASH_LENGTH, MAX_INCREMENT_INTERVAL,
                     MAX_INTERVAL, MAX_NEW_SERVICE_REQUEST, MAX_RESP_CODE, MAX_RESPTIMEOUT, MAX_RETRIES,
@@ -147,17 +147,6 @@ def _number(key: str, value: object, low: float, high: float) -> float:
     return values.number(key, value, low, high)
 
 
-def _positive(key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise values.fail(key, "a positive integer", value)
-    return value
-
-
-def _seconds(key: str, value: object) -> float:
-    """The proxy's timeouts: seconds in (0, 86400]."""
-    return _number(key, value, 0.0, 86400.0)
-
-
 def _flag(key: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise values.fail(key, "true or false", value)
@@ -181,24 +170,25 @@ def _host_port(key: str, value: object) -> str:
     raise values.fail(key, 'HOST:PORT such as "127.0.0.1:9000" (an IPv6 host in brackets)', value)
 
 
+def _proxy_check(setting: proxy_settings.ProxySetting) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A [proxy] key's check, from its row of the proxy's settings table: its kind and bounds."""
+    kind = setting.kind
+    if kind == "int":
+        return _integer, (setting.low, setting.high)
+    if kind == "seconds":
+        return _number, (0.0, float(proxy_settings.SECONDS_MAX))
+    if kind == "bool":
+        return _flag, ()
+    if kind == "choice":
+        return values.choice, (setting.choices,)
+    if kind == "address":
+        return _host_port, ()
+    return _text, ()
+
+
 # The [proxy] table: each key's check (PROXY_KEYS is their order).
 _PROXY_CHECKS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
-    "retries": (_integer, (0, 10)),
-    **{k: (_seconds, ()) for k in ("connect_timeout", "timeout", "client_timeout", "header_timeout",
-                                   "body_timeout", "overload_timeout")},
-    **{k: (_positive, ()) for k in ("max_body", "max_request_line", "max_header_size", "max_headers",
-                                    "max_connections", "pool_size")},
-    "overload_connections": (_integer, (1, 1 << 20)),
-    "linger_bytes": (_integer, (0, 1 << 30)),
-    "xff": (values.choice, (("append", "replace"),)),
-    "forwarded": (_flag, ()),
-    "via": (_flag, ()),
-    "admin": (_host_port, ()),
-    "access_log": (_text, ()),
-    "log_format": (values.choice, (("combined", "json"),)),
-    "log_level": (values.choice, (("DEBUG", "INFO", "WARNING", "ERROR"),)),
-    "workers": (_integer, (1, 256)),
-}
+    s.toml: _proxy_check(s) for s in proxy_settings.SETTINGS if s.toml is not None}
 
 _SERVICE_KEYS = ("host", "type", "port", "weight", "state", "ttfb", "request_bytes", "response_bytes", "monitors")
 _MONITOR_KEYS = ("type", "resp_codes", "http_request", "interval", "resptimeout", "retries", "success_retries")

@@ -11,6 +11,7 @@ package's __init__; tools/check_import_cycles.py keeps it so):
     _config, _linger
     _health                                                  probes; given the loop and the vserver
     _one_request                                             the admin ports' connections (one request each)
+    _core                                                    the clock, the write turn, ProxyCore
     _backend                                                 pools, connections; ExchangeSide/ClientSide
     _exchange                                                one request's tries; Upstream/Client
     _client                                                  client connections; ClientContext
@@ -27,13 +28,13 @@ try:
 except ImportError as exc:
     raise ImportError("leastload.proxy needs httptools: pip install leastload[proxy]") from exc
 
-from .. import IMPLEMENTATION as _IMPLEMENTATION
+from .._implementation import IMPLEMENTATION as _IMPLEMENTATION
 
 
 # The per-request path: the HTTP/1.1 layer, the counters, and the three modules that carry a
 # request, each compiled from its .py with the .pxd beside it (Cython's pure-Python mode),
 # lowest layer first. The compiled ones cimport each other's types: all of them or none.
-_COMPILED_PATH = ("_http1", "_stats", "_backend", "_exchange", "_client")
+_COMPILED_PATH = ("_http1", "_stats", "_core", "_backend", "_exchange", "_client")
 
 
 def _request_path() -> str:

@@ -32,7 +32,7 @@ import json
 import sys
 from typing import IO, Optional
 
-FORMATS = ("combined", "json")
+from ..config.proxy_settings import LOG_FORMATS as FORMATS
 
 
 class AccessLog:

@@ -98,13 +98,35 @@ class Site:
         return False, f"no backend is UP in lb vserver {', '.join(down)}"
 
     def authorized(self, head: "_http1.RequestHead") -> bool:
-        if not self.token:
-            return False
-        for lowered, _, value in head.headers:
-            if lowered == b"authorization":
-                scheme, _, given = value.partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token.encode())
+        return token_matches(head, self.token)
+
+
+def token_matches(head: "_http1.RequestHead", token: Optional[str]) -> bool:
+    """Whether the request carries the admin token (`Authorization: Bearer TOKEN`, its first
+    Authorization header, compared in constant time); never without a token. The admin port's
+    check and the fan-out's."""
+    if not token:
         return False
+    value = head.header(b"authorization")
+    if value is None:
+        return False
+    scheme, _, given = value.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token.encode())
+
+
+BAD_COMMAND = 'the body must be JSON: {"command": ["word", ...]}'
+
+
+def command_words(body: bytes) -> Optional[List[str]]:
+    """A POST /leastload/command body's words ({"command": ["word", ...]}); None when it is not
+    that (answered 400 with BAD_COMMAND). The admin port's parse and the fan-out's."""
+    try:
+        words = json.loads(body or b"{}")["command"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
+        return None
+    return words
 
 
 class AdminConnection(OneRequestConnection):
@@ -154,12 +176,9 @@ class AdminConnection(OneRequestConnection):
                 else:
                     self._json(200, {"ok": True, "changes": changes})
             return
-        try:
-            words = json.loads(body or b"{}")["command"]
-            if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
-                raise ValueError
-        except (ValueError, KeyError, TypeError):
-            self._json(400, {"ok": False, "error": 'the body must be JSON: {"command": ["word", ...]}'})
+        words = command_words(body)
+        if words is None:
+            self._json(400, {"ok": False, "error": BAD_COMMAND})
             return
         if not Control.is_read(words) and not site.authorized(head):
             self._json(401, {"ok": False, "error": _UNAUTHORIZED})

@@ -1,55 +1,32 @@
-"""`leastload proxy`: the command line, and `--workers N` as N supervised processes on one port.
-
-With `--workers N` the command starts N copies of itself, each listening on
-the same port with SO_REUSEPORT; the kernel spreads new client connections
-over them. They balance with one engine in shared memory (VirtualServer(shared=...),
-a segment named after the listening address, removed when the supervisor
-exits): one set of counts, one slow start, one ejection policy; worker 0 alone
-runs the health probes. --private-engines (and --config, for now) gives each
-worker an engine of its own instead. The parent supervises them: it
-prints `listening on HOST:PORT` once every worker listens, restarts a worker
-that dies (with a backoff), gives up (exit 1) when a worker keeps dying before
-it listens, and on SIGTERM/SIGINT stops them all and exits 0; SIGHUP is passed
-on to every worker (a --config reload). With `--admin HOST:PORT` the supervisor
-serves the admin port itself (_fanout.py: /metrics merged over the workers,
-status as a list, commands and reloads sent to every worker) and worker i
-answers on PORT + 1 + i (its own view; a restarted worker gets its index's
-port again).
+"""`leastload proxy`: the command line (its flags, a --config's [proxy] table, serving one
+proxy or a config's vservers in this process); `--workers N` hands over to _supervisor.py.
+The proxy's own flags come from its settings table (config/proxy_settings.py), the
+vserver's from the engine's (engine/settings.py).
 """
 
 import argparse
 import asyncio
 import datetime
 import logging
-import os
-import re
-import selectors
 import signal
 import socket
-import subprocess
 import sys
 import threading
-import time
-from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Coroutine, Dict, Optional, Sequence, Set, Tuple
 
-from .. import unlink_shared
 from ..engine.methods import METHODS
 from ..engine.settings import HANDOVERS, SETTING, SETTINGS, UNITS, flag_dest
 from ..net import orca
 from ..net.upstream import parse_host_port
-from ..config import ConfigError
-from ..cli.ctl import read_token
+from ..config import ConfigError, proxy_settings
+from ..cmdline import read_token
 from ..config import load as load_config
-from . import _admin, _fanout, _health
-from ._accesslog import FORMATS, AccessLog
+from . import _admin, _supervisor
+from ._accesslog import AccessLog
 from ._gateway import Gateway
-from ._proxy import XFF_MODES, Proxy
+from ._proxy import Proxy
 
 log = logging.getLogger("leastload.proxy")
-WORKER_START_TIMEOUT = 60.0  # a worker not listening by then is killed (a failed start)
-RESTART_FIRST, RESTART_MAX = 0.1, 10.0  # a dead worker's restart delay: doubling from the first to the max
-STABLE_AFTER = 10.0  # a worker that listened this long before dying restarts after RESTART_FIRST again
-START_FAILURES = 5  # a worker dying before it listens this many times in a row: the supervisor gives up
 
 
 def _host_port(text: str) -> Tuple[str, int]:
@@ -81,8 +58,8 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value <= 86400:  # Proxy's own bound; also rejects NaN
-        raise argparse.ArgumentTypeError(f"expected seconds in (0, 86400], got {text!r}")
+    if not 0 < value <= proxy_settings.SECONDS_MAX:  # the table's bound; also rejects NaN
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, {proxy_settings.SECONDS_MAX}], got {text!r}")
     return value
 
 
@@ -95,6 +72,30 @@ def _load_metric(text: str) -> Tuple[str, Tuple[int, int]]:
         return name, orca.check_metric_table({name: spec})[name]
     except (ValueError, TypeError) as exc:
         raise argparse.ArgumentTypeError(f"NAME=WEIGHT[:THRESHOLD], got {text!r}: {exc}") from None
+
+
+def _table_flags(group: Any, name: str) -> None:
+    """The flags of the proxy's settings in group `name`, each from its row of the table
+    (config/proxy_settings.py): its type and bounds, default, dest (the setting's name) and help."""
+    for s in proxy_settings.SETTINGS:
+        if s.group != name or s.flag is None:
+            continue
+        kw: Dict[str, Any] = {"dest": s.name, "default": s.default}
+        if s.kind == "bool":
+            kw["action"] = "store_false" if s.negated else "store_true"
+        elif s.kind == "int":
+            assert s.low is not None and s.high is not None
+            kw["type"] = _integer(s.low, s.high)
+        elif s.kind == "seconds":
+            kw["type"] = _seconds
+        elif s.kind == "choice":
+            kw["choices"] = s.choices
+        elif s.kind == "address":
+            kw["type"] = _admin_address
+        if s.metavar is not None:
+            kw["metavar"] = s.metavar
+        kw["help"] = s.help.format(default=s.default) if s.default is not None else s.help
+        group.add_argument(s.flag, **kw)
 
 
 def _setting_flag(group: Any, name: str, **kw: Any) -> None:
@@ -133,70 +134,22 @@ def _parser() -> argparse.ArgumentParser:
     _setting_flag(g, "netmask", metavar="MASK", default=None)
     _setting_flag(g, "v6netmasklen", type=int, metavar="BITS", default=None)
     _setting_flag(g, "hash_seed", type=int, metavar="N", default=None)
-    g = p.add_argument_group("requests")
-    g.add_argument("--retries", type=int, default=2,
-                   help="tries on other backends after a refused or reset connection (default 2)")
-    g.add_argument("--connect-timeout", type=_seconds, default=3.0, metavar="SECONDS",
-                   help="for the connection to a backend (default 3)")
-    g.add_argument("--timeout", type=_seconds, default=30.0, metavar="SECONDS",
-                   help="for the first response byte, and between response bytes (default 30): 504 after")
-    g.add_argument("--pool-size", type=int, default=256, help="idle keep-alive connections kept per backend (default 256)")
-    g = p.add_argument_group("client limits (what one client may send, and how slowly)")
-    g.add_argument("--max-request-line", type=_integer(64, 1 << 20), default=8 << 10, metavar="BYTES",
-                   help="longest request line (default 8192): 414 over it")
-    g.add_argument("--max-header-size", type=_integer(256, 1 << 24), default=32 << 10, metavar="BYTES",
-                   help="largest request head, request line and headers together (default 32768): 431 over it")
-    g.add_argument("--max-headers", type=_integer(1, 10000), default=100, metavar="N",
-                   help="most header fields in a request (default 100): 431 over it")
-    g.add_argument("--max-body", type=_integer(0, 1 << 40), default=16 << 20, metavar="BYTES",
-                   help="largest request body accepted (default 16 MiB; bodies are buffered so they can be retried)")
-    g.add_argument("--header-timeout", type=_seconds, default=10.0, metavar="SECONDS",
-                   help="a request's whole head must arrive within this (default 10): 408 after")
-    g.add_argument("--body-timeout", type=_seconds, default=60.0, metavar="SECONDS",
-                   help="a request's body must arrive within this once its head is in (default 60): 408 after")
-    g.add_argument("--client-timeout", type=_seconds, default=60.0, metavar="SECONDS",
-                   help="idle keep-alive client connections close after this (default 60)")
-    g.add_argument("--max-connections", type=_integer(1, 1 << 20), default=None, metavar="N",
-                   help="most client connections open at once (default: derived from the file-descriptor limit); "
-                        "at the limit a new one is taken in place of the one waiting longest for its head")
-    g.add_argument("--overload-connections", type=_integer(1, 1 << 20), default=None, metavar="N",
-                   help="open client connections past which the header and idle timeouts shrink, linearly "
-                        "to --overload-timeout at --max-connections (default: three quarters of it)")
-    g.add_argument("--overload-timeout", type=_seconds, default=2.0, metavar="SECONDS",
-                   help="what the header and idle timeouts shrink to at --max-connections (default 2)")
-    g.add_argument("--linger-bytes", type=_integer(0, 1 << 30), default=256 << 10, metavar="BYTES",
-                   help="after a last answer (413, 414, 431, a close), what the client may still send before "
-                        "the connection is reset (default 262144; a quarter of it after 414 or 431; after 413, "
-                        "the declared body too, up to 4 x --max-body)")
-    g = p.add_argument_group("forwarding headers")
-    g.add_argument("--xff", choices=XFF_MODES, default="append",
-                   help="X-Forwarded-For: append the client's address to what the client sent, or replace "
-                        "what it sent (for an edge proxy) (default append)")
-    g.add_argument("--forwarded", action="store_true",
-                   help="also add an RFC 7239 Forwarded header (default: off)")
-    g.add_argument("--via", action="store_true", help="add a Via header (default: off)")
-    g = p.add_argument_group("health monitors")
-    g.add_argument("--health-check", choices=_health.KINDS, default="tcp",
-                   help="probe per backend: tcp (connect), http (GET, 2xx/3xx) or none (default tcp)")
-    g.add_argument("--health-path", default="/", help="path of the http probe (default /)")
-    g.add_argument("--health-interval", type=_seconds, default=5.0, metavar="SECONDS", help="default 5")
-    g.add_argument("--health-timeout", type=_seconds, default=2.0, metavar="SECONDS", help="default 2")
-    g.add_argument("--health-fall", type=int, default=3, metavar="N", help="failed probes in a row for DOWN (default 3)")
-    g.add_argument("--health-rise", type=int, default=1, metavar="N", help="passed probes in a row for UP (default 1)")
+    for group in (proxy_settings.GROUPS[:4]):  # requests, client limits, forwarding headers, health monitors
+        _table_flags(p.add_argument_group(group), group)
     g = p.add_argument_group("passive ejection")
     _setting_flag(g, "outlier_failures", type=int, default=5, metavar="K")  # the proxy ejects by default
     _setting_flag(g, "outlier_ejection_time", type=float, metavar="SECONDS")
     _setting_flag(g, "outlier_max_ejection_percent", type=int, metavar="P")
-    g.add_argument("--outlier-keep-on-health", action="store_true",
-                   help="an ejection lasts its whole time even when the backend's health probe passes "
-                        "(default: a passed probe of an UP backend ends its ejection)")
-    g = p.add_argument_group("slow start (a backend that comes back UP after DOWN)")
+    _table_flags(g, "passive ejection")
+    g = p.add_argument_group("slow start (a backend newly bound, or back UP after DOWN)")
     _setting_flag(g, "new_service_request", type=int, metavar="N")
     _setting_flag(g, "new_service_request_unit", choices=UNITS)
     _setting_flag(g, "new_service_request_increment_interval", type=int, metavar="SECONDS")
     _setting_flag(g, "slow_start_handover", choices=HANDOVERS)
     _setting_flag(g, "slow_start_guard", type=float, metavar="FACTOR")
-    _setting_flag(g, "startup_rr_factor", type=int, metavar="N")
+    _setting_flag(g, "startup_rr_factor", type=int, metavar="N",  # the engine's table has no help for it
+                  help="the first N picks after the method is set (or changed) go round robin, while "
+                       "the method's counters are still empty (default 0: none)")
     g = p.add_argument_group("load reported by the backends (ORCA's endpoint-load-metrics)")
     _setting_flag(g, "weights_from_utilization", action="store_true")
     g.add_argument("--load-metric", action="append", type=_load_metric, default=None, metavar="NAME=WEIGHT[:THRESHOLD]",
@@ -204,25 +157,16 @@ def _parser() -> argparse.ArgumentParser:
                         "mem_utilization, application_utilization in percent; rps_fractional, eps) or "
                         "named_metrics.NAME, its weight 1..100 and the value at which a backend is left out")
     g = p.add_argument_group("running")
-    g.add_argument("--admin", type=_admin_address, default=None, metavar="[HOST:]PORT",
-                   help="the admin port: status, /metrics, /healthz, the runtime API (default: off; a bare "
-                        "PORT is on 127.0.0.1; another address than loopback needs --admin-token-file)")
+    _table_flags(g, "running")
     g.add_argument("--admin-token-file", metavar="FILE",
                    help="the token the admin port's writes need (its first line); without it the admin "
                         "port is read-only")
-    g.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="processes sharing the port (SO_REUSEPORT) and one engine in shared memory (default 1)")
     g.add_argument("--private-engines", action="store_true",
-                   help="with --workers N: each worker balances with an engine of its own (its share of the "
-                        "traffic only), as before shared engines; always so with --config")
+                   help="with --workers N: each worker balances with an engine of its own, which sees only "
+                        "the traffic of its worker (by default the workers share one engine; --config "
+                        "always gives each worker its own)")
     g.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
                    help="event loop: uvloop when installed (auto), or asyncio's own")
-    g.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    g.add_argument("--access-log", default=None, metavar="FILE|-",
-                   help="one line per request, appended to FILE ('-': standard output; default: none)")
-    g.add_argument("--log-format", choices=FORMATS, default="combined",
-                   help="the access log's format: Apache's combined with backend, ttfb, total and "
-                        "retries appended, or one JSON object per line (default combined)")
     p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set for the workers
     # the workers' engine, in the shared segment the supervisor names; only worker 0 probes
     p.add_argument("--shared-engine", default=None, help=argparse.SUPPRESS)
@@ -234,10 +178,7 @@ def _parser() -> argparse.ArgumentParser:
 # what a config file says for a vserver: the flags that would say it too are refused beside --config
 FILE_FLAGS = tuple(s.flag for s in SETTINGS if s.netscaler and s.flag)
 # the TOML form's [proxy] keys that are flags of their own (the file's value unless the flag is given)
-PROXY_TABLE_FLAGS = ("retries", "connect_timeout", "timeout", "client_timeout", "header_timeout", "body_timeout",
-                     "max_body", "max_request_line", "max_header_size", "max_headers", "max_connections",
-                     "overload_connections", "overload_timeout", "linger_bytes", "pool_size", "xff", "forwarded", "via", "admin", "access_log", "log_format", "log_level",
-                     "workers")
+PROXY_TABLE_FLAGS = tuple(s.name for s in proxy_settings.SETTINGS if s.toml is not None and s.flag is not None)
 
 
 def _given(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Set[str]:
@@ -261,18 +202,10 @@ def _apply_proxy_table(args: argparse.Namespace, table: Dict[str, object], given
 def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
     """Every Proxy keyword the flags give, but the backends, the method and the listen address."""
     flags = {s.name: getattr(args, flag_dest(s)) for s in SETTINGS if s.flag and s.name != "method"}
+    table = {s.name: getattr(args, s.name) for s in proxy_settings.SETTINGS if s.keyword and s.flag is not None}
     return dict(
-        retries=args.retries,
-        connect_timeout=args.connect_timeout, timeout=args.timeout, client_timeout=args.client_timeout,
-        max_body=args.max_body, max_request_line=args.max_request_line, max_header_size=args.max_header_size,
-        max_headers=args.max_headers, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
-        max_connections=args.max_connections, overload_connections=args.overload_connections,
-        overload_timeout=args.overload_timeout, linger_bytes=args.linger_bytes, xff=args.xff, forwarded=args.forwarded, via=args.via,
-        pool_size=args.pool_size, health_check=args.health_check,
-        health_path=args.health_path, health_interval=args.health_interval,
-        health_timeout=args.health_timeout, health_fall=args.health_fall, health_rise=args.health_rise,
-        health_ends_ejection=not args.outlier_keep_on_health,
-        admin=args.admin, admin_token=args.admin_token, reuse_port=args.reuse_port,
+        **table,
+        admin_token=args.admin_token, reuse_port=args.reuse_port,
         token_header=args.token_header, health_probes=not args.no_probes,
         load_metrics=None if args.load_metric is None else dict(args.load_metric),
         **({} if args.shared_engine is None else {"shared": args.shared_engine}),
@@ -376,219 +309,6 @@ class _IsoFormatter(logging.Formatter):
         return when.isoformat(timespec="milliseconds")
 
 
-class _Worker:
-    """Worker i of --workers N: its process, and when to start it again after it died."""
-
-    def __init__(self, index: int, cmd: List[str]) -> None:
-        self.index, self.cmd = index, cmd
-        self.proc: "Optional[subprocess.Popen[str]]" = None
-        self.started = 0.0
-        self.listening_since: Optional[float] = None
-        self.failures = 0  # deaths before listening, in a row
-        self.delay = RESTART_FIRST
-        self.restart_at = 0.0  # when proc is None
-        self.exit_code = 0  # its last exit code (negative: the signal that ended it)
-        self.admin_port = 0  # where its admin port answers (0: none, or not known yet)
-
-    def start(self, now: float) -> "subprocess.Popen[str]":
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, text=True)
-        self.started, self.listening_since = now, None
-        return self.proc
-
-    def died(self, now: float) -> str:
-        """Reaps the process (its stdout has ended); returns how it ended, and sets the restart time."""
-        assert self.proc is not None and self.proc.stdout is not None
-        self.proc.stdout.close()
-        code = self.exit_code = _reap(self.proc)
-        self.proc = None
-        if self.listening_since is None:
-            self.failures += 1
-        elif now - self.listening_since >= STABLE_AFTER:
-            self.delay = RESTART_FIRST
-        self.restart_at = now + self.delay
-        self.delay = min(self.delay * 2, RESTART_MAX)
-        if code >= 0:
-            return f"exited with code {code}"
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:  # a signal without a name (real-time)
-            return f"killed by signal {-code}"
-
-
-def _run_workers(args: argparse.Namespace, argv: List[str], gateway: Optional[Gateway] = None) -> int:
-    """The parent of --workers N: starts them on one port and restarts the ones that die;
-    SIGTERM/SIGINT stop them all, SIGHUP is passed on to each (a --config reload). Exits 1
-    (2 for the workers' own exit 2) when a worker keeps dying before it listens."""
-    holder: Optional[socket.socket] = None
-    if gateway is not None and len(gateway.proxies) > 1:  # the config's addresses, in every worker
-        listen: List[str] = []
-        where = ", ".join(f"{p.listen[0]}:{p.listen[1]}" for p in gateway.plans.values())
-    else:
-        host, port = args.listen if gateway is None else next(iter(gateway.plans.values())).listen
-        if port == 0:  # every worker, restarted ones too, must get the same port: reserve one, held throughout
-            holder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            holder.bind((host, port))
-            port = holder.getsockname()[1]
-        listen, where = ["--listen", f"{host}:{port}"], f"{host}:{port}"
-    # the options given last win: a worker never gets the parent's --workers, even abbreviated
-    base = [sys.executable, "-m", "leastload", "proxy", *_without(argv, ("--workers", "--listen", "--admin")),
-            "--workers", "1", *listen, "--reuse-port"]
-    segment = None
-    if gateway is None and not args.private_engines:  # one engine for all: a segment named after the port
-        segment = shared_segment_name(where)
-        unlink_shared(segment)  # a crashed run's is not this run's engine
-        base += ["--shared-engine", segment]
-    workers: List[_Worker] = []
-    fanout: Optional[_fanout.Fanout] = None
-    if args.admin is not None:  # the admin port is the supervisor's; worker i answers on PORT + 1 + i
-        admin_host, admin_port = args.admin
-        try:
-            fanout = _fanout.start_fanout(admin_host, admin_port, lambda: [w.admin_port for w in workers],
-                                          args.admin_token, shared_engine=segment is not None)
-        except OSError as exc:
-            print(f"leastload proxy: cannot listen: {exc}", file=sys.stderr)
-            if holder is not None:
-                holder.close()
-            return 2
-    for i in range(args.workers):
-        if args.admin is None:
-            admin: List[str] = []
-        else:
-            port_i = args.admin[1] + 1 + i if args.admin[1] else 0
-            admin = ["--admin", f"{args.admin[0]}:{port_i}"]
-        probes = ["--no-probes"] if segment is not None and i > 0 else []  # one set of probes for the engine
-        workers.append(_Worker(i, base + admin + probes))
-        workers[-1].admin_port = int(admin[1].rsplit(":", 1)[1]) if admin else 0
-    # signals only wake the loop below (through the wakeup fd); it does the stopping
-    stopping: List[int] = []
-    hangups: List[int] = []
-    wake_r, wake_w = socket.socketpair()
-    wake_w.setblocking(False)
-    old_wakeup = signal.set_wakeup_fd(wake_w.fileno())
-    old_handlers = {sig: signal.signal(sig, lambda signum, frame: stopping.append(signum))
-                    for sig in (signal.SIGTERM, signal.SIGINT)}
-    old_handlers[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda signum, frame: hangups.append(signum))
-    sel = selectors.DefaultSelector()
-    sel.register(wake_r, selectors.EVENT_READ, None)
-    admin_line = None
-    if fanout is not None:
-        fan_host, fan_port = fanout.address[:2]
-        admin_line = f"admin on http://{fan_host}:{fan_port}/leastload/status"
-        log.info("admin: GET http://%s:%d/leastload/status (and /metrics, /healthz), for all %d workers",
-                 fan_host, fan_port, len(workers))
-    try:
-        return _supervise(workers, sel, stopping, where, hangups, admin_line)
-    finally:
-        if fanout is not None:
-            fanout.close()
-        signal.set_wakeup_fd(old_wakeup)
-        for sig, handler in old_handlers.items():
-            signal.signal(sig, handler)
-        sel.close()
-        for w in workers:
-            if w.proc is not None and w.proc.poll() is None:
-                w.proc.terminate()
-        for w in workers:
-            if w.proc is not None:
-                _reap(w.proc)
-                if w.proc.stdout is not None:
-                    w.proc.stdout.close()
-        for closing in (wake_r, wake_w, holder):
-            if closing is not None:
-                closing.close()
-        if segment is not None:
-            unlink_shared(segment)
-
-
-def _supervise(workers: List[_Worker], sel: selectors.BaseSelector, stopping: List[int], where: str,
-               hangups: Optional[List[int]] = None, admin_line: Optional[str] = None) -> int:
-    announced = False
-    while not stopping:
-        while hangups:  # SIGHUP: every running worker rereads the config
-            hangups.pop()
-            for w in workers:
-                if w.proc is not None and w.proc.poll() is None:
-                    w.proc.send_signal(signal.SIGHUP)
-        now = time.monotonic()
-        deadlines = []
-        for w in workers:
-            if w.proc is None:
-                if w.restart_at <= now:
-                    proc = w.start(now)
-                    assert proc.stdout is not None  # started with stdout=PIPE
-                    sel.register(proc.stdout, selectors.EVENT_READ, w)
-                else:
-                    deadlines.append(w.restart_at)
-            elif w.listening_since is None:
-                if now - w.started > WORKER_START_TIMEOUT:
-                    log.error("worker %d (pid %d): not listening after %.0f s, killed",
-                              w.index, w.proc.pid, WORKER_START_TIMEOUT)
-                    w.proc.kill()  # its stdout ends: handled below as a failed start
-                else:
-                    deadlines.append(w.started + WORKER_START_TIMEOUT)
-        if not announced and all(w.listening_since is not None for w in workers):
-            print(f"listening on {where}", flush=True)
-            if admin_line is not None:  # after it, as a single process prints them
-                print(admin_line, flush=True)
-            log.warning("%d workers on %s", len(workers), where)
-            announced = True
-        timeout = max(0.0, min(deadlines) - now) if deadlines else None
-        for key, _ in sel.select(timeout):
-            w = key.data
-            if w is None:  # a signal: drain the wakeup bytes; `stopping` says which
-                os.read(key.fd, 512)
-                continue
-            assert w.proc is not None and w.proc.stdout is not None
-            line = w.proc.stdout.readline()
-            if line.startswith("listening on "):
-                w.listening_since, w.failures = time.monotonic(), 0
-            elif line.startswith("admin on "):  # its admin port: where the supervisor's fans out to
-                address = line.split("://", 1)[-1].split("/", 1)[0]
-                w.admin_port = int(address.rsplit(":", 1)[1])
-                log.info("worker %d: %s", w.index, line.rstrip())
-            elif line:
-                log.warning("worker %d: %s", w.index, line.rstrip())
-            elif not stopping:  # end of its stdout: it exited
-                sel.unregister(w.proc.stdout)
-                pid, how = w.proc.pid, w.died(time.monotonic())
-                if w.failures >= START_FAILURES:
-                    print(f"leastload proxy: worker {w.index} died {w.failures} times in a row before listening "
-                          f"(last: {how}); giving up", file=sys.stderr)
-                    return 2 if w.exit_code == 2 else 1  # 2: what the workers said (a port in use, say)
-                log.error("worker %d (pid %d) %s; restarting in %.1f s",
-                          w.index, pid, how, w.restart_at - time.monotonic())
-    return 0
-
-
-def _reap(proc: "subprocess.Popen[str]") -> int:
-    try:
-        return proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
-
-
-def shared_segment_name(where: str) -> str:
-    """The shared engine of the workers listening on `where` (HOST:PORT): one per address,
-    so that the next run on it replaces what a crashed run left."""
-    return "proxy-" + re.sub(r"[^A-Za-z0-9._-]", "_", where)
-
-
-def _without(argv: Sequence[str], options: Sequence[str]) -> List[str]:
-    """argv without the given options and their values (both `--opt V` and `--opt=V`)."""
-    out: List[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in options:
-            skip = True
-        elif arg.split("=", 1)[0] not in options:
-            out.append(arg)
-    return out
-
-
 def _ignore_sigpipe() -> None:
     """A write to a connection the peer has reset fails with EPIPE (a connection error)
     instead of killing the process. `leastload`'s entry point sets SIGPIPE to SIG_DFL (for
@@ -624,8 +344,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_IsoFormatter("%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s"))
     logging.basicConfig(level=args.log_level, handlers=[handler])
-    if args.workers < 1 or args.workers > 256:
-        parser.error(f"--workers must be in 1..256, got {args.workers}")
     if args.config is None and args.method == "TOKEN" and args.token_header is None:
         parser.error("--method TOKEN needs --token-header NAME (the request header whose value is the token)")
     if args.config is None and args.token_header is not None and args.method != "TOKEN":
@@ -660,7 +378,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error(f"--access-log: cannot open {args.access_log!r} for appending: {exc.strerror}")
     _ignore_sigpipe()
     if args.workers > 1:
-        return _run_workers(args, argv, gateway)
+        return _supervisor.run_workers(args, argv, gateway)
     try:
         _run_loop(args.loop, _serve_gateway(args, gateway) if gateway is not None else _serve_logged(args, proxy))
     except OSError as exc:  # a port in use, an address not here: the operator's to fix, as a usage error

@@ -1,7 +1,8 @@
 # Augmenting declarations for _client.py (Cython's pure-Python mode; see _backend.pxd).
 cimport cython
 
-from leastload.proxy._backend cimport BackendConnection, ClientSide, ProxyCore, clock
+from leastload.proxy._backend cimport BackendConnection, ClientSide
+from leastload.proxy._core cimport ProxyCore, clock
 from leastload.proxy._http1 cimport RequestReader, RequestHead, encode_request
 from leastload.proxy._exchange cimport Exchange, new_exchange
 

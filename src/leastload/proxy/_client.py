@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
 from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
 from . import _http1, _linger
-from ._backend import ClientSide, ProxyCore, clock, socket_fd
+from ._backend import ClientSide
+from ._core import ProxyCore, clock, socket_fd
 from ._exchange import Upstream, new_exchange
 from ._http1 import COMPLETE, ERROR, HEAD, NEED_DATA, RequestHead, encode_request, error_response
 
@@ -102,8 +103,8 @@ class ClientConnection(ClientSide):
         ClientSide.__init__(self)
         self.proxy = proxy
         self.core = proxy.core
-        self.turn = proxy.core.turn  # answers held to the loop's turn's end (_backend.WriteTurn)
-        self.always_held = True  # in every turn, a quiet loop's too (_backend.HOLD_MIN)
+        self.turn = proxy.core.turn  # answers held to the loop's turn's end (_core.WriteTurn)
+        self.always_held = True  # in every turn, a quiet loop's too (_core.QUIET_TURN_PIECES)
         assert proxy.loop is not None  # connections come in once the proxy runs
         self.loop: asyncio.AbstractEventLoop = proxy.loop
         self.reader = _http1.RequestReader(proxy.limits)

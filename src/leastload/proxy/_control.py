@@ -7,7 +7,9 @@
                                         picks at once; requests in flight finish. DELAY (seconds,
                                         the vendor's graceful delay) is accepted and reported:
                                         without persistence it changes nothing here
-    enable service NAME                 UP again (slow start applies, as after DOWN)
+    enable service NAME                 UP again, at its full share: OUT_OF_SERVICE -> UP starts no
+                                        slow start (the vendor's is for a new binding and DOWN -> UP);
+                                        a ramp it was in when disabled goes on where it stood
     drain service NAME                  no new picks; unbound from every vserver once its last
                                         request ends (its probes stop, its connections close)
     set service NAME -weight W          the weight of every binding of NAME

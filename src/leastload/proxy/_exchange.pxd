@@ -1,7 +1,8 @@
 # Augmenting declarations for _exchange.py (Cython's pure-Python mode; see _backend.pxd).
 cimport cython
 
-from leastload.proxy._backend cimport BackendConnection, ClientSide, ExchangeSide, Pool, ProxyCore, clock
+from leastload.proxy._backend cimport BackendConnection, ClientSide, ExchangeSide, Pool
+from leastload.proxy._core cimport ProxyCore, clock
 from leastload.proxy._stats cimport BackendCounters
 
 

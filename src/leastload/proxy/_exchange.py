@@ -26,11 +26,12 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
 
-from .. import NoServiceAvailable
+from ..engine.errors import NoServiceAvailable
 from ..net import upstream
 from ..net.upstream import Outcome
 from . import _backend, _http1
-from ._backend import CLIENT_GONE, OK, RESET, TIMEOUT, ExchangeSide, clock
+from ._backend import CLIENT_GONE, OK, RESET, TIMEOUT, ExchangeSide
+from ._core import clock
 from ._health import is_local_error
 from ._http1 import error_response
 from ._stats import BackendCounters, Stats

@@ -23,9 +23,9 @@ says so.
 import logging
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import reference
 from ..config import ConfigError, load
-from ..net.upstream import Backend, make_vserver
+from ..engine import settings as engine_settings
+from ..net.upstream import Backend
 from ._config import Probe, VServerPlan, plan
 from ._proxy import Proxy
 
@@ -117,9 +117,13 @@ class Gateway:
                 if was is None and b.name in proxy.vserver:
                     raise ValueError(f"service {b.name} is still draining from lb vserver {name}: "
                                      "bind it again once it is unbound")
-            # the engine accepts the new method and settings (a throwaway one says)
+            # the engine accepts the new method and settings: its settings table's checks say so
+            # (the file's unknown words were refused by the parser, the weights too)
             settings = {k: v for k, v in self.settings.items() if k.startswith("outlier_")}
-            make_vserver(p.backends, p.method, engine=reference.VirtualServer, **settings, **p.settings)
+            settings.update(p.settings, method=p.method)
+            checked = engine_settings.check_settings(settings)
+            engine_settings.check_rate(checked.get("new_service_request", 0),
+                                       checked.get("new_service_request_unit", "PER_SECOND"))
 
     def _apply(self, proxy: Proxy, old: VServerPlan, new: VServerPlan) -> List[str]:
         vs, changes = proxy.vserver, []

@@ -20,11 +20,12 @@ import errno
 import logging
 from typing import Any, Dict, Optional, Tuple
 
+from ..config.proxy_settings import HEALTH_KINDS
 from ..net.upstream import Backend
 
 log = logging.getLogger("leastload.proxy")
 
-KINDS = ("none", "tcp", "http")
+KINDS = HEALTH_KINDS  # the health_check setting's choices
 # the proxy's own shortages, not the peer's answer
 LOCAL_ERRNOS = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL))
 
@@ -115,10 +116,11 @@ class HealthMonitor:
             if vs.state(name) == "DOWN" and self.successes >= self.rise:
                 vs.set_state(name, "UP")
                 log.warning("backend %s is UP (%d probe(s) passed)", name, self.successes)
-            if self.ends_ejection and vs.state(name) == "UP" and vs.end_ejection(name):
+            if self.ends_ejection and vs.state(name) == "UP":
                 # as Envoy's successful_active_health_check_uneject_host: the backend answers
-                # its monitor again, so its passive ejection need not run its whole time
-                log.warning("backend %s returns from its passive ejection: its probe passed", name)
+                # its monitor again, so its passive ejection need not run its whole time. The
+                # engine records the return ("returned early"); the proxy logs it from there, once
+                vs.end_ejection(name)
         else:
             self.successes = 0
             self.failures += 1

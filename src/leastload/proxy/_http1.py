@@ -30,6 +30,8 @@ from typing import Dict, List, Optional, Set, Tuple, Union, cast
 
 import httptools
 
+from ..config.proxy_settings import DEFAULT as _DEFAULT  # the limits' defaults: the proxy's
+
 # (each compiled module needs its own: a cdef global cannot be imported from another module)
 try:
     import cython
@@ -73,8 +75,9 @@ class Limits:
 
     __slots__ = ("max_request_line", "max_header_size", "max_headers", "max_body")
 
-    def __init__(self, max_request_line: int = 8 << 10, max_header_size: int = 32 << 10,
-                 max_headers: int = 100, max_body: int = 16 << 20) -> None:
+    def __init__(self, max_request_line: int = _DEFAULT["max_request_line"],
+                 max_header_size: int = _DEFAULT["max_header_size"], max_headers: int = _DEFAULT["max_headers"],
+                 max_body: int = _DEFAULT["max_body"]) -> None:
         self.max_request_line = max_request_line  # 414 above it (the line without its CRLF)
         self.max_header_size = max_header_size    # the whole head, trailers included: 431 above it
         self.max_headers = max_headers            # header lines, trailers included: 431 above it
@@ -1006,7 +1009,7 @@ class ResponseReader(_HeadReader):
         self._data = b""
         self._clean = False
         self.plain_heads = 0  # responses read without llhttp (_plain_response)
-        self.start(False, False, True)
+        self.start(head_only=False, http10=False, keep_alive=True)
 
     def start(self, head_only: bool, http10: bool, keep_alive: bool) -> None:
         self.head_only, self.http10, self.client_keep_alive = head_only, http10, keep_alive

@@ -27,8 +27,10 @@ import asyncio
 import socket
 import struct
 
+from ..config.proxy_settings import DEFAULT
+
 LINGER_SECONDS = 5.0  # after the last answer is written: read and drop until the client closes, at most this
-LINGER_BYTES = 256 << 10  # ... and at most this many bytes (a setting of the proxy: linger_bytes)
+LINGER_BYTES: int = DEFAULT["linger_bytes"]  # ... and at most this many bytes (unless linger_bytes says)
 _ABORTIVE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset and frees the socket at once
 
 

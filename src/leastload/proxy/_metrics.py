@@ -89,7 +89,8 @@ keeps its newest events only, so more than a thousand events between two scrapes
 import collections
 import math
 import weakref
-from typing import TYPE_CHECKING, Any, Counter, Dict, List, Mapping, Optional, Protocol, Sequence, Sized, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Counter, Dict, List, Mapping, NamedTuple, Optional, Protocol, Sequence,
+                    Sized, Tuple, Union)
 
 from ._overload import STATES as OVERLOAD_STATES
 from ._stats import TTFB_BUCKETS, BackendCounters, Stats
@@ -148,6 +149,117 @@ Labels = Tuple[Tuple[str, str], ...]
 STATES = ("UP", "DOWN", "OUT_OF_SERVICE")
 CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 PROXY_CODES = (502, 503, 504)  # always given (0 until the first), others once they happen
+
+
+# ---- the families: what each says, and how the fan-out merges it over --workers -----------------------
+
+SUM = "sum"                # _fanout/_exposition: one series per label set, the workers' values added
+PER_WORKER = "per worker"  # each worker's series, labelled worker="i"
+
+
+class FamilySpec(NamedTuple):
+    name: str
+    kind: str    # counter, gauge, histogram
+    merge: str   # SUM or PER_WORKER: how the supervisor's /metrics merges the workers' series
+    help: str
+    engine: bool = False  # what the engine says: with one engine shared by the workers, said once
+
+
+def _service(suffix: str, kind: str, merge: str, help_text: str, engine: bool = False) -> FamilySpec:
+    return FamilySpec("leastload_service_" + suffix, kind, merge, help_text, engine)
+
+
+def _vserver(suffix: str, kind: str, merge: str, help_text: str, engine: bool = False) -> FamilySpec:
+    return FamilySpec("leastload_vserver_" + suffix, kind, merge, help_text, engine)
+
+
+# In the order written. Per service, counters and the histogram add up; so do the gauges that count
+# things now; states, settings, averages and runs of one engine's or worker's are given per worker.
+FAMILY_SPECS: Tuple[FamilySpec, ...] = (
+    # 1/0: a state
+    _service("bound", "gauge", PER_WORKER,
+             "1 while the service is bound to the vserver, 0 after a drain unbound it.", engine=True),
+    _service("active_transactions", "gauge", SUM, "Requests in flight on the service now.", engine=True),
+    _service("requests_total", "counter", SUM,
+             "Requests sent to the service (every pick; a retry counts on the backend it went to)."),
+    _service("responses_total", "counter", SUM, "Answers the service gave, by status class."),
+    _service("request_bytes_total", "counter", SUM, "Request bytes written to the service."),
+    _service("response_bytes_total", "counter", SUM, "Response bytes read from the service."),
+    _service("failures_total", "counter", SUM,
+             "Requests the service refused, reset, timed out, garbled or answered with a 5xx."),
+    _service("retries_total", "counter", SUM, "Requests that failed on the service and went on to another backend."),
+    _service("stale_connections_total", "counter", SUM,
+             "Pooled connections found closed by the service, the request resent on a new one."),
+    _service("ejections_total", "counter", SUM, "Passive (outlier) ejections of the service.", engine=True),
+    # 1/0: each engine ejects on its own
+    _service("ejected", "gauge", PER_WORKER, "1 while the service is ejected, else 0.", engine=True),
+    # 1/0
+    _service("draining", "gauge", PER_WORKER, "1 while the service drains (no new requests), else 0.", engine=True),
+    # 1 for the state, 0 for the others
+    _service("state", "gauge", PER_WORKER, "1 for the service's state now, 0 for the other states.", engine=True),
+    # a setting, not an amount
+    _service("weight", "gauge", PER_WORKER, "The service's weight.", engine=True),
+    # each engine's own ramp
+    _service("slow_start_cap", "gauge", PER_WORKER,
+             "Requests per second slow start allows the service now.", engine=True),
+    # 1/0
+    _service("slow_start_held", "gauge", PER_WORKER,
+             "1 while closed-loop slow start holds the service's ramp back (slow_start_guard), else 0.",
+             engine=True),
+    # the method's N: its unit varies by method
+    _service("load", "gauge", PER_WORKER,
+             "The method's N for the service now (connections, bytes, packets, seconds, ... as the method "
+             "counts).", engine=True),
+    # a run of failures in one engine
+    _service("consecutive_failures", "gauge", PER_WORKER, "Failures of the service in a row now.", engine=True),
+    _service("window_bytes", "gauge", SUM, "Bytes both ways in the engine's window.", engine=True),
+    _service("window_packets", "gauge", SUM, "TCP segments both ways in the engine's window.", engine=True),
+    _service("packets_total", "counter", SUM,
+             "TCP segments both ways on the service's connections (TCP_INFO), as told to the engine."),
+    # an average: averages do not add
+    _service("ttfb_average_seconds", "gauge", PER_WORKER,
+             "The engine's moving average of the time to first byte.", engine=True),
+    # histogram: bucket by bucket, _sum, _count
+    _service("ttfb_seconds", "histogram", SUM, "Time from the request sent to the first response byte."),
+    _service("idle_connections", "gauge", SUM, "Idle keep-alive connections to the service in the pool."),
+    _service("connections_opened_total", "counter", SUM, "Connections opened to the service."),
+    _service("health_probes_total", "counter", SUM, "Health probes made to the service."),
+    # a run of failures in one worker's monitor
+    _service("health_failed_probes", "gauge", PER_WORKER, "Health probes of the service failed in a row now."),
+    # 1 with the method as a label
+    _vserver("info", "gauge", PER_WORKER, "1, with the vserver's method in the label method.", engine=True),
+    # a setting
+    _vserver("window_seconds", "gauge", PER_WORKER,
+             "The engine's window of bytes and packets, in seconds.", engine=True),
+    _vserver("picks_total", "counter", SUM, "Backends the engine picked for requests (retries included)."),
+    _vserver("no_service_available_total", "counter", SUM, "Requests answered 503 because no backend was available."),
+    _vserver("proxy_responses_total", "counter", SUM, "Answers the proxy wrote itself, by status."),
+    _vserver("clients", "gauge", SUM, "Client connections open now."),
+    # each worker's own limit
+    _vserver("max_connections", "gauge", PER_WORKER, "The most client connections kept open at once."),
+    _vserver("accepted_connections_total", "counter", SUM, "Client connections accepted."),
+    _vserver("accept_shortages_total", "counter", SUM, "accept() failures for want of descriptors or memory."),
+    # 1/0
+    _vserver("listener_paused", "gauge", PER_WORKER, "1 while the listener has stopped accepting, else 0."),
+    # each worker's own connections against its own limit
+    _vserver("overload_level", "gauge", PER_WORKER,
+             "0 up to overload_connections open client connections, 1 at max_connections, linear between."),
+    # 1/0
+    _vserver("overload_state", "gauge", PER_WORKER,
+             "1 for the overload state now (normal, high, full), 0 for the others."),
+    _vserver("overload_entered_total", "counter", SUM, "Times the overload state went to high or full."),
+    _vserver("overload_evictions_total", "counter", SUM,
+             "Client connections waiting for a head closed to admit a new one."),
+    _vserver("overload_reserve_accepts_total", "counter", SUM, "accept()s made with the reserve descriptor."),
+    _vserver("overload_refused_total", "counter", SUM,
+             "Connections accepted with the reserve and closed at once (none to close instead)."),
+    _vserver("linger_resets_total", "counter", SUM,
+             "Lingering closes reset: the client sent past linger_bytes after the last answer."),
+    _vserver("backend_connections", "gauge", SUM, "Connections to backends open now."),
+    _vserver("local_errors_total", "counter", SUM, "The proxy's own troubles, by what failed."),
+)
+FAMILIES: Dict[str, str] = {f.name: f.merge for f in FAMILY_SPECS}  # name -> its merge rule
+ENGINE_FAMILIES = frozenset(f.name for f in FAMILY_SPECS if f.engine)
 
 
 def escape_label_value(text: str) -> str:
@@ -277,72 +389,53 @@ def _add(w: _Writer, proxy: Observed) -> None:
     vserver_labels: Labels = (("vserver", proxy.name),)
     vs = proxy.vserver
 
-    def service(suffix: str, kind: str, help_text: str) -> _Family:
-        return w.family("leastload_service_" + suffix, kind, help_text)
-
-    bound_f = service("bound", "gauge", "1 while the service is bound to the vserver, 0 after a drain unbound it.")
-    active_f = service("active_transactions", "gauge", "Requests in flight on the service now.")
-    requests_f = service("requests_total", "counter",
-                         "Requests sent to the service (every pick; a retry counts on the backend it went to).")
-    responses_f = service("responses_total", "counter", "Answers the service gave, by status class.")
-    req_bytes_f = service("request_bytes_total", "counter", "Request bytes written to the service.")
-    resp_bytes_f = service("response_bytes_total", "counter", "Response bytes read from the service.")
-    failures_f = service("failures_total", "counter",
-                         "Requests the service refused, reset, timed out, garbled or answered with a 5xx.")
-    retries_f = service("retries_total", "counter",
-                        "Requests that failed on the service and went on to another backend.")
-    stale_f = service("stale_connections_total", "counter",
-                      "Pooled connections found closed by the service, the request resent on a new one.")
-    ejections_f = service("ejections_total", "counter", "Passive (outlier) ejections of the service.")
-    ejected_f = service("ejected", "gauge", "1 while the service is ejected, else 0.")
-    draining_f = service("draining", "gauge", "1 while the service drains (no new requests), else 0.")
-    state_f = service("state", "gauge", "1 for the service's state now, 0 for the other states.")
-    weight_f = service("weight", "gauge", "The service's weight.")
-    cap_f = service("slow_start_cap", "gauge", "Requests per second slow start allows the service now.")
-    held_f = service("slow_start_held", "gauge", "1 while closed-loop slow start holds the service's ramp back "
-                     "(slow_start_guard), else 0.")
-    load_f = service("load", "gauge", "The method's N for the service now (connections, bytes, packets, "
-                     "seconds, ... as the method counts).")
-    in_row_f = service("consecutive_failures", "gauge", "Failures of the service in a row now.")
-    window_bytes_f = service("window_bytes", "gauge", "Bytes both ways in the engine's window.")
-    window_packets_f = service("window_packets", "gauge", "TCP segments both ways in the engine's window.")
-    packets_f = service("packets_total", "counter",
-                        "TCP segments both ways on the service's connections (TCP_INFO), as told to the engine.")
-    ttfb_avg_f = service("ttfb_average_seconds", "gauge", "The engine's moving average of the time to first byte.")
-    ttfb_f = service("ttfb_seconds", "histogram", "Time from the request sent to the first response byte.")
-    idle_f = service("idle_connections", "gauge", "Idle keep-alive connections to the service in the pool.")
-    opened_f = service("connections_opened_total", "counter", "Connections opened to the service.")
-    probes_f = service("health_probes_total", "counter", "Health probes made to the service.")
-    failed_probes_f = service("health_failed_probes", "gauge", "Health probes of the service failed in a row now.")
-
-    def vserver(suffix: str, kind: str, help_text: str) -> _Family:
-        return w.family("leastload_vserver_" + suffix, kind, help_text)
-
-    info_f = vserver("info", "gauge", "1, with the vserver's method in the label method.")
-    window_f = vserver("window_seconds", "gauge", "The engine's window of bytes and packets, in seconds.")
-    picks_f = vserver("picks_total", "counter", "Backends the engine picked for requests (retries included).")
-    no_service_f = vserver("no_service_available_total", "counter",
-                           "Requests answered 503 because no backend was available.")
-    proxy_f = vserver("proxy_responses_total", "counter", "Answers the proxy wrote itself, by status.")
-    clients_f = vserver("clients", "gauge", "Client connections open now.")
-    max_f = vserver("max_connections", "gauge", "The most client connections kept open at once.")
-    accepted_f = vserver("accepted_connections_total", "counter", "Client connections accepted.")
-    shortages_f = vserver("accept_shortages_total", "counter",
-                          "accept() failures for want of descriptors or memory.")
-    paused_f = vserver("listener_paused", "gauge", "1 while the listener has stopped accepting, else 0.")
-    level_f = vserver("overload_level", "gauge", "0 up to overload_connections open client connections, 1 at "
-                      "max_connections, linear between.")
-    ostate_f = vserver("overload_state", "gauge", "1 for the overload state now (normal, high, full), 0 for the others.")
-    entered_f = vserver("overload_entered_total", "counter", "Times the overload state went to high or full.")
-    evicted_f = vserver("overload_evictions_total", "counter",
-                        "Client connections waiting for a head closed to admit a new one.")
-    reserve_f = vserver("overload_reserve_accepts_total", "counter", "accept()s made with the reserve descriptor.")
-    refused_f = vserver("overload_refused_total", "counter",
-                        "Connections accepted with the reserve and closed at once (none to close instead).")
-    linger_f = vserver("linger_resets_total", "counter",
-                       "Lingering closes reset: the client sent past linger_bytes after the last answer.")
-    backend_conns_f = vserver("backend_connections", "gauge", "Connections to backends open now.")
-    local_f = vserver("local_errors_total", "counter", "The proxy's own troubles, by what failed.")
+    fam = {f.name[len("leastload_"):]: w.family(f.name, f.kind, f.help) for f in FAMILY_SPECS}
+    bound_f = fam["service_bound"]
+    active_f = fam["service_active_transactions"]
+    requests_f = fam["service_requests_total"]
+    responses_f = fam["service_responses_total"]
+    req_bytes_f = fam["service_request_bytes_total"]
+    resp_bytes_f = fam["service_response_bytes_total"]
+    failures_f = fam["service_failures_total"]
+    retries_f = fam["service_retries_total"]
+    stale_f = fam["service_stale_connections_total"]
+    ejections_f = fam["service_ejections_total"]
+    ejected_f = fam["service_ejected"]
+    draining_f = fam["service_draining"]
+    state_f = fam["service_state"]
+    weight_f = fam["service_weight"]
+    cap_f = fam["service_slow_start_cap"]
+    held_f = fam["service_slow_start_held"]
+    load_f = fam["service_load"]
+    in_row_f = fam["service_consecutive_failures"]
+    window_bytes_f = fam["service_window_bytes"]
+    window_packets_f = fam["service_window_packets"]
+    packets_f = fam["service_packets_total"]
+    ttfb_avg_f = fam["service_ttfb_average_seconds"]
+    ttfb_f = fam["service_ttfb_seconds"]
+    idle_f = fam["service_idle_connections"]
+    opened_f = fam["service_connections_opened_total"]
+    probes_f = fam["service_health_probes_total"]
+    failed_probes_f = fam["service_health_failed_probes"]
+    info_f = fam["vserver_info"]
+    window_f = fam["vserver_window_seconds"]
+    picks_f = fam["vserver_picks_total"]
+    no_service_f = fam["vserver_no_service_available_total"]
+    proxy_f = fam["vserver_proxy_responses_total"]
+    clients_f = fam["vserver_clients"]
+    max_f = fam["vserver_max_connections"]
+    accepted_f = fam["vserver_accepted_connections_total"]
+    shortages_f = fam["vserver_accept_shortages_total"]
+    paused_f = fam["vserver_listener_paused"]
+    level_f = fam["vserver_overload_level"]
+    ostate_f = fam["vserver_overload_state"]
+    entered_f = fam["vserver_overload_entered_total"]
+    evicted_f = fam["vserver_overload_evictions_total"]
+    reserve_f = fam["vserver_overload_reserve_accepts_total"]
+    refused_f = fam["vserver_overload_refused_total"]
+    linger_f = fam["vserver_linger_resets_total"]
+    backend_conns_f = fam["vserver_backend_connections"]
+    local_f = fam["vserver_local_errors_total"]
 
     stats = proxy.stats
     with vs.atomic():

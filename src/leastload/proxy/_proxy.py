@@ -6,21 +6,22 @@ import logging
 from dataclasses import asdict
 from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union, cast
 
+from ..config import proxy_settings
+from ..config.proxy_settings import DEFAULT as _D
 from ..engine import errors as _errors
 from ..engine.errors import UnknownService
 from ..net import orca, upstream
 from ..net.request_keys import KeyRule
-from ..net.upstream import Backend, check_int
-from . import _admin, _backend, _client, _health, _http1, _linger, _listen, _overload
+from ..net.upstream import Backend
+from . import _admin, _backend, _client, _core, _health, _http1, _listen, _overload
 from ._accesslog import AccessLog
 from ._stats import TTFB_BUCKETS, BackendCounters, Stats, wall_time  # noqa: F401 (TTFB_BUCKETS, BackendCounters: importable here as before)
 
 log = logging.getLogger("leastload.proxy")
-XFF_MODES = ("append", "replace")
 
 
 def _core_view(name: str) -> Any:
-    """A Proxy attribute kept in its core (_backend.ProxyCore), where the compiled
+    """A Proxy attribute kept in its core (_core.ProxyCore), where the compiled
     per-request path reads it as a C field."""
     def get(self: "Proxy") -> Any:
         return getattr(self.core, name)
@@ -38,29 +39,22 @@ class Proxy:
         ...
         await proxy.close()
 
-    Settings (all keyword arguments, defaults in brackets): listen [("127.0.0.1", 8080)],
-    retries [2], connect_timeout [3 s], timeout [30 s: first response byte, and between
-    response bytes], client_timeout [60 s idle keep-alive], max_body [16 MiB], pool_size
-    [256 idle connections per backend], health_check ["tcp"; "http" or "none"],
-    health_path ["/"], health_interval [5 s], health_timeout [2 s], health_fall [3],
-    health_rise [1], health_ends_ejection [True: a passed probe of an UP backend ends its
-    passive ejection; False: the ejection lasts its time], health_probes [True; False: no
-    probes here, another process probes the shared engine's backends], load_metrics [None,
-    or CUSTOMLOAD's metric table for the backends' ORCA reports: {"cpu_utilization": (weight,
-    threshold), "named_metrics.queue": ...}; utilizations count in percent], admin [None, or (host, port):
-    loopback unless admin_token is set],
-    admin_token [None: the admin port is read-only; else the token its writes need],
-    overload_connections [None: three quarters of max_connections; open client connections past
-    which the header and idle timeouts shrink], overload_timeout [2 s: what they shrink to at
-    max_connections], linger_bytes [256 KiB: what a lingering close reads before a reset; a
-    quarter of it after a 414 or 431, the declared body too after a 413],
-    reuse_port [False], name ["leastload":
-    the vserver's name in metrics and logs], access_log [None, or a leastload.proxy AccessLog],
-    engine [None:
-    leastload.VirtualServer], token_header [None: the header TOKEN hashes; needed for
-    method="TOKEN"], and the vserver's settings (outlier_failures [5 here],
-    outlier_ejection_time, outlier_max_ejection_percent, new_service_request, the hash
-    methods' netmask, v6netmasklen, hashlength, hash_seed, ...).
+    Settings (all keyword arguments): the proxy's own limits, timeouts, forwarding headers and
+    health probes are the rows of its settings table (leastload.config.proxy_settings, whose
+    defaults these keywords take and whose checks they pass; docs/proxy-settings.md lists
+    them). The others: listen [("127.0.0.1", 8080)], name ["leastload": the vserver's name in
+    metrics, logs and show()], admin [None, or (host, port): loopback unless admin_token is
+    set], admin_token [None: the admin port is read-only; else the token its writes need],
+    health_probes [True; False: no probes here, another process probes the shared engine's
+    backends], load_metrics [None, or CUSTOMLOAD's metric table for the backends' ORCA
+    reports: {"cpu_utilization": (weight, threshold), "named_metrics.queue": ...};
+    utilizations count in percent], max_connections and overload_connections [None: derived
+    from the descriptor limit, and three quarters of it], reuse_port [False], access_log
+    [None, or a leastload.proxy AccessLog], engine [None: leastload.VirtualServer],
+    token_header [None: the header TOKEN hashes; needed for method="TOKEN"], and the
+    vserver's settings (outlier_failures [5 here], outlier_ejection_time,
+    outlier_max_ejection_percent, new_service_request, the hash methods' netmask,
+    v6netmasklen, hashlength, hash_seed, ...: engine/settings.py).
 
     Under a hash method each request's key is read as leastload.net.request_keys says
     (the client's address, the URL, the Host header, ...); docs/proxy.md has the table.
@@ -78,21 +72,24 @@ class Proxy:
 
     def __init__(self, backends: Union[Iterable[Union[str, Backend]], Dict[str, Union[str, Backend]]],
                  method: str = "LEASTCONNECTION", *, listen: Tuple[str, int] = ("127.0.0.1", 8080),
-                 retries: int = 2, connect_timeout: float = 3.0, timeout: float = 30.0,
-                 client_timeout: float = 60.0, max_body: int = 16 << 20, pool_size: int = 256,
-                 health_check: str = "tcp", health_path: str = "/", health_interval: float = 5.0,
-                 health_timeout: float = 2.0, health_fall: int = 3, health_rise: int = 1,
+                 retries: int = _D["retries"], connect_timeout: float = _D["connect_timeout"],
+                 timeout: float = _D["timeout"], client_timeout: float = _D["client_timeout"],
+                 max_body: int = _D["max_body"], pool_size: int = _D["pool_size"],
+                 health_check: str = _D["health_check"], health_path: str = _D["health_path"],
+                 health_interval: float = _D["health_interval"], health_timeout: float = _D["health_timeout"],
+                 health_fall: int = _D["health_fall"], health_rise: int = _D["health_rise"],
                  admin: Optional[Tuple[str, int]] = None, reuse_port: bool = False,
                  engine: Optional[Type[Any]] = None, token_header: Optional[str] = None,
-                 max_request_line: int = 8 << 10, max_header_size: int = 32 << 10, max_headers: int = 100,
-                 header_timeout: float = 10.0, body_timeout: float = 60.0,
-                 max_connections: Optional[int] = None, xff: str = "append", forwarded: bool = False,
-                 via: bool = False, name: str = "leastload", access_log: Optional[AccessLog] = None,
-                 admin_token: Optional[str] = None, health_ends_ejection: bool = True,
+                 max_request_line: int = _D["max_request_line"], max_header_size: int = _D["max_header_size"],
+                 max_headers: int = _D["max_headers"], header_timeout: float = _D["header_timeout"],
+                 body_timeout: float = _D["body_timeout"], max_connections: Optional[int] = None,
+                 xff: str = _D["xff"], forwarded: bool = _D["forwarded"], via: bool = _D["via"],
+                 name: str = "leastload", access_log: Optional[AccessLog] = None,
+                 admin_token: Optional[str] = None, health_ends_ejection: bool = _D["health_ends_ejection"],
                  health_probes: bool = True, load_metrics: Optional[Dict[str, Tuple[int, int]]] = None,
-                 overload_connections: Optional[int] = None, overload_timeout: float = 2.0,
-                 linger_bytes: int = _linger.LINGER_BYTES, **vserver_settings: Any) -> None:
-        self.core = _backend.ProxyCore()
+                 overload_connections: Optional[int] = None, overload_timeout: float = _D["overload_timeout"],
+                 linger_bytes: int = _D["linger_bytes"], **vserver_settings: Any) -> None:
+        self.core = _core.ProxyCore()
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
         if not name or not name.isprintable() or '"' in name or "\\" in name:
@@ -111,57 +108,34 @@ class Proxy:
         if method == "TOKEN" and token_header is None:
             raise ValueError("token_header must name the request header TOKEN hashes (e.g. 'X-Session'), "
                              "got None")
-        check_int("retries", retries, 0, upstream.MAX_RETRIES)
-        for arg, value in (("connect_timeout", connect_timeout), ("timeout", timeout),
-                           ("client_timeout", client_timeout), ("health_interval", health_interval),
-                           ("health_timeout", health_timeout)):
-            _check_seconds(arg, value)
-        check_int("max_body", max_body, 0, 1 << 40)
-        check_int("max_request_line", max_request_line, 64, 1 << 20)
-        check_int("max_header_size", max_header_size, 256, 1 << 24)
-        check_int("max_headers", max_headers, 1, 10000)
-        for arg, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout)):
-            _check_seconds(arg, value)
-        if max_connections is not None:
-            check_int("max_connections", max_connections, 1, 1 << 20)
-        if overload_connections is not None:
-            check_int("overload_connections", overload_connections, 1, 1 << 20)
-        _check_seconds("overload_timeout", overload_timeout)
-        check_int("linger_bytes", linger_bytes, 0, 1 << 30)
-        if xff not in XFF_MODES:
-            raise ValueError(f"xff must be one of {', '.join(XFF_MODES)}, got {xff!r}")
-        for arg, flag in (("forwarded", forwarded), ("via", via), ("health_ends_ejection", health_ends_ejection),
-                          ("health_probes", health_probes)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{arg} must be True or False, got {flag!r}")
-        check_int("pool_size", pool_size, 0, 1 << 20)
-        check_int("health_fall", health_fall, 1, 1000)
-        check_int("health_rise", health_rise, 1, 1000)
-        if health_check not in _health.KINDS:
-            raise ValueError(f"health_check must be one of {', '.join(_health.KINDS)}, got {health_check!r}")
-        if not isinstance(health_path, str) or not health_path.startswith("/"):
-            raise ValueError(f"health_path must be a path starting with '/', got {health_path!r}")
+        # the proxy's settings table checks every keyword it has a row for (config/proxy_settings.py)
+        given = locals()
+        checked = {s.name: proxy_settings.check(s.name, given[s.name]) for s in proxy_settings.SETTINGS
+                   if s.keyword and s.kind != "address"}
+        if health_probes is not True and health_probes is not False:
+            raise TypeError(f"health_probes must be True or False, got {health_probes!r}")
         vserver_settings.setdefault("outlier_failures", 5)
+        vserver_settings.setdefault("name", name)  # show() (the status page, `ctl show`) names it as the metrics do
         self.vserver = upstream.make_vserver(list(self.backends.values()), method, engine=engine,
                                              **vserver_settings)
         self.listen, self.admin_listen, self.reuse_port = listen, admin, reuse_port
-        self.retries, self.connect_timeout, self.timeout = retries, float(connect_timeout), float(timeout)
-        self.client_timeout, self.max_body, self.pool_size = float(client_timeout), max_body, pool_size
+        self.retries, self.connect_timeout, self.timeout = retries, checked["connect_timeout"], checked["timeout"]
+        self.client_timeout, self.max_body, self.pool_size = checked["client_timeout"], max_body, pool_size
         self.max_request_line, self.max_header_size, self.max_headers = max_request_line, max_header_size, max_headers
-        self.header_timeout, self.body_timeout = float(header_timeout), float(body_timeout)
+        self.header_timeout, self.body_timeout = checked["header_timeout"], checked["body_timeout"]
         self.max_connections = max_connections if max_connections is not None else _listen.default_max_connections()
         if overload_connections is not None and overload_connections > self.max_connections:
             raise _errors.bad_value("overload_connections", overload_connections,
                                     f"at most max_connections ({self.max_connections})")
         self.overload_connections = (overload_connections if overload_connections is not None
                                      else _overload.default_high_water(self.max_connections))
-        self.overload_timeout, self.linger_bytes = float(overload_timeout), linger_bytes
+        self.overload_timeout, self.linger_bytes = checked["overload_timeout"], linger_bytes
         self.limits = _http1.Limits(max_request_line, max_header_size, max_headers, max_body)
         self.forwarding = _http1.Forwarding(xff, forwarded, via)
         self.budget = _backend.ConnectionBudget(self.max_connections)
         self.local_errors: "Counter[str]" = collections.Counter()  # the proxy's own troubles, by what failed
         self.health: Tuple[str, str, float, float, int, int] = (
-            health_check, health_path, float(health_interval), float(health_timeout), health_fall, health_rise)
+            health_check, health_path, checked["health_interval"], checked["health_timeout"], health_fall, health_rise)
         self.health_ends_ejection = health_ends_ejection
         self.health_probes = health_probes  # False: another process probes the (shared) engine's backends
         # per backend, a probe of its own (a config's monitors: kind, path, interval, timeout, fall,
@@ -187,7 +161,7 @@ class Proxy:
 
     async def start(self) -> "Proxy":
         self.loop = loop = asyncio.get_running_loop()
-        self.core.turn = _backend.WriteTurn(loop)  # the writes of a turn of the loop, sent at its end
+        self.core.turn = _core.WriteTurn(loop)  # the writes of a turn of the loop, sent at its end
         for b in self.backends.values():
             self.pools[b.name] = self._pool(b)
         host, port = self.listen
@@ -354,7 +328,7 @@ class Proxy:
 
     def _late_packets(self, name: str, packets: int) -> None:
         """Segments a lost backend connection had not reported with an exchange (the method
-        does not pick by packets: see _backend.PACKETS_EVERY),
+        does not pick by packets: see _backend.SEGMENTS_READ_EVERY),
         to the engine's window and the counters, so that their totals stay exact."""
         try:
             self.vserver.record(name, packets=packets)
@@ -427,7 +401,7 @@ class Proxy:
         overload = self.overload
         while True:
             await asyncio.sleep(tick if overload.state == _overload.NORMAL else overloaded_tick)
-            now = _backend.clock()  # the clock the connections stamp their deadlines with
+            now = _core.clock()  # the clock the connections stamp their deadlines with
             for pool in list(self.pools.values()):
                 pool.check_timeouts(now)
             n = len(self.clients)
@@ -461,13 +435,8 @@ class Proxy:
                     log.warning("backend %s left slow start at %s (%s)", name, wall_time(when), what)
                 elif self._last_outlier.get(name) != what:  # a change, not the same news again
                     self._last_outlier[name] = what
-                    log.warning("backend %s: %s at %s", name, what, wall_time(when))
+                    why = " (its health probe passed)" if what == "returned early" else ""
+                    log.warning("backend %s: %s at %s%s", name, what, wall_time(when), why)
             if events:
                 self._seen[attr] = events[-1]
 
-
-def _check_seconds(arg: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _errors.bad_type(arg, value, "a number of seconds")
-    if not 0 < value <= 86400:  # also rejects NaN
-        raise _errors.bad_value(arg, value, "a number of seconds in (0, 86400]")
