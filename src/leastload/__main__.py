@@ -23,6 +23,7 @@ COMMANDS = {
     "proxy": ("leastload.proxy", "an asyncio HTTP/1.1 reverse proxy balancing with the engine"),
     "show": ("leastload.cli.showconfig", "a config (NetScaler lines or TOML) printed back as NetScaler lines or JSON"),
     "simulate": ("leastload.sim.simulate", "a config's vservers under a workload on a virtual clock"),
+    "top": ("leastload.cli.top", "a live view of a running proxy's admin port (needs the top extra: rich)"),
 }
 
 def _parser() -> OneLineParser:

@@ -92,7 +92,7 @@ BAD = [
     # the command itself
     ((), "leastload: the following arguments are required: COMMAND"),
     (("nope",), "leastload: argument COMMAND: invalid choice: 'nope' (choose from 'backends', 'bench', 'ctl', "
-                "'demo', 'proxy', 'show', 'simulate')"),
+                "'demo', 'proxy', 'show', 'simulate', 'top')"),
     # show
     (("show",), "leastload show: the following arguments are required: CONFIG"),
     (("show", "missing.conf"), "missing.conf: no such file"),
@@ -173,6 +173,9 @@ BAD = [
     (("proxy", "--frobnicate"), "leastload proxy: "),
     (("backends", "--frobnicate"), "leastload backends: "),
     (("ctl", "http://127.0.0.1:1"), "leastload ctl: a command is needed (e.g. disable service NAME)"),
+    (("top", "http://127.0.0.1:1"), "leastload top: no answer from http://127.0.0.1:1: "),
+    (("top", "127.0.0.1:9100"), "leastload top: URL: must be http://HOST:PORT, got '127.0.0.1:9100'"),
+    (("top", "http://127.0.0.1:1", "--interval", "0"), "leastload top: --interval: must be >= 0.05, got 0"),
 ]
 
 
@@ -190,6 +193,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, expected):
     assert_user_error(result, expected, exact=not expected.endswith(": "))
     assert result.stdout == "" or args[0] in ("demo",)
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+def test_a_missing_top_extra_is_named():
+    code = ("import sys; sys.modules['rich'] = None\n"
+            "from leastload.__main__ import main\n"
+            "sys.exit(main(['top', 'http://127.0.0.1:1']))\n")
+    assert_user_error(run(code=code), "leastload top: the live view needs rich: pip install 'leastload[top]'")
 
 
 def test_a_missing_plot_extra_is_named_and_nothing_is_written(tmp_path):
