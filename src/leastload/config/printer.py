@@ -186,6 +186,8 @@ def _toml_value(value: object) -> str:
         return str(value)
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     return _toml_string(str(value))
 
 

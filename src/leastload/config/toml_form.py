@@ -159,6 +159,20 @@ def _text(key: str, value: object) -> str:
     return value
 
 
+def _files(key: str, value: object) -> list[str]:
+    """A list of file names (tls_cert, tls_key): a single string is taken as a list of one."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) and v for v in items):
+        raise values.fail(key, "a file name or a list of file names", value)
+    return list(items)
+
+
+def _header_name(key: str, value: object) -> str:
+    if not isinstance(value, str) or not proxy_settings.is_header_name(value):
+        raise values.fail(key, "a header name (letters, digits and -)", value)
+    return value
+
+
 def _host_port(key: str, value: object) -> str:
     """"HOST:PORT", an IPv6 host in brackets ("[::1]:9000"); kept as written."""
     if isinstance(value, str):
@@ -183,6 +197,10 @@ def _proxy_check(setting: proxy_settings.ProxySetting) -> tuple[Callable[..., An
         return values.choice, (setting.choices,)
     if kind == "address":
         return _host_port, ()
+    if kind == "files":
+        return _files, ()
+    if kind == "header":
+        return _header_name, ()
     return _text, ()
 
 

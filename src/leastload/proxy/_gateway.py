@@ -92,6 +92,9 @@ class Gateway:
         changes: List[str] = []
         for name, p in new.items():
             changes += self._apply(self.proxies[name], self.plans[name], p)
+        for name, proxy in self.proxies.items():  # TLS: the certificate files read again
+            if proxy.reload_certificates():
+                changes.append(f"vserver {name}: certificates reloaded")
         if dict(config.proxy) != self.proxy_table:
             changes.append("the [proxy] settings changed: they apply at the next start")
         self.plans, self.warnings = new, warnings
