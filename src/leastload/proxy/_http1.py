@@ -1005,6 +1005,10 @@ class ResponseReader(_HeadReader):
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
+        # a line the proxy adds to every final response head (--backend-header), b"": none;
+        # set once per backend connection (add_to_head), so a response without it costs nothing more
+        self.added_head = b""
+        self._adds = False
         self._parser = httptools.HttpResponseParser(self)
         self._data = b""
         self._clean = False
@@ -1013,7 +1017,7 @@ class ResponseReader(_HeadReader):
 
     def start(self, head_only: bool, http10: bool, keep_alive: bool) -> None:
         self.head_only, self.http10, self.client_keep_alive = head_only, http10, keep_alive
-        self._fresh = not (head_only or http10 or not keep_alive)  # the fast path may take the first bytes
+        self._fresh = not (head_only or http10 or not keep_alive or self._adds)  # the fast path may take the first bytes
         self.status = 0
         if self._clean:  # the last response took the fast path: only what it changed is reset
             self._clean = False  # this one may take the general path
@@ -1303,7 +1307,8 @@ class ResponseReader(_HeadReader):
             self._until_eof = self.close_client = True
         if not self.client_keep_alive:
             self.close_client = True
-        if self._plain and not self.close_client and not self.http10 and status != 204 and not self._backend10:
+        if self._plain and not self.close_client and not self.http10 and status != 204 and not self._backend10 \
+                and not self._adds:
             if raw_at >= 0:  # the head as it came
                 self._emit(raw_at, stop, out)
             else:
@@ -1320,6 +1325,11 @@ class ResponseReader(_HeadReader):
         if self._message_done:  # Content-Length: 0
             self._done()
 
+    def add_to_head(self, line: bytes) -> None:
+        """`line` ("Name: value\r\n") is added to every final response head from now on."""
+        self.added_head, self._adds = line, bool(line)
+        self._fresh = self._fresh and not self._adds
+
     def _rewrite_head(self, status: int, framing: bytes) -> bytes:
         dropped = self._tokens - _PROTECTED if self._tokens else _NO_NAMES
         parts = [b"HTTP/1.1 %d " % status, self._reason, b"\r\n"]
@@ -1330,6 +1340,8 @@ class ResponseReader(_HeadReader):
                 continue  # no body, and none announced
             parts += (name, b": ", value, b"\r\n")
         parts.append(framing)
+        if self._adds and status >= 200:
+            parts.append(self.added_head)
         if self.close_client and status >= 200:
             parts.append(b"Connection: close\r\n")
         elif self.http10 and status >= 200:

@@ -395,8 +395,11 @@ class Proxy:
 
     def _pool(self, b: Backend) -> _backend.Pool:
         assert self.loop is not None  # pools are made once the proxy runs
-        return _backend.Pool(self.loop, b.host, b.port, self.pool_size, self.limits, self.budget,
+        pool = _backend.Pool(self.loop, b.host, b.port, self.pool_size, self.limits, self.budget,
                              lambda packets: self._late_packets(b.name, packets), self.core.turn)
+        if self.backend_header is not None:  # the response names the service that answered
+            pool.added_head = f"{self.backend_header}: {b.name}\r\n".encode()
+        return pool
 
     def _late_packets(self, name: str, packets: int) -> None:
         """Segments a lost backend connection had not reported with an exchange (the method
