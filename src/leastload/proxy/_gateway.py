@@ -56,7 +56,7 @@ class Gateway:
         self.reloads = 0
 
     def _make(self, p: VServerPlan) -> Proxy:
-        proxy = Proxy(p.backends, p.method, listen=p.listen, name=p.name, **self.settings, **p.settings)
+        proxy = Proxy(p.backends, p.method, listen=p.listen, name=p.name, **{**self.settings, **p.edge}, **p.settings)
         for name in p.disabled:
             proxy.vserver.set_state(name, "OUT_OF_SERVICE")
         for name, probe in p.probes.items():
@@ -130,6 +130,8 @@ class Gateway:
 
     def _apply(self, proxy: Proxy, old: VServerPlan, new: VServerPlan) -> List[str]:
         vs, changes = proxy.vserver, []
+        if new.edge != old.edge:
+            changes += proxy.set_edge(new.edge)
         if new.method != old.method:
             vs.set_method(new.method)
             changes.append(f"{new.name}: method {old.method} -> {new.method}")

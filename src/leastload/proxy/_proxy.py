@@ -235,6 +235,27 @@ class Proxy:
                     ", ".join(p.cert_file for p in self.tls.pairs))
         return True
 
+    def set_edge(self, edge: Dict[str, Any]) -> List[str]:
+        """A config's reload changed the vserver's edge: new certificates make a new store for the
+        next connections (a file that does not load: UserError, nothing changed); the PROXY
+        protocol and TLS on or off apply at the next start. What changed, one line each."""
+        changes: List[str] = []
+        certs, keys = tuple(edge.get("tls_cert", ())), tuple(edge.get("tls_key", ()))
+        if self.tls is not None and certs:
+            if (certs, keys) != tuple(zip(*[(p.cert_file, p.key_file) for p in self.tls.pairs])):
+                try:
+                    store = _edge_tls(certs, keys)
+                except UserError as exc:  # the reload's refusal (a ValueError), the old pairs stay
+                    raise ValueError(str(exc)) from None
+                assert store is not None and self.edge is not None
+                self.tls = self.edge.tls = store
+                changes.append(f"{self.name}: certificates {', '.join(certs)}")
+        elif bool(certs) != (self.tls is not None):
+            changes.append(f"{self.name}: TLS on or off applies at the next start")
+        if bool(edge.get("accept_proxy", False)) != self.accept_proxy:
+            changes.append(f"{self.name}: accept_proxy applies at the next start")
+        return changes
+
     def _reload_for_admin(self) -> List[str]:
         if not self.reload_certificates():
             raise ValueError("the certificates did not load (the log says why); the old ones stay")
