@@ -136,6 +136,8 @@ class ClientConnection(ClientSide):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self.fd = socket_fd(transport)
+        if self.accepted_at > 0.0 and transport.get_extra_info("sslcontext") is not None:
+            self.fd = -1  # TLS (from the edge): every write goes through the transport, which encrypts
         peer = self.client if self.client is not None else transport.get_extra_info("peername")
         if peer:
             self.peer = str(peer[0]).encode()
