@@ -117,7 +117,7 @@ def test_python_ssl_and_curl_reach_the_backend_with_the_certificate_of_their_sni
                     assert tls.getpeercert(binary_form=True) == certs[want][2], (version, name)
                     status, body = get(tls, host or "127.0.0.1")
                     assert status == "HTTP/1.1 200 OK"
-                    assert body.startswith("app 127.0.0.1 "), body
+                    assert body == "app 127.0.0.1 https", body  # X-Forwarded-For and X-Forwarded-Proto
         if CURL is None:
             print("curl is not installed (apt-get install curl): its part of the test is left out")
             return
@@ -130,7 +130,7 @@ def test_python_ssl_and_curl_reach_the_backend_with_the_certificate_of_their_sni
                 # the certificate verified against that name's file only: the SNI chose it
                 assert done.returncode == 0, done.stderr
                 assert done.stdout.endswith(" 200 0"), done.stdout
-                assert done.stdout.startswith("app 127.0.0.1 "), done.stdout
+                assert done.stdout.startswith("app 127.0.0.1 https "), done.stdout
         text = metrics(proxy.admin)
         assert sample(text, "leastload_vserver_tls_handshakes_total") >= 2 * 5 + (4 if CURL else 0)
     finally:

@@ -116,7 +116,7 @@ def test_an_ssl_vserver_of_a_config_is_served_and_a_reload_takes_new_certificate
         for name in ("a", "b"):
             served, answer = served_certificate(proxy.port, f"{name}.test")
             assert served == certs[name][2]
-            assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"s1 127.0.0.1 http")
+            assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"s1 127.0.0.1 https")
         path.write_text(text(certs, port=backend.port).replace(f"-cert {certs['a'][0]} -key {certs['a'][1]}",
                                                                f"-cert {c[0]} -key {c[1]}"))
         proxy.proc.send_signal(signal.SIGHUP)

@@ -31,7 +31,7 @@ cdef class Limits:
 
 @cython.final
 cdef class Forwarding:
-    cdef public bint replace, forwarded, via
+    cdef public bint replace, forwarded, via, https
 
 
 @cython.final

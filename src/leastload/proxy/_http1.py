@@ -903,12 +903,14 @@ def _check_head(head: RequestHead, parser: "httptools.HttpRequestParser", target
 class Forwarding:
     """How the proxy says who the client was (X-Forwarded-For and friends)."""
 
-    __slots__ = ("replace", "forwarded", "via")
+    __slots__ = ("replace", "forwarded", "via", "https")
 
-    def __init__(self, xff: str = "append", forwarded: bool = False, via: bool = False) -> None:
+    def __init__(self, xff: str = "append", forwarded: bool = False, via: bool = False,
+                 https: bool = False) -> None:
         self.replace = xff == "replace"  # drop what the client sent (an edge proxy)
         self.forwarded = forwarded       # add an RFC 7239 Forwarded entry
         self.via = via                   # add a Via entry
+        self.https = https               # the clients came over TLS (the proxy terminates it): proto https
 
 
 _CLIENT_FORWARDING = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"})
@@ -922,7 +924,8 @@ def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: F
     when asked). `client` is the client's IP address as text."""
     raw = head.raw
     if raw is not None:  # forwarded as received, with the proxy's lines before its empty line
-        if not body and not forwarding.forwarded and not forwarding.via and head.method not in _BODY_METHODS:
+        if not body and not forwarding.forwarded and not forwarding.via and not forwarding.https \
+                and head.method not in _BODY_METHODS:
             tail = _FORWARDED_TAILS.get(client)
             if tail is None:  # a client's lines, made once (bounded: cleared when full)
                 tail = b"X-Forwarded-For: " + client + b"\r\nX-Forwarded-Proto: http\r\n\r\n"
@@ -930,7 +933,9 @@ def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: F
                     _FORWARDED_TAILS.clear()
                 _FORWARDED_TAILS[client] = tail
             return raw[:len(raw) - 2] + tail
-        parts: List[Buffer] = [raw[:-2], b"X-Forwarded-For: ", client, b"\r\nX-Forwarded-Proto: http\r\n"]
+        parts: List[Buffer] = [raw[:-2], b"X-Forwarded-For: ", client,
+                               b"\r\nX-Forwarded-Proto: https\r\n" if forwarding.https
+                               else b"\r\nX-Forwarded-Proto: http\r\n"]
         _forwarding_extras(parts, head, client, forwarding, body)
         return b"".join(parts)
     parts = [head.method, b" ", head.target, b" HTTP/1.1\r\n"]
@@ -954,7 +959,7 @@ def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: F
         parts += (b"Host: ", head.host, b"\r\n")
     parts += (b"X-Forwarded-For: ", client, b"\r\n")
     if not proto_seen:
-        parts.append(b"X-Forwarded-Proto: http\r\n")
+        parts.append(b"X-Forwarded-Proto: https\r\n" if forwarding.https else b"X-Forwarded-Proto: http\r\n")
     _forwarding_extras(parts, head, client, forwarding, body)
     return b"".join(parts)
 
@@ -964,7 +969,7 @@ def _forwarding_extras(parts: List[Buffer], head: RequestHead, client: bytes, fo
     """Forwarded and Via when asked, Content-Length, the empty line, the body."""
     if forwarding.forwarded:
         node = b'"[' + client + b']"' if b":" in client else client
-        parts += (b"Forwarded: for=", node, b";proto=http\r\n")
+        parts += (b"Forwarded: for=", node, b";proto=https\r\n" if forwarding.https else b";proto=http\r\n")
     if forwarding.via:
         parts.append(b"Via: %s leastload\r\n" % (b"1.1" if head.version == 11 else b"1.0"))
     if body or head.method in _BODY_METHODS:

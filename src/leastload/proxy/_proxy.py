@@ -160,7 +160,7 @@ class Proxy:
                                      else _overload.default_high_water(self.max_connections))
         self.overload_timeout, self.linger_bytes = checked["overload_timeout"], linger_bytes
         self.limits = _http1.Limits(max_request_line, max_header_size, max_headers, max_body)
-        self.forwarding = _http1.Forwarding(xff, forwarded, via)
+        self.forwarding = _http1.Forwarding(xff, forwarded, via, https=self.tls is not None)
         self.budget = _backend.ConnectionBudget(self.max_connections)
         self.local_errors: "Counter[str]" = collections.Counter()  # the proxy's own troubles, by what failed
         self.health: Tuple[str, str, float, float, int, int] = (
