@@ -197,3 +197,25 @@ def test_sourceiphash_keys_on_the_headers_address_and_no_header_is_refused(tmp_p
         assert sample(text, "leastload_vserver_proxy_protocol_headers_total", command="PROXY") == 72
     finally:
         assert proxy.stop() == 0, proxy.err()
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["1-worker", "2-workers"])
+def test_a_header_incomplete_at_the_header_timeout_is_refused_and_counted(tmp_path, backends, workers):
+    proxy = start(tmp_path, backends, workers, "c", "--header-timeout", "0.5")
+    try:
+        for partial in (b"", b"PROXY TCP4 10.0.0.1 ", b"\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c\x0a"):
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as sock:
+                if partial:
+                    sock.sendall(partial)
+                try:
+                    assert sock.recv(4096) == b""  # closed, nothing answered
+                except ConnectionResetError:
+                    pass
+        deadline = time.monotonic() + 10
+        while sample(metrics(proxy.admin), "leastload_vserver_proxy_protocol_refused_total", reason="timeout") < 3:
+            assert time.monotonic() < deadline, metrics(proxy.admin)
+            time.sleep(0.05)
+        status, _, body = get_from(proxy.port, "127.0.0.1", v1("10.9.8.7"))
+        assert status == 200 and body.split()[1] == "10.9.8.7"
+    finally:
+        assert proxy.stop() == 0, proxy.err()

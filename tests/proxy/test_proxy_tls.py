@@ -244,3 +244,34 @@ def test_unpaired_certificates_and_keys_are_refused_naming_both_counts(tmp_path,
                            "--tls-cert", certs["b"][0]], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "tls_cert has 2, tls_key 1" in done.stderr, done.stderr
+
+
+def closed_by_the_proxy(sock, sent=b""):
+    """Sends `sent`, then waits (30 s at most) until the proxy closes the connection."""
+    sock.settimeout(30)
+    if sent:
+        sock.sendall(sent)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["1-worker", "2-workers"])
+def test_a_slow_handshake_is_closed_at_the_header_timeout_and_counted(tmp_path, backend, certs, workers):
+    proxy = start(tmp_path, backend, certs, workers, "c", "--header-timeout", "0.5")
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as silent:
+            assert closed_by_the_proxy(silent)
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as partial:
+            assert closed_by_the_proxy(partial, b"\x16\x03\x01\x02\x00\x01")  # a ClientHello's first bytes
+        deadline = time.monotonic() + 10
+        while sample(metrics(proxy.admin), "leastload_vserver_tls_handshake_failures_total", reason="timeout") < 2:
+            assert time.monotonic() < deadline, metrics(proxy.admin)
+            time.sleep(0.05)
+        with connect(proxy.port, "1.3", "a.test") as tls:  # and the next client is served
+            assert get(tls, "a.test")[0] == "HTTP/1.1 200 OK"
+    finally:
+        assert proxy.stop() == 0, proxy.err()
