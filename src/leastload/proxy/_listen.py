@@ -37,6 +37,9 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Tuple
 
+from ._core import clock
+from ._edge import take
+
 if TYPE_CHECKING:
     from ._edge import Edge
     from ._overload import Overload, Reserve
@@ -268,11 +271,9 @@ class Listener:
     async def _through_edge(self, conn: socket.socket) -> None:
         """The PROXY header and the TLS handshake (_edge.take), then the protocol; a refused
         connection is closed and counted by take(), and closed here for the Listener's count."""
-        from ._core import clock  # the clock the connections' deadlines use
-        from ._edge import take
         edge, make = self.edge, self.edge_factory
         assert edge is not None and make is not None
-        accepted_at = clock()
+        accepted_at = clock()  # the clock the connections' deadlines use
         try:
             taken = await take(self.loop, conn, edge, lambda header: make(header, accepted_at),
                                accepted_at=self.loop.time())
