@@ -50,29 +50,22 @@ class Proxy:
         ...
         await proxy.close()
 
-    Settings (all keyword arguments, defaults in brackets): listen [("127.0.0.1", 8080)],
-    retries [2], connect_timeout [3 s], timeout [30 s: first response byte, and between
-    response bytes], client_timeout [60 s idle keep-alive], max_body [16 MiB], pool_size
-    [256 idle connections per backend], health_check ["tcp"; "http" or "none"],
-    health_path ["/"], health_interval [5 s], health_timeout [2 s], health_fall [3],
-    health_rise [1], health_ends_ejection [True: a passed probe of an UP backend ends its
-    passive ejection; False: the ejection lasts its time], health_probes [True; False: no
-    probes here, another process probes the shared engine's backends], load_metrics [None,
-    or CUSTOMLOAD's metric table for the backends' ORCA reports: {"cpu_utilization": (weight,
-    threshold), "named_metrics.queue": ...}; utilizations count in percent], admin [None, or (host, port):
-    loopback unless admin_token is set],
-    admin_token [None: the admin port is read-only; else the token its writes need],
-    overload_connections [None: three quarters of max_connections; open client connections past
-    which the header and idle timeouts shrink], overload_timeout [2 s: what they shrink to at
-    max_connections], linger_bytes [256 KiB: what a lingering close reads before a reset; a
-    quarter of it after a 414 or 431, the declared body too after a 413],
-    reuse_port [False], name ["leastload":
-    the vserver's name in metrics and logs], access_log [None, or a leastload.proxy AccessLog],
-    engine [None:
-    leastload.VirtualServer], token_header [None: the header TOKEN hashes; needed for
-    method="TOKEN"], and the vserver's settings (outlier_failures [5 here],
-    outlier_ejection_time, outlier_max_ejection_percent, new_service_request, the hash
-    methods' netmask, v6netmasklen, hashlength, hash_seed, ...).
+    Settings (all keyword arguments): the proxy's own limits, timeouts, forwarding headers and
+    health probes are the rows of its settings table (leastload.config.proxy_settings, whose
+    defaults these keywords take and whose checks they pass; docs/proxy-settings.md lists
+    them). The others: listen [("127.0.0.1", 8080)], name ["leastload": the vserver's name in
+    metrics, logs and show()], admin [None, or (host, port): loopback unless admin_token is
+    set], admin_token [None: the admin port is read-only; else the token its writes need],
+    health_probes [True; False: no probes here, another process probes the shared engine's
+    backends], load_metrics [None, or CUSTOMLOAD's metric table for the backends' ORCA
+    reports: {"cpu_utilization": (weight, threshold), "named_metrics.queue": ...};
+    utilizations count in percent], max_connections and overload_connections [None: derived
+    from the descriptor limit, and three quarters of it], reuse_port [False], access_log
+    [None, or a leastload.proxy AccessLog], engine [None: leastload.VirtualServer],
+    token_header [None: the header TOKEN hashes; needed for method="TOKEN"], and the
+    vserver's settings (outlier_failures [5 here], outlier_ejection_time,
+    outlier_max_ejection_percent, new_service_request, the hash methods' netmask,
+    v6netmasklen, hashlength, hash_seed, ...: engine/settings.py).
 
     Under a hash method each request's key is read as leastload.net.request_keys says
     (the client's address, the URL, the Host header, ...); docs/proxy.md has the table.
