@@ -215,7 +215,8 @@ def test_a_header_incomplete_at_the_header_timeout_is_refused_and_counted(tmp_pa
         while sample(metrics(proxy.admin), "leastload_vserver_proxy_protocol_refused_total", reason="timeout") < 3:
             assert time.monotonic() < deadline, metrics(proxy.admin)
             time.sleep(0.05)
-        status, _, body = get_from(proxy.port, "127.0.0.1", v1("10.9.8.7"))
+        status, headers, body = get_from(proxy.port, "127.0.0.1", v1("10.9.8.7"))
         assert status == 200 and body.split()[1] == "10.9.8.7"
+        assert "X-Served-By" not in headers  # --backend-header is off by default
     finally:
         assert proxy.stop() == 0, proxy.err()
