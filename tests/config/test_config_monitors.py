@@ -332,14 +332,16 @@ TOML_GOOD = [
     ("[proxy]\nretries = 0\nconnect_timeout = 3\ntimeout = 30.5\nclient_timeout = 86400\nheader_timeout = 0.001\n"
      "body_timeout = 60\nmax_body = 1\nmax_request_line = 8192\nmax_header_size = 32768\nmax_headers = 100\n"
      'max_connections = 1000\npool_size = 256\noverload_connections = 750\noverload_timeout = 1.5\n'
-     'linger_bytes = 0\nxff = "Replace"\nforwarded = true\nvia = false\n'
+     'linger_bytes = 0\nxff = "Replace"\nforwarded = true\nvia = false\nbackend_header = "X-Served-By"\n'
+     'tls_cert = ["a.crt", "b.crt"]\ntls_key = ["a.key", "b.key"]\naccept_proxy = true\n'
      'admin = "127.0.0.1:9000"\naccess_log = "-"\nlog_format = "json"\nlog_level = "info"\nworkers = 256\n',
      lambda c: c.proxy == {
          "retries": 0, "connect_timeout": 3.0, "timeout": 30.5, "client_timeout": 86400.0, "header_timeout": 0.001,
          "body_timeout": 60.0, "max_body": 1, "max_request_line": 8192, "max_header_size": 32768,
          "max_headers": 100, "max_connections": 1000, "pool_size": 256, "overload_connections": 750,
          "overload_timeout": 1.5, "linger_bytes": 0, "xff": "replace", "forwarded": True,
-         "via": False, "admin": "127.0.0.1:9000", "access_log": "-", "log_format": "json", "log_level": "INFO",
+         "via": False, "backend_header": "X-Served-By", "tls_cert": ["a.crt", "b.crt"],
+         "tls_key": ["a.key", "b.key"], "accept_proxy": True, "admin": "127.0.0.1:9000", "access_log": "-", "log_format": "json", "log_level": "INFO",
          "workers": 256} and list(c.proxy) == list(PROXY_KEYS) and isinstance(c.proxy["connect_timeout"], float)),
     ('[proxy]\nadmin = "[::1]:0"\nretries = 10\nworkers = 1\naccess_log = "/var/log/ll \\"x\\".log"\n',
      lambda c: c.proxy == {"admin": "[::1]:0", "retries": 10, "workers": 1, "access_log": '/var/log/ll "x".log'}),

@@ -32,7 +32,7 @@ def _parse(*argv):
 def test_the_table_names_each_setting_once_and_its_kinds_are_known():
     assert len(SETTING) == len(SETTINGS)
     for s in SETTINGS:
-        assert s.kind in ("int", "seconds", "bool", "choice", "path", "text", "address"), s
+        assert s.kind in ("int", "seconds", "bool", "choice", "path", "text", "address", "files", "header"), s
         assert s.group in proxy_settings.GROUPS, s
         assert (s.low is not None and s.high is not None) == (s.kind == "int"), s
         assert bool(s.choices) == (s.kind == "choice"), s
@@ -80,7 +80,8 @@ def test_proxy_refuses_what_the_table_refuses(setting):
 def test_each_flag_is_its_row(setting):
     action = _flag_action(setting.flag)
     assert action.dest == setting.name
-    assert action.default == setting.default
+    # a repeated flag's default is None, and not given, the setting is the table's (_proxy_settings)
+    assert action.default == (None if setting.kind == "files" else setting.default)
     assert action.help == (setting.help.format(default=setting.default) if setting.default is not None
                            else setting.help)
     if setting.kind == "choice":
@@ -117,6 +118,44 @@ def test_the_toml_keys_are_the_table_rows_with_a_toml_key_and_check_the_same_bou
         for value in (s.low - 1, s.high + 1):
             with pytest.raises(ConfigError, match=rf"proxy: {s.toml}: must be an integer in {s.low}\.\.{s.high}"):
                 parse_toml(f"[proxy]\n{s.toml} = {value}\n", "t.toml")
+
+
+def test_the_edge_settings_from_flags_and_toml():
+    args = _parse("--tls-cert", "a.crt", "--tls-key", "a.key", "--tls-cert", "b.crt", "--tls-key", "b.key",
+                  "--accept-proxy", "--backend-header", "X-Served-By")
+    args.admin_token = None
+    settings = _cli._proxy_settings(args)
+    assert (settings["tls_cert"], settings["tls_key"]) == (["a.crt", "b.crt"], ["a.key", "b.key"])
+    assert settings["accept_proxy"] is True and settings["backend_header"] == "X-Served-By"
+    args = _parse()
+    args.admin_token = None
+    settings = _cli._proxy_settings(args)
+    assert (settings["tls_cert"], settings["tls_key"], settings["accept_proxy"], settings["backend_header"]) == \
+        ((), (), False, None)
+    with pytest.raises(SystemExit):
+        _parse("--backend-header", "X Bad")
+    config = parse_toml('[proxy]\ntls_cert = ["a.crt"]\ntls_key = "a.key"\naccept_proxy = true\n'
+                        'backend_header = "X-Served-By"\n', "t.toml")
+    assert config.proxy == {"tls_cert": ["a.crt"], "tls_key": ["a.key"], "accept_proxy": True,
+                            "backend_header": "X-Served-By"}
+    for bad in ('tls_cert = []', 'tls_cert = [1]', 'backend_header = "a b"', 'accept_proxy = 1'):
+        with pytest.raises(ConfigError, match=r"proxy: (tls_cert|backend_header|accept_proxy): must be"):
+            parse_toml(f"[proxy]\n{bad}\n", "t.toml")
+
+
+def test_proxy_refuses_bad_edge_keywords_naming_them():
+    with pytest.raises(TypeError, match=r"^tls_cert must be a list of file names"):
+        Proxy(BACKENDS, tls_cert="a.crt", tls_key="a.key")
+    with pytest.raises(ValueError, match=r"^tls_key must be as many keys as certificates \(tls_cert has 1, "
+                                         r"tls_key 0\)"):
+        Proxy(BACKENDS, tls_cert=["a.crt"])
+    with pytest.raises(ValueError, match=r"^backend_header must be a header name"):
+        Proxy(BACKENDS, backend_header="X: y")
+    with pytest.raises(TypeError, match=r"^accept_proxy must be True or False"):
+        Proxy(BACKENDS, accept_proxy="yes")
+    proxy = Proxy(BACKENDS, accept_proxy=True)
+    assert proxy.edge is not None and proxy.edge.accept_proxy and proxy.edge.tls is None
+    assert Proxy(BACKENDS).edge is None  # without TLS and the PROXY protocol: no edge on the accept path
 
 
 def test_retries_has_one_bound_everywhere():

@@ -126,6 +126,17 @@ class Monitor:
     line: int = field(default=0, compare=False)
 
 
+@dataclass(frozen=True)
+class CertKey:
+    """A certificate and its key (`add ssl certKey NAME -cert FILE -key FILE`; the TOML form's
+    vserver `tls_cert`/`tls_key` pairs, which have no name of their own)."""
+
+    cert: str
+    key: str
+    name: str = field(default="", compare=False)
+    line: int = field(default=0, compare=False)
+
+
 @dataclass
 class Binding:
     """`bind lb vserver VS SERVICE [-weight W]`: weight None takes the service's.
@@ -156,6 +167,9 @@ class VServer:
     hash_length: Optional[int] = None
     netmask: Optional[str] = None
     bindings: list[Binding] = field(default_factory=list)
+    # TLS: its certificates in bind order (`bind ssl vserver VS -certkeyName NAME`), the first the default
+    cert_keys: list[CertKey] = field(default_factory=list)
+    accept_proxy: bool = False  # the PROXY protocol on its listener (TOML form only)
     line: int = field(default=0, compare=False)
     # option name -> the line that set it last, for errors found later (building the engine)
     option_lines: dict[str, int] = field(default_factory=dict, compare=False)
@@ -169,6 +183,7 @@ class Config:
     services: list[Service] = field(default_factory=list)
     vservers: list[VServer] = field(default_factory=list)
     monitors: list[Monitor] = field(default_factory=list)
+    cert_keys: list[CertKey] = field(default_factory=list)  # `add ssl certKey`, in order
     # the TOML form's [proxy] table: the proxy's own settings, checked (PROXY_KEYS), only those given
     proxy: dict[str, object] = field(default_factory=dict)
     source: str = field(default="<config>", compare=False)

@@ -1,6 +1,7 @@
 """NetScaler CLI lines -> the config model (leastload.config.model).
 
 Supported: `add|set lb vserver`, `bind|unbind lb vserver`, `add server`,
+`add ssl certKey NAME -cert FILE -key FILE`, `bind ssl vserver VS -certkeyName NAME`,
 `add|set service`, `disable|enable service`, `add lb monitor` (HTTP and
 TCP), `bind|unbind service -monitorName` (and `bind|unbind lb monitor`),
 full-line `#` comments and double-quoted names. Command words and option
@@ -22,8 +23,8 @@ from .errors import ConfigError
 from .model import (BUILTIN_MONITOR_TYPES, LB_METHODS, MAX_BYTES, MAX_HASH_LENGTH, MAX_INCREMENT_INTERVAL,
                     MAX_INTERVAL, MAX_NEW_SERVICE_REQUEST, MAX_RESP_CODE, MAX_RESPTIMEOUT, MAX_RETRIES,
                     MAX_SUCCESS_RETRIES, MAX_TTFB, MAX_WEIGHT, MIN_RESP_CODE, MONITOR_TYPES, SERVICE_STATES,
-                    SERVICE_TYPES, TIME_UNITS, UNITS, UNMODELLED_BUILTIN_MONITORS, Binding, Config, Monitor,
-                    Server, Service, VServer)
+                    SERVICE_TYPES, TIME_UNITS, UNITS, UNMODELLED_BUILTIN_MONITORS, Binding, CertKey, Config,
+                    Monitor, Server, Service, VServer)
 
 _T = TypeVar("_T")
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?")
@@ -183,6 +184,7 @@ class _Parser:
             ("add", "lb", "monitor"): self.add_monitor,
             ("bind", "service"): self.bind_service_monitor, ("unbind", "service"): self.unbind_service_monitor,
             ("bind", "lb", "monitor"): self.bind_lb_monitor, ("unbind", "lb", "monitor"): self.unbind_lb_monitor,
+            ("add", "ssl", "certkey"): self.add_cert_key, ("bind", "ssl", "vserver"): self.bind_ssl,
         }
         for key, handler in handlers.items():
             if tuple(words[:len(key)]) == key:
@@ -294,6 +296,35 @@ class _Parser:
         if len(kept) == len(vs.bindings):
             raise line.error(f"service {positional[1]!r} is not bound to lb vserver {vs.name!r}")
         vs.bindings = kept
+
+    # ---- ssl ----------------------------------------------------------------------
+
+    def add_cert_key(self, line: _Line) -> None:
+        positional, options = line.split(3, ("cert", "key"))
+        if len(positional) != 1:
+            raise line.error("add ssl certKey: needs NAME -cert FILE -key FILE, got " + (" ".join(positional) or "nothing"))
+        name = str(line.check(values.name, "certKey name", positional[0]))
+        if any(c.name == name for c in self.config.cert_keys):
+            raise line.error(f"ssl certKey {name!r} already exists")
+        if "cert" not in options or "key" not in options:
+            raise line.error(f"add ssl certKey {name}: needs -cert FILE and -key FILE")
+        self.config.cert_keys.append(CertKey(line.one("cert", options["cert"]), line.one("key", options["key"]),
+                                             name=name, line=line.number))
+
+    def bind_ssl(self, line: _Line) -> None:
+        positional, options = line.split(3, ("certkeyName",))
+        vs = self.existing_vserver(line, positional, "bind ssl vserver: needs VSERVER -certkeyName NAME")
+        if len(positional) != 1:
+            raise line.error("bind ssl vserver: needs VSERVER -certkeyName NAME, got " + " ".join(positional))
+        if "certkeyName" not in options:
+            return  # another binding (a cipher, a curve): warned about as unmodelled by split()
+        name = line.one("certkeyName", options["certkeyName"])
+        found = [c for c in self.config.cert_keys if c.name == name]
+        if not found:
+            raise line.error(f"no ssl certKey named {name!r} (add ssl certKey first)")
+        if any(c.name == name for c in vs.cert_keys):
+            raise line.error(f"ssl certKey {name!r} is already bound to {vs.name!r}")
+        vs.cert_keys.append(found[0])
 
     # ---- servers and services ----------------------------------------------------
 

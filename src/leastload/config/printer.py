@@ -11,7 +11,7 @@ import json
 from dataclasses import fields, is_dataclass
 from typing import Any, Optional
 
-from .model import DEFAULT_HTTP_REQUEST, DEFAULT_RESP_CODES, PROXY_KEYS, Config, Monitor, Service, VServer
+from .model import DEFAULT_HTTP_REQUEST, DEFAULT_RESP_CODES, PROXY_KEYS, CertKey, Config, Monitor, Service, VServer
 
 PROXY_COMMENT = "# proxy settings: only in the TOML form (leastload show --toml)"
 
@@ -126,9 +126,28 @@ def to_netscaler(config: Config) -> str:
             lines.append(f"set service {_quote(service.name)} -weight {service.weight}")
         for name in service.monitors:
             lines.append(f"bind service {_quote(service.name)} -monitorName {_quote(name)}")
+    names = _cert_key_names(config)
+    for ck in names:
+        lines.append(f"add ssl certKey {_quote(names[ck])} -cert {_quote(ck.cert)} -key {_quote(ck.key)}")
     for vs in config.vservers:
         lines += _vserver_lines(vs)
+        for ck in vs.cert_keys:
+            lines.append(f"bind ssl vserver {_quote(vs.name)} -certkeyName {_quote(names[_key_of(ck)])}")
     return "".join(line + "\n" for line in lines)
+
+
+def _key_of(ck: CertKey) -> CertKey:
+    return CertKey(ck.cert, ck.key)
+
+
+def _cert_key_names(config: Config) -> dict[CertKey, str]:
+    """Each certificate/key pair once, by its certKey name (the TOML form's have none: one made up)."""
+    names: dict[CertKey, str] = {}
+    for ck in config.cert_keys + [c for vs in config.vservers for c in vs.cert_keys]:
+        key = _key_of(ck)
+        if key not in names:
+            names[key] = ck.name or f"certkey{len(names) + 1}"
+    return names
 
 
 def _plain(obj: object) -> dict[str, Any]:
@@ -186,6 +205,8 @@ def _toml_value(value: object) -> str:
         return str(value)
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     return _toml_string(str(value))
 
 
@@ -247,7 +268,9 @@ def to_toml(config: Config) -> str:
             ("new_service_request_unit",
              None if vs.new_service_request_unit == "PER_SECOND" else vs.new_service_request_unit),
             ("new_service_request_increment_interval", vs.new_service_request_increment_interval or None),
-            ("hash_length", vs.hash_length), ("netmask", vs.netmask)])
+            ("hash_length", vs.hash_length), ("netmask", vs.netmask),
+            ("tls_cert", [c.cert for c in vs.cert_keys] or None), ("tls_key", [c.key for c in vs.cert_keys] or None),
+            ("accept_proxy", vs.accept_proxy or None)])
         binds = []
         for b in vs.bindings:
             extra = ("" if b.weight is None else f", weight = {b.weight}") + (", slow_start = true" if b.slow_start else "")

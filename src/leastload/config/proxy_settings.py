@@ -28,7 +28,7 @@ SECONDS_MAX = 86400  # every timeout: seconds in (0, SECONDS_MAX]
 
 class ProxySetting(NamedTuple):
     name: str
-    kind: str  # "int", "seconds", "bool", "choice", "path", "text" or "address"
+    kind: str  # "int", "seconds", "bool", "choice", "path", "text", "files" or "address"
     default: Any
     help: str  # the flag's help: "{default}" is the default
     group: str  # the flag's group in `leastload proxy --help`
@@ -57,11 +57,16 @@ class ProxySetting(NamedTuple):
             return "a path starting with '/'"
         if self.kind == "address":
             return "HOST:PORT"
+        if self.kind == "files":
+            return "a list of file names (non-empty str)"
+        if self.kind == "header":
+            return "a header name (letters, digits and -)"
         return "a non-empty str"
 
 
 _R, _C, _F, _H, _E, _RUN = ("requests", "client limits (what one client may send, and how slowly)",
                             "forwarding headers", "health monitors", "passive ejection", "running")
+_EDGE = "the edge (TLS, the PROXY protocol)"
 XFF_MODES = ("append", "replace")
 HEALTH_KINDS = ("none", "tcp", "http")
 LOG_FORMATS = ("combined", "json")
@@ -121,6 +126,20 @@ SETTINGS: Tuple[ProxySetting, ...] = (
     ProxySetting("forwarded", "bool", False, "also add an RFC 7239 Forwarded header (default: off)",
                  _F, flag="--forwarded", toml="forwarded"),
     ProxySetting("via", "bool", False, "add a Via header (default: off)", _F, flag="--via", toml="via"),
+    ProxySetting("backend_header", "header", None,
+                 "add a response header NAME whose value is the service that answered (default: off)",
+                 _F, optional=True, flag="--backend-header", metavar="NAME", toml="backend_header"),
+    ProxySetting("tls_cert", "files", (),
+                 "terminate TLS with this certificate (PEM; repeat for each, paired in order with "
+                 "--tls-key; chosen by SNI, the first is the default; SIGHUP rereads them)",
+                 _EDGE, flag="--tls-cert", metavar="FILE", toml="tls_cert"),
+    ProxySetting("tls_key", "files", (), "the private key of the --tls-cert in the same place (PEM, unencrypted)",
+                 _EDGE, flag="--tls-key", metavar="FILE", toml="tls_key"),
+    ProxySetting("accept_proxy", "bool", False,
+                 "every connection starts with a PROXY protocol header (v1 or v2, from an L4 balancer "
+                 "such as HAProxy's send-proxy-v2): its client address is the client's; a connection "
+                 "without a valid one is refused (default: off)",
+                 _EDGE, flag="--accept-proxy", toml="accept_proxy"),
     ProxySetting("admin", "address", None,
                  "the admin port: status, /metrics, /healthz, the runtime API (default: off; a bare "
                  "PORT is on 127.0.0.1; another address than loopback needs --admin-token-file)",
@@ -159,7 +178,7 @@ SETTINGS: Tuple[ProxySetting, ...] = (
 SETTING: Dict[str, ProxySetting] = {s.name: s for s in SETTINGS}
 DEFAULT: Dict[str, Any] = {s.name: s.default for s in SETTINGS}
 TOML_KEYS: Tuple[str, ...] = tuple(s.toml for s in SETTINGS if s.toml is not None)
-GROUPS: Tuple[str, ...] = (_R, _C, _F, _H, _E, _RUN)  # in `leastload proxy --help`, with the engine's between
+GROUPS: Tuple[str, ...] = (_R, _C, _F, _H, _E, _RUN, _EDGE)  # in `leastload proxy --help`, with the engine's between
 
 
 def check(name: str, value: object) -> Any:
@@ -200,7 +219,21 @@ def check(name: str, value: object) -> Any:
         if not isinstance(value, str) or not value:
             raise ValueError(f"{name} must be {s.expected()}, got {value!r}")
         return value
+    if kind == "header":
+        if not isinstance(value, str) or not is_header_name(value):
+            raise ValueError(f"{name} must be {s.expected()}, got {value!r}")
+        return value
+    if kind == "files":
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) \
+                or not all(isinstance(v, str) and v for v in value):
+            raise TypeError(f"{name} must be {s.expected()}, got {value!r}")
+        return tuple(value)
     return value  # "address"
+
+
+def is_header_name(text: str) -> bool:
+    """A header name the proxy may add: ASCII letters, digits and '-', not empty."""
+    return bool(text) and text.isascii() and all(c.isalnum() or c == "-" for c in text)
 
 
 def _bounds(s: ProxySetting) -> str:

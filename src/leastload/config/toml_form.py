@@ -50,8 +50,8 @@ from .errors import ConfigError
 from .model import (BUILTIN_MONITOR_TYPES, LB_METHODS, MAX_BYTES, MAX_HASH_LENGTH, MAX_INCREMENT_INTERVAL,
                     MAX_INTERVAL, MAX_NEW_SERVICE_REQUEST, MAX_RESP_CODE, MAX_RESPTIMEOUT, MAX_RETRIES,
                     MAX_SUCCESS_RETRIES, MAX_TTFB, MAX_WEIGHT, MIN_RESP_CODE, MONITOR_TYPES, PROXY_KEYS,
-                    SERVICE_STATES, SERVICE_TYPES, UNITS, UNMODELLED_BUILTIN_MONITORS, Binding, Config, Monitor,
-                    Server, Service, VServer)
+                    SERVICE_STATES, SERVICE_TYPES, UNITS, UNMODELLED_BUILTIN_MONITORS, Binding, CertKey, Config,
+                    Monitor, Server, Service, VServer)
 
 TOML_EXTRA_HINT = "reading TOML on Python < 3.11 needs tomli: pip install 'leastload[toml]'"
 
@@ -159,6 +159,20 @@ def _text(key: str, value: object) -> str:
     return value
 
 
+def _files(key: str, value: object) -> list[str]:
+    """A list of file names (tls_cert, tls_key): a single string is taken as a list of one."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) and v for v in items):
+        raise values.fail(key, "a file name or a list of file names", value)
+    return list(items)
+
+
+def _header_name(key: str, value: object) -> str:
+    if not isinstance(value, str) or not proxy_settings.is_header_name(value):
+        raise values.fail(key, "a header name (letters, digits and -)", value)
+    return value
+
+
 def _host_port(key: str, value: object) -> str:
     """"HOST:PORT", an IPv6 host in brackets ("[::1]:9000"); kept as written."""
     if isinstance(value, str):
@@ -183,6 +197,10 @@ def _proxy_check(setting: proxy_settings.ProxySetting) -> tuple[Callable[..., An
         return values.choice, (setting.choices,)
     if kind == "address":
         return _host_port, ()
+    if kind == "files":
+        return _files, ()
+    if kind == "header":
+        return _header_name, ()
     return _text, ()
 
 
@@ -193,7 +211,8 @@ _PROXY_CHECKS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
 _SERVICE_KEYS = ("host", "type", "port", "weight", "state", "ttfb", "request_bytes", "response_bytes", "monitors")
 _MONITOR_KEYS = ("type", "resp_codes", "http_request", "interval", "resptimeout", "retries", "success_retries")
 _VSERVER_KEYS = ("type", "address", "port", "method", "new_service_request", "new_service_request_unit",
-                 "new_service_request_increment_interval", "hash_length", "netmask", "services")
+                 "new_service_request_increment_interval", "hash_length", "netmask", "services",
+                 "tls_cert", "tls_key", "accept_proxy")
 
 
 class _TomlParser:
@@ -406,6 +425,15 @@ class _TomlParser:
         if vs.new_service_request_unit == "PERCENT" and vs.new_service_request > 100:
             raise self.error(f"vserver {name!r}: new_service_request: must be an integer in 0..100 with PERCENT, "
                              f"got {vs.new_service_request}", kind, name, "new_service_request")
+        if "tls_cert" in t or "tls_key" in t:  # TLS: certificates paired in order with their keys
+            certs = self.value(kind, name, "tls_cert", _files, t.get("tls_cert", []))
+            keys = self.value(kind, name, "tls_key", _files, t.get("tls_key", []))
+            if len(certs) != len(keys):
+                raise self.error(f"vserver {name!r}: tls_key: as many keys as certificates, got {len(certs)} "
+                                 f"certificates and {len(keys)} keys", kind, name, "tls_key")
+            vs.cert_keys = [CertKey(c, k) for c, k in zip(certs, keys)]
+        if "accept_proxy" in t:
+            vs.accept_proxy = self.value(kind, name, "accept_proxy", _flag, t["accept_proxy"])
         binds = t.get("services", [])
         if not isinstance(binds, list):
             raise self.error(f"vserver {name!r}: services: must be a list of names or "

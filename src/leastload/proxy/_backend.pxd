@@ -100,6 +100,7 @@ cdef class BackendConnection(WriteSide):
 cdef class Pool:
     cdef dict __dict__                # for what is not declared here (a test replaces connect())
     cdef public object loop, host, port, limits, budget, on_late_packets
+    cdef public bytes added_head
     cdef public WriteTurn turn
     cdef public Py_ssize_t max_idle, opened
     cdef public list idle

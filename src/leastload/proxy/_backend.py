@@ -136,6 +136,8 @@ class BackendConnection(WriteSide):
         self.pool = pool
         self.loop = pool.loop
         self.reader = ResponseReader(pool.limits)
+        if pool.added_head:  # --backend-header's line, the same for every response of this backend
+            self.reader.add_to_head(pool.added_head)
         self.dup: Optional[socket.socket] = None
         self.exchange: Optional[ExchangeSide] = None
         self.held = False  # reading paused because the client does not read
@@ -359,6 +361,7 @@ class Pool:
         self.loop, self.host, self.port, self.max_idle = loop, host, port, max_idle
         self.turn = turn  # its connections' writes held to the loop's turn's end (None: sent at once)
         self.limits, self.budget = limits, budget
+        self.added_head = b""  # a line added to every response head from this backend (--backend-header)
         # segments a lost connection had not reported with an exchange (see SEGMENTS_READ_EVERY)
         self.on_late_packets = on_late_packets
         self.idle: List[BackendConnection] = []  # oldest first: take() pops the newest

@@ -19,7 +19,7 @@ from ..engine.settings import HANDOVERS, SETTING, SETTINGS, UNITS, flag_dest
 from ..net import orca
 from ..net.upstream import parse_host_port
 from ..config import ConfigError, proxy_settings
-from ..cmdline import read_token
+from ..cmdline import UserError, read_token
 from ..config import load as load_config
 from . import _admin, _supervisor
 from ._accesslog import AccessLog
@@ -51,6 +51,12 @@ def _integer(low: int, high: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected an integer in {low}..{high}, got {text!r}")
         return value
     return convert
+
+
+def _header_name(text: str) -> str:
+    if not proxy_settings.is_header_name(text):
+        raise argparse.ArgumentTypeError(f"expected a header name (letters, digits and -), got {text!r}")
+    return text
 
 
 def _seconds(text: str) -> float:
@@ -92,6 +98,10 @@ def _table_flags(group: Any, name: str) -> None:
             kw["choices"] = s.choices
         elif s.kind == "address":
             kw["type"] = _admin_address
+        elif s.kind == "files":
+            kw["action"], kw["default"] = "append", None  # repeated: None when not given
+        elif s.kind == "header":
+            kw["type"] = _header_name
         if s.metavar is not None:
             kw["metavar"] = s.metavar
         kw["help"] = s.help.format(default=s.default) if s.default is not None else s.help
@@ -156,6 +166,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="a CUSTOMLOAD metric from the reports (repeat for each): a field (cpu_utilization, "
                         "mem_utilization, application_utilization in percent; rps_fractional, eps) or "
                         "named_metrics.NAME, its weight 1..100 and the value at which a backend is left out")
+    edge = proxy_settings.GROUPS[6]  # TLS, the PROXY protocol
+    _table_flags(p.add_argument_group(edge), edge)
     g = p.add_argument_group("running")
     _table_flags(g, "running")
     g.add_argument("--admin-token-file", metavar="FILE",
@@ -203,6 +215,9 @@ def _proxy_settings(args: argparse.Namespace) -> Dict[str, Any]:
     """Every Proxy keyword the flags give, but the backends, the method and the listen address."""
     flags = {s.name: getattr(args, flag_dest(s)) for s in SETTINGS if s.flag and s.name != "method"}
     table = {s.name: getattr(args, s.name) for s in proxy_settings.SETTINGS if s.keyword and s.flag is not None}
+    for s in proxy_settings.SETTINGS:  # a repeated flag not given: the table's default
+        if s.kind == "files" and table.get(s.name) is None:
+            table[s.name] = s.default
     return dict(
         **table,
         admin_token=args.admin_token, reuse_port=args.reuse_port,
@@ -248,6 +263,7 @@ async def _serve(proxy: Proxy) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, proxy.reload_certificates)  # TLS: the files read again
     await stop.wait()
     await proxy.close()
 
@@ -366,7 +382,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 log.warning("%s", warning)
         else:
             proxy = _proxy_from(args)
-    except ConfigError as exc:
+    except (ConfigError, UserError) as exc:  # a bad certificate or key among them: one line
         print(f"leastload proxy: {exc}", file=sys.stderr)
         return 2
     except (ValueError, TypeError) as exc:

@@ -17,6 +17,8 @@ cdef class ClientConnection(ClientSide):
     cdef public RequestReader reader
     cdef public bytes peer
     cdef public tuple peername, sockname
+    cdef public object client
+    cdef public double accepted_at
     cdef public bint busy, closing, reading, half_closed, in_pump
     cdef public double deadline
     cdef public int wait

@@ -111,6 +111,11 @@ class ClientConnection(ClientSide):
         self.peer = b"unknown"
         self.peername: Tuple[object, ...] = ()  # the client's (address, port, ...)
         self.sockname: Tuple[object, ...] = ()  # the proxy's end of the connection
+        # set by the edge (_edge.py) before connection_made: the client's (address, port) from a
+        # PROXY header (None: the connection's own peer), and when the socket was accepted (clock();
+        # 0.0: at connection_made), from which its first head is due
+        self.client: Optional[Tuple[object, ...]] = None
+        self.accepted_at = 0.0
         self._addresses: Optional[Tuple[Optional[Address], Optional[Address]]] = None
         self.busy = False       # an exchange is in progress
         self.gone = False       # the connection is lost
@@ -131,13 +136,16 @@ class ClientConnection(ClientSide):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self.fd = socket_fd(transport)
-        peer = transport.get_extra_info("peername")
+        if self.accepted_at > 0.0 and transport.get_extra_info("sslcontext") is not None:
+            self.fd = -1  # TLS (from the edge): every write goes through the transport, which encrypts
+        peer = self.client if self.client is not None else transport.get_extra_info("peername")
         if peer:
             self.peer = str(peer[0]).encode()
             self.peername = tuple(peer)
         self.sockname = tuple(transport.get_extra_info("sockname") or ())
         self.proxy.client_opened(self)
-        self.deadline = clock() + self.proxy.header_timeout
+        # the edge's header and handshake and the first head share one header timeout
+        self.deadline = (self.accepted_at if self.accepted_at > 0.0 else clock()) + self.proxy.header_timeout
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.gone = True

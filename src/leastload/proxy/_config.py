@@ -34,6 +34,7 @@ from ..config.build import check_supported
 from ..net.upstream import Backend
 
 SERVED_TYPES = ("HTTP",)
+TLS_TYPES = ("SSL",)  # served when a certificate is bound (`bind ssl vserver VS -certkeyName NAME`)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,9 @@ class VServerPlan:
     backends: List[Backend] = field(default_factory=list)
     disabled: List[str] = field(default_factory=list)  # services bound OUT_OF_SERVICE
     probes: Dict[str, Probe] = field(default_factory=dict)
+    # the Proxy keywords of its edge: tls_cert and tls_key (its bound certificates, in order) and
+    # accept_proxy, those the vserver sets (the [proxy] table's and the flags' otherwise)
+    edge: Dict[str, Any] = field(default_factory=dict)
     line: int = 0
 
 
@@ -74,8 +78,13 @@ def plan(config: Config, listen: Optional[Tuple[str, int]] = None) -> Tuple[List
     plans: List[VServerPlan] = []
     for vs in config.vservers:
         where = f"{config.source}:{vs.line}"
-        if vs.service_type not in SERVED_TYPES:
-            warnings.append(f"{where}: lb vserver {vs.name} is {vs.service_type}: the proxy serves HTTP vservers only")
+        if vs.service_type in TLS_TYPES and not vs.cert_keys:
+            warnings.append(f"{where}: lb vserver {vs.name} is {vs.service_type} without a certificate "
+                            f"(bind ssl vserver {vs.name} -certkeyName NAME): not served")
+            continue
+        if vs.service_type not in SERVED_TYPES + TLS_TYPES:
+            warnings.append(f"{where}: lb vserver {vs.name} is {vs.service_type}: the proxy serves HTTP vservers "
+                            "(and SSL ones with a certificate bound) only")
             continue
         if vs.address is None or vs.port is None:
             if listen is None:
@@ -110,6 +119,10 @@ def _plan_vserver(config: Config, vs: VServer, warnings: List[str]) -> VServerPl
     if vs.netmask is not None:
         settings["netmask"] = vs.netmask
     p = VServerPlan(vs.name, (vs.address or "127.0.0.1", vs.port or 0), vs.lb_method, settings, line=vs.line)
+    if vs.cert_keys:
+        p.edge.update(tls_cert=tuple(c.cert for c in vs.cert_keys), tls_key=tuple(c.key for c in vs.cert_keys))
+    if vs.accept_proxy:
+        p.edge["accept_proxy"] = True
     for binding in vs.bindings:
         service = config.service(binding.service)
         if service is None:  # the parser requires services to exist: a backstop

@@ -56,7 +56,7 @@ class Gateway:
         self.reloads = 0
 
     def _make(self, p: VServerPlan) -> Proxy:
-        proxy = Proxy(p.backends, p.method, listen=p.listen, name=p.name, **self.settings, **p.settings)
+        proxy = Proxy(p.backends, p.method, listen=p.listen, name=p.name, **{**self.settings, **p.edge}, **p.settings)
         for name in p.disabled:
             proxy.vserver.set_state(name, "OUT_OF_SERVICE")
         for name, probe in p.probes.items():
@@ -92,6 +92,9 @@ class Gateway:
         changes: List[str] = []
         for name, p in new.items():
             changes += self._apply(self.proxies[name], self.plans[name], p)
+        for name, proxy in self.proxies.items():  # TLS: the certificate files read again
+            if proxy.reload_certificates():
+                changes.append(f"vserver {name}: certificates reloaded")
         if dict(config.proxy) != self.proxy_table:
             changes.append("the [proxy] settings changed: they apply at the next start")
         self.plans, self.warnings = new, warnings
@@ -127,6 +130,8 @@ class Gateway:
 
     def _apply(self, proxy: Proxy, old: VServerPlan, new: VServerPlan) -> List[str]:
         vs, changes = proxy.vserver, []
+        if new.edge != old.edge:
+            changes += proxy.set_edge(new.edge)
         if new.method != old.method:
             vs.set_method(new.method)
             changes.append(f"{new.name}: method {old.method} -> {new.method}")

@@ -31,7 +31,7 @@ cdef class Limits:
 
 @cython.final
 cdef class Forwarding:
-    cdef public bint replace, forwarded, via
+    cdef public bint replace, forwarded, via, https
 
 
 @cython.final
@@ -150,7 +150,8 @@ cdef class ResponseReader(_HeadReader):
     cdef object _parser
     cdef object _data
     cdef bint _clean, _fresh, _headers_done, _message_done, _plain, _chunked, _in_body, _until_eof
-    cdef bint _dechunk, _fast_http11, _backend10
+    cdef bint _dechunk, _fast_http11, _backend10, _adds
+    cdef public bytes added_head
     cdef public bint head_only, http10, client_keep_alive, complete, reusable, close_client, extra
     cdef public int status
     cdef public Py_ssize_t plain_heads
@@ -169,6 +170,7 @@ cdef class ResponseReader(_HeadReader):
     cdef bytes _reason
 
     cpdef start(self, bint head_only, bint http10, bint keep_alive)
+    cpdef add_to_head(self, bytes line)
     cpdef object load_report(self)
     cpdef object header(self, object lowered)
     cpdef list feed(self, object data)

@@ -903,12 +903,14 @@ def _check_head(head: RequestHead, parser: "httptools.HttpRequestParser", target
 class Forwarding:
     """How the proxy says who the client was (X-Forwarded-For and friends)."""
 
-    __slots__ = ("replace", "forwarded", "via")
+    __slots__ = ("replace", "forwarded", "via", "https")
 
-    def __init__(self, xff: str = "append", forwarded: bool = False, via: bool = False) -> None:
+    def __init__(self, xff: str = "append", forwarded: bool = False, via: bool = False,
+                 https: bool = False) -> None:
         self.replace = xff == "replace"  # drop what the client sent (an edge proxy)
         self.forwarded = forwarded       # add an RFC 7239 Forwarded entry
         self.via = via                   # add a Via entry
+        self.https = https               # the clients came over TLS (the proxy terminates it): proto https
 
 
 _CLIENT_FORWARDING = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"})
@@ -922,7 +924,8 @@ def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: F
     when asked). `client` is the client's IP address as text."""
     raw = head.raw
     if raw is not None:  # forwarded as received, with the proxy's lines before its empty line
-        if not body and not forwarding.forwarded and not forwarding.via and head.method not in _BODY_METHODS:
+        if not body and not forwarding.forwarded and not forwarding.via and not forwarding.https \
+                and head.method not in _BODY_METHODS:
             tail = _FORWARDED_TAILS.get(client)
             if tail is None:  # a client's lines, made once (bounded: cleared when full)
                 tail = b"X-Forwarded-For: " + client + b"\r\nX-Forwarded-Proto: http\r\n\r\n"
@@ -930,7 +933,9 @@ def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: F
                     _FORWARDED_TAILS.clear()
                 _FORWARDED_TAILS[client] = tail
             return raw[:len(raw) - 2] + tail
-        parts: List[Buffer] = [raw[:-2], b"X-Forwarded-For: ", client, b"\r\nX-Forwarded-Proto: http\r\n"]
+        parts: List[Buffer] = [raw[:-2], b"X-Forwarded-For: ", client,
+                               b"\r\nX-Forwarded-Proto: https\r\n" if forwarding.https
+                               else b"\r\nX-Forwarded-Proto: http\r\n"]
         _forwarding_extras(parts, head, client, forwarding, body)
         return b"".join(parts)
     parts = [head.method, b" ", head.target, b" HTTP/1.1\r\n"]
@@ -954,7 +959,7 @@ def encode_request(head: RequestHead, body: Buffer, client: bytes, forwarding: F
         parts += (b"Host: ", head.host, b"\r\n")
     parts += (b"X-Forwarded-For: ", client, b"\r\n")
     if not proto_seen:
-        parts.append(b"X-Forwarded-Proto: http\r\n")
+        parts.append(b"X-Forwarded-Proto: https\r\n" if forwarding.https else b"X-Forwarded-Proto: http\r\n")
     _forwarding_extras(parts, head, client, forwarding, body)
     return b"".join(parts)
 
@@ -964,7 +969,7 @@ def _forwarding_extras(parts: List[Buffer], head: RequestHead, client: bytes, fo
     """Forwarded and Via when asked, Content-Length, the empty line, the body."""
     if forwarding.forwarded:
         node = b'"[' + client + b']"' if b":" in client else client
-        parts += (b"Forwarded: for=", node, b";proto=http\r\n")
+        parts += (b"Forwarded: for=", node, b";proto=https\r\n" if forwarding.https else b";proto=http\r\n")
     if forwarding.via:
         parts.append(b"Via: %s leastload\r\n" % (b"1.1" if head.version == 11 else b"1.0"))
     if body or head.method in _BODY_METHODS:
@@ -1005,6 +1010,10 @@ class ResponseReader(_HeadReader):
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
+        # a line the proxy adds to every final response head (--backend-header), b"": none;
+        # set once per backend connection (add_to_head), so a response without it costs nothing more
+        self.added_head = b""
+        self._adds = False
         self._parser = httptools.HttpResponseParser(self)
         self._data = b""
         self._clean = False
@@ -1013,7 +1022,7 @@ class ResponseReader(_HeadReader):
 
     def start(self, head_only: bool, http10: bool, keep_alive: bool) -> None:
         self.head_only, self.http10, self.client_keep_alive = head_only, http10, keep_alive
-        self._fresh = not (head_only or http10 or not keep_alive)  # the fast path may take the first bytes
+        self._fresh = not (head_only or http10 or not keep_alive or self._adds)  # the fast path may take the first bytes
         self.status = 0
         if self._clean:  # the last response took the fast path: only what it changed is reset
             self._clean = False  # this one may take the general path
@@ -1303,7 +1312,8 @@ class ResponseReader(_HeadReader):
             self._until_eof = self.close_client = True
         if not self.client_keep_alive:
             self.close_client = True
-        if self._plain and not self.close_client and not self.http10 and status != 204 and not self._backend10:
+        if self._plain and not self.close_client and not self.http10 and status != 204 and not self._backend10 \
+                and not self._adds:
             if raw_at >= 0:  # the head as it came
                 self._emit(raw_at, stop, out)
             else:
@@ -1320,6 +1330,11 @@ class ResponseReader(_HeadReader):
         if self._message_done:  # Content-Length: 0
             self._done()
 
+    def add_to_head(self, line: bytes) -> None:
+        """`line` ("Name: value\r\n") is added to every final response head from now on."""
+        self.added_head, self._adds = line, bool(line)
+        self._fresh = self._fresh and not self._adds
+
     def _rewrite_head(self, status: int, framing: bytes) -> bytes:
         dropped = self._tokens - _PROTECTED if self._tokens else _NO_NAMES
         parts = [b"HTTP/1.1 %d " % status, self._reason, b"\r\n"]
@@ -1330,6 +1345,8 @@ class ResponseReader(_HeadReader):
                 continue  # no body, and none announced
             parts += (name, b": ", value, b"\r\n")
         parts.append(framing)
+        if self._adds and status >= 200:
+            parts.append(self.added_head)
         if self.close_client and status >= 200:
             parts.append(b"Connection: close\r\n")
         elif self.http10 and status >= 200:

@@ -24,6 +24,11 @@ its stead, else it is closed at once.
 
 Every protocol the factory makes must call `listener.connection_closed()` once, from
 its `connection_lost`: that is how the Listener counts what is open.
+
+With an `edge` (_edge.Edge: TLS, the PROXY protocol) each accepted socket goes through
+`_edge.take()` in a task of its own, and its protocol is `edge_factory(header, accepted_at)`;
+a connection the edge refuses never has a protocol, so the Listener counts it closed itself.
+Without one, the path is the task-less hand-over below, nothing added.
 """
 
 import asyncio
@@ -32,8 +37,13 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Tuple
 
+from ._core import clock
+from ._edge import take
+
 if TYPE_CHECKING:
+    from ._edge import Edge
     from ._overload import Overload, Reserve
+    from ._proxy_protocol import ProxyHeader
 
 log = logging.getLogger("leastload.proxy")
 
@@ -78,7 +88,9 @@ class Listener:
                  protocol_factory: Callable[[], asyncio.BaseProtocol],
                  max_connections: Optional[int] = None, *, reuse_port: bool = False,
                  backlog: int = BACKLOG, overload: "Optional[Overload]" = None,
-                 reserve: "Optional[Reserve]" = None) -> None:
+                 reserve: "Optional[Reserve]" = None, edge: "Optional[Edge]" = None,
+                 edge_factory: "Optional[Callable[[Optional[ProxyHeader], float], asyncio.BaseProtocol]]" = None
+                 ) -> None:
         self.loop, self.host, self.port = loop, host, port
         self.protocol_factory = protocol_factory
         self.max_connections = default_max_connections() if max_connections is None else max_connections
@@ -86,6 +98,9 @@ class Listener:
             raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
         self.reuse_port, self.backlog = reuse_port, backlog
         self.overload, self.reserve = overload, reserve
+        if edge is not None and edge_factory is None:
+            raise ValueError("edge_factory: needed with an edge, got None")
+        self.edge, self.edge_factory = edge, edge_factory
         self.sock: Optional[socket.socket] = None
         self.active = 0       # client connections open (accepted, not yet closed)
         self.accepted = 0     # since start
@@ -236,7 +251,11 @@ class Listener:
         """Runs connect_accepted_socket() without a Task of its own: its first step now,
         which makes the protocol and the transport on both asyncio's loop and uvloop and
         schedules connection_made; the rest once the future it waits for is done.
-        (A Task costs some 5 us more per connection, on either loop.)"""
+        (A Task costs some 5 us more per connection, on either loop.) With an edge, a task
+        of _edge.take() instead."""
+        if self.edge is not None:
+            self.loop.create_task(self._through_edge(conn))
+            return
         coro = self.loop.connect_accepted_socket(self.protocol_factory, conn)
         try:
             waiting = coro.send(None)
@@ -248,6 +267,22 @@ class Listener:
             self.connection_closed()
             return
         waiting.add_done_callback(lambda _: _finish(coro))
+
+    async def _through_edge(self, conn: socket.socket) -> None:
+        """The PROXY header and the TLS handshake (_edge.take), then the protocol; a refused
+        connection is closed and counted by take(), and closed here for the Listener's count."""
+        edge, make = self.edge, self.edge_factory
+        assert edge is not None and make is not None
+        accepted_at = clock()  # the clock the connections' deadlines use
+        try:
+            taken = await take(self.loop, conn, edge, lambda header: make(header, accepted_at),
+                               accepted_at=self.loop.time())
+        except Exception as exc:  # not the client's doing: logged, and the connection closed
+            log.error("cannot take a client connection: %r", exc, exc_info=exc)
+            conn.close()
+            taken = None
+        if taken is None:
+            self.connection_closed()
 
     def _back_off(self, exc: OSError) -> None:
         """Not accepting for RETRY_DELAY: EMFILE and the like pass as connections close."""

@@ -81,6 +81,17 @@ Per vserver (label `vserver`):
     leastload_vserver_local_errors_total          the proxy's own troubles (descriptors, ports, buffers), by what
                                                   failed (label what)
 
+  with TLS or the PROXY protocol on the listener (_edge.py's counters; only then):
+    leastload_vserver_tls_handshakes_total        TLS handshakes completed
+    leastload_vserver_tls_handshake_failures_total  refused (reason="error") or not done by the header
+                                                  timeout (reason="timeout")
+    leastload_vserver_tls_reloads_total           certificate reloads that loaded
+    leastload_vserver_proxy_protocol_headers_total  PROXY headers read (command="PROXY", or "LOCAL": LOCAL,
+                                                  UNKNOWN and the families that fall back to the connection's)
+    leastload_vserver_proxy_protocol_refused_total  connections refused: reason="malformed" (no valid header)
+                                                  or "timeout" (incomplete at the header timeout)
+    leastload_vserver_edge_closed_early_total     clients gone before their connection was set up
+
 Where a figure comes from: ejections_total counts the "ejected" events of
 `vserver.outlier_events` from the proxy's start, read incrementally at each scrape; the engine
 keeps its newest events only, so more than a thousand events between two scrapes lose some.
@@ -257,6 +268,14 @@ FAMILY_SPECS: Tuple[FamilySpec, ...] = (
              "Lingering closes reset: the client sent past linger_bytes after the last answer."),
     _vserver("backend_connections", "gauge", SUM, "Connections to backends open now."),
     _vserver("local_errors_total", "counter", SUM, "The proxy's own troubles, by what failed."),
+    _vserver("tls_handshakes_total", "counter", SUM, "TLS handshakes completed."),
+    _vserver("tls_handshake_failures_total", "counter", SUM,
+             "TLS handshakes refused (reason error) or not done by the header timeout (reason timeout)."),
+    _vserver("tls_reloads_total", "counter", SUM, "Certificate reloads that loaded."),
+    _vserver("proxy_protocol_headers_total", "counter", SUM, "PROXY protocol headers read, by command."),
+    _vserver("proxy_protocol_refused_total", "counter", SUM,
+             "Connections refused for their PROXY protocol header (malformed or missing; or late)."),
+    _vserver("edge_closed_early_total", "counter", SUM, "Clients gone before their connection was set up."),
 )
 FAMILIES: Dict[str, str] = {f.name: f.merge for f in FAMILY_SPECS}  # name -> its merge rule
 ENGINE_FAMILIES = frozenset(f.name for f in FAMILY_SPECS if f.engine)
@@ -526,3 +545,24 @@ def _add(w: _Writer, proxy: Observed) -> None:
     backend_conns_f.add(vserver_labels, proxy.budget.open)
     for what in sorted(proxy.local_errors):
         local_f.add(vserver_labels + (("what", what),), proxy.local_errors[what])
+    edge = getattr(proxy, "edge", None)  # _edge.Edge, with TLS or the PROXY protocol
+    if edge is not None:
+        _add_edge(fam, vserver_labels, edge)
+
+
+def _add_edge(fam: Dict[str, "_Family"], labels: Labels, edge: Any) -> None:
+    c = edge.counters
+    if edge.tls is not None:
+        fam["vserver_tls_handshakes_total"].add(labels, c.tls_handshakes)
+        failures = fam["vserver_tls_handshake_failures_total"]
+        failures.add(labels + (("reason", "error"),), c.tls_failures)
+        failures.add(labels + (("reason", "timeout"),), c.tls_timeouts)
+        fam["vserver_tls_reloads_total"].add(labels, edge.tls.reloads)
+    if edge.accept_proxy:
+        headers = fam["vserver_proxy_protocol_headers_total"]
+        headers.add(labels + (("command", "PROXY"),), c.proxy_headers - c.proxy_local)
+        headers.add(labels + (("command", "LOCAL"),), c.proxy_local)
+        refused = fam["vserver_proxy_protocol_refused_total"]
+        refused.add(labels + (("reason", "malformed"),), c.proxy_refused)
+        refused.add(labels + (("reason", "timeout"),), c.proxy_timeouts)
+    fam["vserver_edge_closed_early_total"].add(labels, c.closed_early)

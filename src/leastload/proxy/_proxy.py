@@ -4,8 +4,9 @@ import asyncio
 import collections
 import logging
 from dataclasses import asdict
-from typing import Any, Counter, Dict, Iterable, List, Optional, Set, Tuple, Type, Union, cast
+from typing import Any, Counter, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union, cast
 
+from ..cmdline import UserError
 from ..config import proxy_settings
 from ..config.proxy_settings import DEFAULT as _D
 from ..engine import errors as _errors
@@ -13,8 +14,10 @@ from ..engine.errors import UnknownService
 from ..net import orca, upstream
 from ..net.request_keys import KeyRule
 from ..net.upstream import Backend
-from . import _admin, _backend, _client, _core, _health, _http1, _listen, _overload
+from . import _admin, _backend, _client, _core, _edge, _health, _http1, _listen, _overload
 from ._accesslog import AccessLog
+from ._proxy_protocol import ProxyHeader
+from ._tls import CertificateStore
 from ._stats import TTFB_BUCKETS, BackendCounters, Stats, wall_time  # noqa: F401 (TTFB_BUCKETS, BackendCounters: importable here as before)
 
 log = logging.getLogger("leastload.proxy")
@@ -29,6 +32,14 @@ def _core_view(name: str) -> Any:
     def set_(self: "Proxy", value: Any) -> None:
         setattr(self.core, name, value)
     return property(get, set_, doc=f"The proxy's {name} (kept in proxy.core).")
+
+
+def _edge_tls(certs: Tuple[str, ...], keys: Tuple[str, ...]) -> Optional[CertificateStore]:
+    """The certificate store of tls_cert and tls_key, paired in order; None without them."""
+    if len(certs) != len(keys):
+        raise _errors.bad_value("tls_key", list(keys), f"as many keys as certificates (tls_cert has "
+                                f"{len(certs)}, tls_key {len(keys)})")
+    return CertificateStore(list(zip(certs, keys))) if certs else None
 
 
 class Proxy:
@@ -88,7 +99,9 @@ class Proxy:
                  admin_token: Optional[str] = None, health_ends_ejection: bool = _D["health_ends_ejection"],
                  health_probes: bool = True, load_metrics: Optional[Dict[str, Tuple[int, int]]] = None,
                  overload_connections: Optional[int] = None, overload_timeout: float = _D["overload_timeout"],
-                 linger_bytes: int = _D["linger_bytes"], **vserver_settings: Any) -> None:
+                 linger_bytes: int = _D["linger_bytes"], tls_cert: Sequence[str] = _D["tls_cert"],
+                 tls_key: Sequence[str] = _D["tls_key"], accept_proxy: bool = _D["accept_proxy"],
+                 backend_header: Optional[str] = _D["backend_header"], **vserver_settings: Any) -> None:
         self.core = _core.ProxyCore()
         if not isinstance(name, str):
             raise _errors.bad_type("name", name, "a vserver name (str)")
@@ -112,6 +125,15 @@ class Proxy:
         given = locals()
         checked = {s.name: proxy_settings.check(s.name, given[s.name]) for s in proxy_settings.SETTINGS
                    if s.keyword and s.kind != "address"}
+        # the edge (_edge.py): TLS with its certificates loaded now (a bad file: UserError, one line)
+        # and the PROXY protocol; None without either (the accept path is then as without them)
+        self.tls = _edge_tls(checked["tls_cert"], checked["tls_key"])
+        self.accept_proxy = checked["accept_proxy"]
+        self.backend_header = checked["backend_header"]
+        self.edge: Optional[_edge.Edge] = None
+        if self.tls is not None or self.accept_proxy:
+            self.edge = _edge.Edge(accept_proxy=self.accept_proxy, tls=self.tls,
+                                   header_timeout=checked["header_timeout"])
         if health_probes is not True and health_probes is not False:
             raise TypeError(f"health_probes must be True or False, got {health_probes!r}")
         vserver_settings.setdefault("outlier_failures", 5)
@@ -131,7 +153,7 @@ class Proxy:
                                      else _overload.default_high_water(self.max_connections))
         self.overload_timeout, self.linger_bytes = checked["overload_timeout"], linger_bytes
         self.limits = _http1.Limits(max_request_line, max_header_size, max_headers, max_body)
-        self.forwarding = _http1.Forwarding(xff, forwarded, via)
+        self.forwarding = _http1.Forwarding(xff, forwarded, via, https=self.tls is not None)
         self.budget = _backend.ConnectionBudget(self.max_connections)
         self.local_errors: "Counter[str]" = collections.Counter()  # the proxy's own troubles, by what failed
         self.health: Tuple[str, str, float, float, int, int] = (
@@ -169,14 +191,68 @@ class Proxy:
         self.listener = _listen.Listener(loop, host, port,
                                          lambda: cast(asyncio.BaseProtocol, _client.ClientConnection(self)),
                                          self.max_connections, reuse_port=self.reuse_port,
-                                         overload=self.overload, reserve=_overload.Reserve()).start()
+                                         overload=self.overload, reserve=_overload.Reserve(),
+                                         edge=self.edge, edge_factory=self._edge_client).start()
         for b in self.backends.values():
             self._start_monitor(b)
         if self.admin_listen is not None:
-            self.admin = await _admin.start(self, *self.admin_listen, token=self.admin_token)
+            # POST /leastload/reload rereads the certificates (with TLS; without it, there is no reload)
+            reload = self._reload_for_admin if self.tls is not None else None
+            self.admin = await _admin.start_site(_admin.Site({self.name: self}, self.admin_token, reload),
+                                                 *self.admin_listen)
         self._watch = loop.create_task(self._watch_events())
         self._sweeper = loop.create_task(self._sweep())
         return self
+
+    def _edge_client(self, header: Optional[ProxyHeader], accepted_at: float) -> asyncio.BaseProtocol:
+        """The protocol of a connection that passed the edge: its client address is the PROXY
+        header's source when there is one, its first head due a header timeout after accept."""
+        client = _client.ClientConnection(self)
+        if header is not None and header.source is not None:
+            client.client = header.source
+        client.accepted_at = accepted_at
+        return cast(asyncio.BaseProtocol, client)
+
+    def reload_certificates(self) -> bool:
+        """Reads the TLS certificates and keys again for new connections (SIGHUP, the runtime
+        API's reload); a file that does not load is logged and the old pairs stay. True when
+        there was something to reload and it loaded."""
+        if self.tls is None:
+            return False
+        try:
+            self.tls.reload()
+        except UserError as exc:
+            log.error("vserver %s: certificates not reloaded, the old ones stay: %s", self.name, exc)
+            return False
+        log.warning("vserver %s: certificates reloaded (%s)", self.name,
+                    ", ".join(p.cert_file for p in self.tls.pairs))
+        return True
+
+    def set_edge(self, edge: Dict[str, Any]) -> List[str]:
+        """A config's reload changed the vserver's edge: new certificates make a new store for the
+        next connections (a file that does not load: UserError, nothing changed); the PROXY
+        protocol and TLS on or off apply at the next start. What changed, one line each."""
+        changes: List[str] = []
+        certs, keys = tuple(edge.get("tls_cert", ())), tuple(edge.get("tls_key", ()))
+        if self.tls is not None and certs:
+            if (certs, keys) != tuple(zip(*[(p.cert_file, p.key_file) for p in self.tls.pairs])):
+                try:
+                    store = _edge_tls(certs, keys)
+                except UserError as exc:  # the reload's refusal (a ValueError), the old pairs stay
+                    raise ValueError(str(exc)) from None
+                assert store is not None and self.edge is not None
+                self.tls = self.edge.tls = store
+                changes.append(f"{self.name}: certificates {', '.join(certs)}")
+        elif bool(certs) != (self.tls is not None):
+            changes.append(f"{self.name}: TLS on or off applies at the next start")
+        if bool(edge.get("accept_proxy", False)) != self.accept_proxy:
+            changes.append(f"{self.name}: accept_proxy applies at the next start")
+        return changes
+
+    def _reload_for_admin(self) -> List[str]:
+        if not self.reload_certificates():
+            raise ValueError("the certificates did not load (the log says why); the old ones stay")
+        return [f"vserver {self.name}: certificates reloaded"]
 
     @property
     def address(self) -> Tuple[str, int]:
@@ -319,12 +395,25 @@ class Proxy:
                 "clients": len(self.clients), "max_connections": self.max_connections,
                 "listener": self._listener_status(), "overload": self.overload.status(len(self.clients)),
                 "linger_resets": self.stats.linger_resets,
-                "backend_connections": self.budget.open, "local_errors": dict(self.local_errors)}
+                "backend_connections": self.budget.open, "local_errors": dict(self.local_errors),
+                **self._edge_status()}
+
+    def _edge_status(self) -> Dict[str, Any]:
+        """`tls` (the certificates' files and names, reloads) and `edge` (its counters), with an edge."""
+        if self.edge is None:
+            return {}
+        found: Dict[str, Any] = {"edge": self.edge.counters.as_dict()}
+        if self.tls is not None:
+            found["tls"] = {"pairs": self.tls.status(), "reloads": self.tls.reloads}
+        return found
 
     def _pool(self, b: Backend) -> _backend.Pool:
         assert self.loop is not None  # pools are made once the proxy runs
-        return _backend.Pool(self.loop, b.host, b.port, self.pool_size, self.limits, self.budget,
+        pool = _backend.Pool(self.loop, b.host, b.port, self.pool_size, self.limits, self.budget,
                              lambda packets: self._late_packets(b.name, packets), self.core.turn)
+        if self.backend_header is not None:  # the response names the service that answered
+            pool.added_head = f"{self.backend_header}: {b.name}\r\n".encode()
+        return pool
 
     def _late_packets(self, name: str, packets: int) -> None:
         """Segments a lost backend connection had not reported with an exchange (the method
