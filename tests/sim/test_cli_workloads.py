@@ -147,7 +147,8 @@ class FakeTerminal(io.StringIO):
 def test_progress_appears_only_on_a_terminal_after_a_second(monkeypatch):
     now = [100.0]
     monkeypatch.setattr(progress_module.time, "monotonic", lambda: now[0])
-    monkeypatch.setitem(sys.modules, "tqdm", None)  # the plain bar
+    for name in ("tqdm", "rich", "rich.progress"):  # neither tqdm nor rich: the plain bar
+        monkeypatch.setitem(sys.modules, name, None)
     quiet = io.StringIO()
     bar = Progress(10, "simulate", quiet)
     now[0] += 5
@@ -190,3 +191,20 @@ def test_progress_uses_tqdm_when_installed(monkeypatch):
     bar.update(60)
     bar.close()
     assert calls == [("open", 60, "simulate", False), ("update", 30), ("update", 30), ("close",)]
+
+
+def test_progress_uses_rich_when_tqdm_is_missing(monkeypatch):
+    pytest.importorskip("rich", reason="rich is not installed (the top extra): its bar cannot be drawn")
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    now = [0.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: now[0])
+    term = FakeTerminal()
+    bar = Progress(60, "simulate", term)
+    bar.update(10)
+    assert term.getvalue() == ""  # under a second: nothing yet
+    now[0] = 2.0
+    bar.update(30)
+    assert "simulate" in term.getvalue() and bar.bar is not None and not bar.plain
+    bar.update(60)
+    assert bar.bar.bar.tasks[0].completed == 60  # rich's task advanced by the differences, to the total
+    bar.close()
