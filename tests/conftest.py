@@ -2,8 +2,8 @@
 backend processes. The engines (`impl`, `c_impl`, `ref_impl`) come from the
 repository's conftest.py, shared with the benchmarks. Tests are in folders by
 layer (engine, hashing, net, proxy, integrations, sim, config, cli, package);
-the helpers they share (servers.py, keyed_backends.py, rogue_backend.py, data/)
-stay here.
+their in-process helpers (servers.py, keyed_backends.py, data/) stay here; what they
+share with the benchmarks (ports, waits, processes, backends) is leastload_testkit.
 """
 import importlib
 import os

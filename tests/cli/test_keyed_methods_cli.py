@@ -6,7 +6,8 @@ import subprocess
 import sys
 import urllib.request
 
-from servers import first_line, start_backend
+from leastload_testkit.backends import start_backend
+from leastload_testkit.waits import first_line
 
 
 def run(*args, cwd):

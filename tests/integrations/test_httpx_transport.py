@@ -25,7 +25,9 @@ httpx = pytest.importorskip("httpx")
 
 from leastload.net import tcpinfo  # noqa: E402
 from leastload.integrations.httpx import NoBackendAvailable, Transport  # noqa: E402
-from servers import RawServer, free_port, start_backend  # noqa: E402
+from leastload_testkit.backends import start_backend
+from leastload_testkit.ports import free_port
+from servers import RawServer  # noqa: E402
 
 CONCURRENCY = 16
 

@@ -19,7 +19,10 @@ import httpx
 import pytest
 
 from leastload.proxy import Proxy
-from servers import first_line, free_port, free_ports, run_loop, start_backend
+from leastload_testkit.backends import start_backend
+from leastload_testkit.ports import free_port, free_ports
+from leastload_testkit.waits import first_line
+from servers import run_loop
 
 RUN_TIMEOUT = 90.0  # no test's event loop runs longer than this
 
