@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from typing import IO, Any, Deque, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import IO, Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .ports import HOST
 
@@ -143,7 +143,19 @@ class Server:
         self._stderr.close()
 
 
-def kit_module(module: str, *args: str) -> Tuple[List[str], dict]:
+def stop_child(proc: "subprocess.Popen[str]", timeout: float = 20.0) -> Tuple[Optional[int], str]:
+    """SIGTERM to a child started with text pipes, then its output read to the end; SIGKILL
+    when it has not exited within `timeout`. Returns (exit status, what it wrote to stderr)."""
+    proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+    return proc.returncode, err or ""
+
+
+def kit_module(module: str, *args: str) -> Tuple[List[str], Dict[str, str]]:
     """(command, environment) that run `python -m leastload_testkit.<module> ARGS` in a child
     process, with this kit importable there wherever the parent runs from."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -74,8 +74,8 @@ def http1(request):
 
 @pytest.fixture
 def backend_procs():
-    """start(n) -> n more `leastload backends` processes (tests/servers.py); all stopped after the test."""
-    from servers import start_backend
+    """start(n) -> n more `leastload backends` processes (leastload_testkit.backends); all stopped after the test."""
+    from leastload_testkit.backends import start_backend
 
     started = []
 

@@ -22,6 +22,7 @@ from leastload.proxy._config import DEFAULT_PROBE, plan
 from leastload.proxy._gateway import Gateway
 from leastload.config import parse
 from leastload_testkit.ports import free_port
+from leastload_testkit.processes import stop_child
 from leastload_testkit.waits import first_line, wait_until
 from servers import run_loop
 
@@ -156,13 +157,7 @@ def start_cli(*args):
 
 
 def stop_cli(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, proc.stderr.read()
+    return stop_child(proc, timeout=30)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
