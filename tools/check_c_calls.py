@@ -13,6 +13,9 @@ import re
 import sys
 from typing import Dict, List, Set, Tuple
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from check_import_cycles import cycles  # noqa: E402  (the tool beside this one)
+
 # files that are one unit: the policy (ll_policy.c) calls its parts and they call its helpers
 UNITS: List[Set[str]] = [
     {"ll_policy.c", "ll_slowstart.c", "ll_ejection.c", "ll_utilization.c"},
@@ -62,41 +65,6 @@ def call_graph(csrc: pathlib.Path) -> Dict[str, Dict[str, Set[str]]]:
     return graph
 
 
-def circles(graph: Dict[str, Dict[str, Set[str]]]) -> List[List[str]]:
-    """The strongly connected sets of two or more files (Tarjan's algorithm)."""
-    index: Dict[str, int] = {}
-    low: Dict[str, int] = {}
-    stack: List[str] = []
-    on: Set[str] = set()
-    out: List[List[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                out.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
-
-
 def main(argv: List[str]) -> int:
     csrc = pathlib.Path(argv[1] if len(argv) > 1 else "csrc")
     if not csrc.is_dir():
@@ -112,7 +80,7 @@ def main(argv: List[str]) -> int:
             print(f"allowed for now (EXCEPTIONS): {a} -> {b}: {why}")
         else:
             print(f"an exception no call uses any more, to take out of EXCEPTIONS: {a} -> {b}")
-    found = circles(kept)
+    found = cycles(kept)  # Tarjan's strongly connected sets, the import check's
     for group in found:
         print("a circle of calls between " + ", ".join(group) + ":")
         for a in group:
