@@ -20,9 +20,11 @@ COMMANDS = {
     "bench": ("leastload.bench", "measure the C engine beside the reference, check the performance targets"),
     "ctl": ("leastload.cli.ctl", "the proxy's runtime API: disable, enable, drain, weights, bind, show, reload"),
     "demo": ("leastload.cli.demo", "the vendor's worked tables and slow start, replayed by the engine"),
+    "nginx-conf": ("leastload.cli.nginxconf", "nginx upstream blocks (the leastload module's) for a config's vservers"),
     "proxy": ("leastload.proxy", "an asyncio HTTP/1.1 reverse proxy balancing with the engine"),
     "show": ("leastload.cli.showconfig", "a config (NetScaler lines or TOML) printed back as NetScaler lines or JSON"),
     "simulate": ("leastload.sim.simulate", "a config's vservers under a workload on a virtual clock"),
+    "top": ("leastload.cli.top", "a live view of a running proxy's admin port (needs the top extra: rich)"),
 }
 
 def _parser() -> OneLineParser:

@@ -92,9 +92,16 @@ BAD = [
     # the command itself
     ((), "leastload: the following arguments are required: COMMAND"),
     (("nope",), "leastload: argument COMMAND: invalid choice: 'nope' (choose from 'backends', 'bench', 'ctl', "
-                "'demo', 'proxy', 'show', 'simulate')"),
+                "'demo', 'nginx-conf', 'proxy', 'show', 'simulate', 'top')"),
     # show
-    (("show",), "leastload show: the following arguments are required: CONFIG"),
+    (("show",), "leastload show: a CONFIG, or --shared NAME, is needed"),
+    (("show", SLOWSTART, "--shared", "web"), "leastload show: --shared NAME takes no CONFIG, --json, --toml or --strict"),
+    (("show", "--shared", "leastload-test-none"),
+     "leastload show: --shared 'leastload-test-none': no shared vserver of that name (/dev/shm/leastload.leastload-test-none)"),
+    # nginx-conf
+    (("nginx-conf",), "leastload nginx-conf: the following arguments are required: CONFIG"),
+    (("nginx-conf", "missing.conf"), "missing.conf: no such file"),
+    (("nginx-conf", SLOWSTART, "--vserver", "nope"), f"leastload nginx-conf: --vserver nope: no such lb vserver in {SLOWSTART}"),
     (("show", "missing.conf"), "missing.conf: no such file"),
     (("show", "bad.conf"), "bad.conf:2: no lb vserver named 'nope' (add lb vserver first)"),
     (("show", "bad.toml"), "bad.toml:5: service 'S1': weight: must be an integer in 1..100, got 0"),
@@ -173,6 +180,9 @@ BAD = [
     (("proxy", "--frobnicate"), "leastload proxy: "),
     (("backends", "--frobnicate"), "leastload backends: "),
     (("ctl", "http://127.0.0.1:1"), "leastload ctl: a command is needed (e.g. disable service NAME)"),
+    (("top", "http://127.0.0.1:1"), "leastload top: no answer from http://127.0.0.1:1: "),
+    (("top", "127.0.0.1:9100"), "leastload top: URL: must be http://HOST:PORT, got '127.0.0.1:9100'"),
+    (("top", "http://127.0.0.1:1", "--interval", "0"), "leastload top: --interval: must be >= 0.05, got 0"),
 ]
 
 
@@ -190,6 +200,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, expected):
     assert_user_error(result, expected, exact=not expected.endswith(": "))
     assert result.stdout == "" or args[0] in ("demo",)
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+def test_a_missing_top_extra_is_named():
+    code = ("import sys; sys.modules['rich'] = None\n"
+            "from leastload.__main__ import main\n"
+            "sys.exit(main(['top', 'http://127.0.0.1:1']))\n")
+    assert_user_error(run(code=code), "leastload top: the live view needs rich: pip install 'leastload[top]'")
 
 
 def test_a_missing_plot_extra_is_named_and_nothing_is_written(tmp_path):

@@ -1,0 +1,256 @@
+"""nginx with the leastload module beside nginx's own least_conn and HAProxy's leastconn.
+
+What it measures. Three toy backends (`python -m leastload.cli.backends`: fast1
+and fast2 answer in 2 ms, slow in 60 ms, 1 KB bodies) behind four proxies:
+Debian's nginx with ngx_http_upstream_leastload_module (`leastload
+LEASTCONNECTION`, and `leastload LEASTBANDWIDTH`), the same nginx with
+`least_conn`, and HAProxy with `balance leastconn`; every nginx keeps 64
+connections to the backends alive and adds X-Forwarded-For and -Proto, as
+HAProxy does here (`option forwardfor`, http-reuse). For 1 and 2 nginx workers
+(HAProxy: nbthread) and wrk at 32 and 256 connections, each proxy is measured
+in turn, the order reversed at every other round; each row is the median over
+the rounds of: requests per second, the proxy's CPU per request (user + system
+of its process tree over the requests the backends served), p99 latency, and
+the split between the backends. The ratios are nginx+leastload's to nginx
+least_conn's, per round and their medians.
+
+    python benchmarks/nginx_compare.py                   # 3 rounds of 1 s warm-up + 4 s: about 4 minutes
+    python benchmarks/nginx_compare.py --quick           # 1 round of 2 s, 32 connections
+    python benchmarks/nginx_compare.py --rounds 5 --duration 6 --json out.json
+
+Needs Linux, nginx, nginx-dev, wrk and haproxy (installed with apt-get as root
+when missing); the module is built with nginx/build.sh unless --module names one.
+The machinery (processes, wrk, CPU from /proc) is benchmarks/proxy_vs_haproxy.py's.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import proxy_vs_haproxy as pvh  # noqa: E402  (the benchmark beside this one)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROXIES = ("leastload-lc", "leastload-lb", "nginx-least_conn", "haproxy")
+# nginx-round_robin (not measured by default): nginx's own round robin, which splits the requests
+# evenly as LEASTBANDWIDTH does here (equal answers), to tell the method's split from the module's cost
+OPTIONAL = ("nginx-round_robin",)
+BALANCERS = {"leastload-lc": "leastload LEASTCONNECTION;", "leastload-lb": "leastload LEASTBANDWIDTH;",
+             "nginx-least_conn": "least_conn;", "nginx-round_robin": ""}
+BASELINE = "nginx-least_conn"
+KEEPALIVE = [64]  # idle connections each nginx worker keeps to the backends (--keepalive)
+
+NGINX_CONF = """\
+{load_module}
+daemon off;
+master_process on;
+worker_processes {workers};
+worker_rlimit_nofile 16384;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    upstream pool {{
+        {balancer}
+{leastload_shared}
+{servers}
+        keepalive {keepalive};
+    }}
+    server {{
+        listen {host}:{port} backlog=4096;
+        location / {{
+            proxy_pass http://pool;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto http;
+        }}
+    }}
+}}
+"""
+
+
+def build_module(workdir):
+    out = os.path.join(workdir, "module")
+    run = subprocess.run(["bash", os.path.join(ROOT, "nginx", "build.sh"), out], capture_output=True, text=True,
+                         timeout=900)
+    if run.returncode != 0:
+        sys.exit(f"nginx/build.sh failed:\n{run.stderr[-3000:]}")
+    return os.path.join(out, "ngx_http_upstream_leastload_module.so")
+
+
+def start_nginx(name, workers, backends, module, workdir):
+    where = os.path.join(workdir, f"{name}-{workers}w")
+    os.makedirs(where, exist_ok=True)
+    port = pvh.free_port()
+    leastload = name.startswith("leastload")
+    conf = NGINX_CONF.format(
+        load_module=f"load_module {module};" if leastload else "", workers=workers, dir=where, host=pvh.HOST,
+        port=port, balancer=BALANCERS[name],
+        leastload_shared=f"        leastload_shared bench.{os.getpid()}.{name}.{workers};" if leastload else "",
+        servers="\n".join(f"        server {pvh.HOST}:{p};" for p in backends.values()), keepalive=KEEPALIVE[0])
+    path = os.path.join(where, "nginx.conf")
+    with open(path, "w") as f:
+        f.write(conf)
+    server = pvh.Server(f"{name}-{workers}w", ["nginx", "-p", where, "-c", path, "-e", f"{where}/error.log"],
+                        workdir)
+    try:
+        server.wait_port(port)
+    except BaseException:
+        server.stop()
+        raise
+    return server, port
+
+
+def start(name, workers, backends, module, workdir):
+    if name == "haproxy":
+        config = os.path.join(workdir, f"haproxy-{workers}t.cfg")
+        port = pvh.free_port()
+        with open(config, "w") as f:
+            f.write(pvh.haproxy_config(port, workers, backends, "leastconn"))
+        server = pvh.Server(f"haproxy-{workers}t", ["haproxy", "-db", "-f", config], workdir)
+        server.wait_port(port)
+        return server, port
+    return start_nginx(name, workers, backends, module, workdir)
+
+
+def measure(server, port, connections, args, backends):
+    pvh.run_wrk(port, connections, args.warmup)
+    before = pvh.all_stats(backends)
+    user0, sys0 = pvh.process_tree_cpu_split(server.pid)
+    wrk = pvh.run_wrk(port, connections, args.duration)
+    user1, sys1 = pvh.process_tree_cpu_split(server.pid)
+    served, percent = pvh.split(before, pvh.all_stats(backends))
+    requests = sum(served.values()) or wrk["requests"]
+    errors = wrk["non_2xx_3xx"] + sum(wrk["socket_errors"].values())
+    return {"requests_per_s": wrk["requests_per_s"], "p99_ms": wrk["p99_ms"], "errors": errors,
+            "cpu_us_per_request": 1e6 * ((user1 - user0) + (sys1 - sys0)) / requests, "percent": percent}
+
+
+def run(args, module, workdir):
+    servers = []
+    rows = []  # one per (workers, connections, proxy, round)
+    try:
+        backends = pvh.start_backends([("fast1", 0.002), ("fast2", 0.002), ("slow", 0.060)], 1024, workdir,
+                                      servers)
+        for workers in args.workers:
+            running = {}
+            try:
+                for name in args.proxies:
+                    running[name] = start(name, workers, backends, module, workdir)
+                for r in range(args.rounds):
+                    for connections in args.connections:
+                        order = list(args.proxies) if r % 2 == 0 else list(args.proxies)[::-1]
+                        for name in order:
+                            server, port = running[name]
+                            row = measure(server, port, connections, args, backends)
+                            row.update(proxy=name, workers=workers, connections=connections, round=r)
+                            rows.append(row)
+                            print(f"round {r + 1} {workers}w {connections:>3}c {name:<17} "
+                                  f"{row['requests_per_s']:8.0f} req/s {row['cpu_us_per_request']:6.1f} us/req "
+                                  f"p99 {row['p99_ms']:7.2f} ms errors {row['errors']}", file=sys.stderr, flush=True)
+            finally:
+                for server, _ in running.values():
+                    server.stop()
+    finally:
+        for server in servers:
+            server.stop()
+    return rows
+
+
+def summarize(rows, args):
+    """Medians per (workers, connections, proxy), and the ratios to nginx least_conn per round."""
+    table, ratios = [], []
+    for workers in args.workers:
+        for connections in args.connections:
+            def of(name):
+                return [r for r in rows if (r["workers"], r["connections"], r["proxy"]) == (workers, connections, name)]
+            for name in args.proxies:
+                mine = of(name)
+                split = {k: statistics.median(r["percent"][k] for r in mine) for k in mine[0]["percent"]}
+                table.append({"workers": workers, "connections": connections, "proxy": name,
+                              **{k: statistics.median(r[k] for r in mine)
+                                 for k in ("requests_per_s", "cpu_us_per_request", "p99_ms")},
+                              "errors": sum(r["errors"] for r in mine), "percent": split})
+            if BASELINE not in args.proxies:
+                continue
+            base = {r["round"]: r for r in of(BASELINE)}
+            for name in args.proxies:
+                if name == BASELINE:
+                    continue
+                rps = [r["requests_per_s"] / base[r["round"]]["requests_per_s"] for r in of(name)]
+                cpu = [r["cpu_us_per_request"] / base[r["round"]]["cpu_us_per_request"] for r in of(name)]
+                ratios.append({"workers": workers, "connections": connections, "proxy": name,
+                               "rps_ratio_median": statistics.median(rps), "rps_ratios": rps,
+                               "cpu_ratio_median": statistics.median(cpu), "cpu_ratios": cpu})
+    return table, ratios
+
+
+def print_report(table, ratios, args):
+    print(f"backends fast1/fast2 2 ms, slow 60 ms, 1 KB; wrk -t2, {args.rounds} rounds of {args.duration} s "
+          f"(medians); CPU per request = the proxy's process tree")
+    print(f"{'workers':>7} {'conns':>5}  {'proxy':<17} {'req/s':>8} {'us/req':>7} {'p99 ms':>7}  split fast1/fast2/slow %")
+    for t in table:
+        split = "/".join(f"{t['percent'][k]:.1f}" for k in ("fast1", "fast2", "slow"))
+        errors = f"  errors {t['errors']}" if t["errors"] else ""
+        print(f"{t['workers']:>7} {t['connections']:>5}  {t['proxy']:<17} {t['requests_per_s']:8.0f} "
+              f"{t['cpu_us_per_request']:7.1f} {t['p99_ms']:7.2f}  {split}{errors}")
+    print(f"\nratios to {BASELINE} (median of the rounds' ratios; each round's in brackets)")
+    for q in ratios:
+        rps = ", ".join(f"{x:.3f}" for x in q["rps_ratios"])
+        cpu = ", ".join(f"{x:.3f}" for x in q["cpu_ratios"])
+        print(f"  {q['workers']}w {q['connections']:>3}c {q['proxy']:<13} req/s x{q['rps_ratio_median']:.3f} "
+              f"[{rps}]  CPU/request x{q['cpu_ratio_median']:.3f} [{cpu}]")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--duration", type=int, default=4, help="seconds of each measured wrk run (4)")
+    p.add_argument("--warmup", type=int, default=1, help="seconds of wrk before each measured run (1)")
+    p.add_argument("--workers", default="1,2", help="nginx workers / HAProxy threads (1,2)")
+    p.add_argument("--connections", default="32,256", help="wrk connections (32,256)")
+    p.add_argument("--proxies", default=",".join(PROXIES), help=f"some of {','.join(PROXIES + OPTIONAL)}")
+    p.add_argument("--keepalive", type=int, default=64, help="nginx's keepalive to the backends (64)")
+    p.add_argument("--module", help="a built ngx_http_upstream_leastload_module.so (default: build it)")
+    p.add_argument("--quick", action="store_true", help="1 round of 2 s at 32 connections, 1 worker")
+    p.add_argument("--json", metavar="PATH", help="write the rows, medians and ratios as JSON")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rounds, args.duration, args.warmup, args.connections, args.workers = 1, 2, 1, "32", "1"
+    args.workers = [int(x) for x in args.workers.split(",")]
+    args.connections = [int(x) for x in args.connections.split(",")]
+    args.proxies = [x for x in args.proxies.split(",") if x]
+    unknown = [x for x in args.proxies if x not in PROXIES + OPTIONAL]
+    if unknown or args.rounds < 1 or args.duration < 1:
+        p.error(f"--proxies: unknown {unknown}" if unknown else "--rounds and --duration must be >= 1")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    KEEPALIVE[0] = args.keepalive
+    pvh.ensure_tools(("wrk", "haproxy") if "haproxy" in args.proxies else ("wrk",))
+    with tempfile.TemporaryDirectory(prefix="leastload-nginx-bench-") as workdir:
+        module = args.module or build_module(workdir)
+        rows = run(args, module, workdir)
+    table, ratios = summarize(rows, args)
+    print_report(table, ratios, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "medians": table, "ratios": ratios, "rounds": args.rounds,
+                       "duration_s": args.duration}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
