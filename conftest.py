@@ -4,7 +4,9 @@ or the reference, `c_impl` and `ref_impl` one of them.
 Tests take classes from the fixture (`impl.VirtualServer`, `impl.ManualClock`)
 and exceptions from `leastload.engine.errors`, which both engines share. Each suite's
 own fixtures are in its folder's conftest.py (tests/: the HTTP/1.1 layer and
-backend processes; benchmarks/: the sizes).
+backend processes; benchmarks/: the sizes). This file being at the root, pytest puts
+the root on sys.path: the harness both suites share (leastload_testkit/) and the
+benchmarks package (benchmarks/) import from there.
 """
 import importlib
 import os

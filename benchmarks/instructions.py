@@ -15,9 +15,9 @@ the whole operation as Python calls it: the `for` step, the call into the
 extension, the binding and the C core. The empty extension call `_noop(1)`
 is there as the floor the others stand on.
 
-    python benchmarks/instructions.py            # measure, print the table
-    python benchmarks/instructions.py --check    # ... and fail (exit 1) on a case > 3 % over the baseline
-    python benchmarks/instructions.py --update   # measure and rewrite instructions_baseline.json
+    python -m benchmarks.instructions            # measure, print the table
+    python -m benchmarks.instructions --check    # ... and fail (exit 1) on a case > 3 % over the baseline
+    python -m benchmarks.instructions --update   # measure and rewrite instructions_baseline.json
 
 The baseline records the valgrind and Python versions it was made with; a
 different version is reported and the comparison still made (the interpreter's
@@ -313,7 +313,7 @@ def main(argv=None):
             print(f"\nFAIL: more instructions than the baseline allows (+{THRESHOLD_PCT} %):", file=sys.stderr)
             for f in failures:
                 print(f"  {f}", file=sys.stderr)
-            print("If the change is intended, run `python benchmarks/instructions.py --update` and commit "
+            print("If the change is intended, run `python -m benchmarks.instructions --update` and commit "
                   "the baseline with it.", file=sys.stderr)
             return 1
         print(f"\nOK: no case more than {THRESHOLD_PCT} % over the baseline")

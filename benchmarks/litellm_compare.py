@@ -1,10 +1,10 @@
 """leastload's picks in LiteLLM's Router against LiteLLM's own strategies, on the same replicas.
 
     pip install -e ".[litellm]"
-    python benchmarks/litellm_compare.py                  # the comparison of docs/litellm.md (6-8 min)
-    python benchmarks/litellm_compare.py --calls 400      # a quick look
+    python -m benchmarks.litellm_compare                  # the comparison of docs/litellm.md (about 14 min)
+    python -m benchmarks.litellm_compare --calls 400      # a quick look
 
-Three OpenAI-compatible replicas (tests/llm_replica.py, each its own process
+Three OpenAI-compatible replicas (leastload_testkit/llm_replica.py, each its own process
 on 127.0.0.1): two answer in `--delay` seconds, one `--slow` times slower,
 each generating at most `--slots` calls at once (the others wait in line, as
 on an LLM server whose batch is full). `--concurrency` callers share one
@@ -42,9 +42,7 @@ import time
 import warnings
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list fetched
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-
-from llm_replica import start_replica  # noqa: E402
+from leastload_testkit.llm_replica import start_replica  # noqa: E402  (after the environment above)
 
 BUILT_IN = ("simple-shuffle", "least-busy", "latency-based-routing")
 LEASTLOAD = ("LEASTCONNECTION", "LEASTRESPONSETIME")

@@ -14,9 +14,9 @@ of its process tree over the requests the backends served), p99 latency, and
 the split between the backends. The ratios are nginx+leastload's to nginx
 least_conn's, per round and their medians.
 
-    python benchmarks/nginx_compare.py                   # 3 rounds of 1 s warm-up + 4 s: about 4 minutes
-    python benchmarks/nginx_compare.py --quick           # 1 round of 2 s, 32 connections
-    python benchmarks/nginx_compare.py --rounds 5 --duration 6 --json out.json
+    python -m benchmarks.nginx_compare                   # 3 rounds of 1 s warm-up + 4 s: about 4 minutes
+    python -m benchmarks.nginx_compare --quick           # 1 round of 2 s, 32 connections
+    python -m benchmarks.nginx_compare --rounds 5 --duration 6 --json out.json
 
 Needs Linux, nginx, nginx-dev, wrk and haproxy (installed with apt-get as root
 when missing); the module is built with nginx/build.sh unless --module names one.
@@ -30,8 +30,11 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import proxy_vs_haproxy as pvh  # noqa: E402  (the benchmark beside this one)
+from leastload_testkit.backends import start_backends
+from leastload_testkit.ports import HOST, free_port
+from leastload_testkit.processes import Server
+
+from . import proxy_vs_haproxy as pvh  # the benchmark beside this one
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROXIES = ("leastload-lc", "leastload-lb", "nginx-least_conn", "haproxy")
@@ -91,17 +94,17 @@ def build_module(workdir):
 def start_nginx(name, workers, backends, module, workdir):
     where = os.path.join(workdir, f"{name}-{workers}w")
     os.makedirs(where, exist_ok=True)
-    port = pvh.free_port()
+    port = free_port()
     leastload = name.startswith("leastload")
     conf = NGINX_CONF.format(
-        load_module=f"load_module {module};" if leastload else "", workers=workers, dir=where, host=pvh.HOST,
+        load_module=f"load_module {module};" if leastload else "", workers=workers, dir=where, host=HOST,
         port=port, balancer=BALANCERS[name],
         leastload_shared=f"        leastload_shared bench.{os.getpid()}.{name}.{workers};" if leastload else "",
-        servers="\n".join(f"        server {pvh.HOST}:{p};" for p in backends.values()), keepalive=KEEPALIVE[0])
+        servers="\n".join(f"        server {HOST}:{p};" for p in backends.values()), keepalive=KEEPALIVE[0])
     path = os.path.join(where, "nginx.conf")
     with open(path, "w") as f:
         f.write(conf)
-    server = pvh.Server(f"{name}-{workers}w", ["nginx", "-p", where, "-c", path, "-e", f"{where}/error.log"],
+    server = Server(f"{name}-{workers}w", ["nginx", "-p", where, "-c", path, "-e", f"{where}/error.log"],
                         workdir)
     try:
         server.wait_port(port)
@@ -114,10 +117,10 @@ def start_nginx(name, workers, backends, module, workdir):
 def start(name, workers, backends, module, workdir):
     if name == "haproxy":
         config = os.path.join(workdir, f"haproxy-{workers}t.cfg")
-        port = pvh.free_port()
+        port = free_port()
         with open(config, "w") as f:
             f.write(pvh.haproxy_config(port, workers, backends, "leastconn"))
-        server = pvh.Server(f"haproxy-{workers}t", ["haproxy", "-db", "-f", config], workdir)
+        server = Server(f"haproxy-{workers}t", ["haproxy", "-db", "-f", config], workdir)
         server.wait_port(port)
         return server, port
     return start_nginx(name, workers, backends, module, workdir)
@@ -140,7 +143,7 @@ def run(args, module, workdir):
     servers = []
     rows = []  # one per (workers, connections, proxy, round)
     try:
-        backends = pvh.start_backends([("fast1", 0.002), ("fast2", 0.002), ("slow", 0.060)], 1024, workdir,
+        backends = start_backends([("fast1", 0.002), ("fast2", 0.002), ("slow", 0.060)], 1024, workdir,
                                       servers)
         for workers in args.workers:
             running = {}

@@ -18,7 +18,7 @@ groups:
   connections at 1024 for 15 s; health probes on, a GET every 0.5 s with a
   2 s timeout that must be answered), 15 clients that never read a large
   answer, a request body that stops;
-- backend misbehaviour (tests/rogue_backend.py): bytes after a complete
+- backend misbehaviour (leastload_testkit/rogue_backend.py): bytes after a complete
   answer, a body on 204/304/HEAD, an invalid Content-Length, a pipelined
   `Expect: 100-continue` while an earlier answer streams, 100 Continue for a
   body that will get 413, a chunked body past --max-body, a body sent on
@@ -42,16 +42,15 @@ most 64 MiB written by an endless attack, 8 x 15 MiB by the pipelined POSTs,
 200,000 GETs); every connection it opened is aborted when it ends, and every
 process started is stopped (SIGTERM, then SIGKILL, to its process group).
 
-The tests (tests/proxy/test_proxy_hostile.py) import this module by its path and
-run each attack against the leastload proxy with 1 and with 2 workers, with
+The tests (tests/proxy/test_proxy_hostile.py) import this module and run each attack against the leastload proxy with 1 and with 2 workers, with
 short timeouts (2 s). Run as a script, it runs them against leastload and
 HAProxy 2.6 (`balance leastconn`, `timeout http-request`, `option
 forwardfor`, the same backends; as root it installs haproxy with apt-get when
 missing) and prints a side-by-side table:
 
-    python benchmarks/proxy_attacks.py                    # every attack, both proxies: about 5 minutes
-    python benchmarks/proxy_attacks.py --quick            # 2 s timeouts: about 2 minutes
-    python benchmarks/proxy_attacks.py --only slow --proxies haproxy --workers 2
+    python -m benchmarks.proxy_attacks                    # every attack, both proxies: about 5 minutes
+    python -m benchmarks.proxy_attacks --quick            # 2 s timeouts: about 2 minutes
+    python -m benchmarks.proxy_attacks --only slow --proxies haproxy --workers 2
 
 It is not part of CI. How to read the table: one row per attack; for each
 proxy, what it answered, its processes' RSS idle -> peak (MiB), the share of
@@ -80,24 +79,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple
 
-HERE = Path(__file__).resolve().parent
-ROGUE_SCRIPT = HERE.parent / "tests" / "rogue_backend.py"
+from leastload_testkit.backends import start_backends
+from leastload_testkit.ports import HOST, free_port, free_ports
+from leastload_testkit.processes import Server, get_json, is_alive, process_tree
+from leastload_testkit.rogue_backend import RogueProcess
+from leastload_testkit.waits import wait_until
 
+from . import proxy_vs_haproxy as pvh  # its start_backends, ensure_tools, MAXCONN
 
-def _load(name: str, path: Path) -> Any:
-    """A module by its file path (this file is imported by path from tests/ too)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-pvh = _load("proxy_vs_haproxy", HERE / "proxy_vs_haproxy.py")  # its Server, start_backends, ensure_tools
-
-HOST = "127.0.0.1"
 MiB = 1 << 20
 RSS_BUDGET_MIB = 64          # a proxy process may grow this much over its idle RSS during an attack
 GETS_GOAL = 0.99             # share of the normal GETs answered 200 during an attack
@@ -158,22 +147,6 @@ def rss_mib(pid: int, field: str = "VmRSS") -> Optional[float]:
     return int(value.split()[0]) / 1024 if value else None
 
 
-def is_alive(pid: int) -> bool:
-    state = proc_status(pid).get("State", "")
-    return bool(state) and not state.startswith(("Z", "X"))
-
-
-def process_tree(pid: int) -> List[int]:
-    """pid and all its descendants (the workers of `leastload proxy --workers N`)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        if p not in out and is_alive(p):
-            out.append(p)
-            todo.extend(sorted(pvh._children(p)))
-    return out
-
-
 # The proxy runs through this: RLIMIT_NOFILE set, environment variables set, then exec (the same pid).
 _EXEC = ("import os, resource, sys\n"
          "n = int(sys.argv[1]); args = sys.argv[2:]\n"
@@ -185,26 +158,6 @@ _EXEC = ("import os, resource, sys\n"
 
 def exec_wrapper(nofile: Optional[int], env: Dict[str, str]) -> List[str]:
     return [sys.executable, "-c", _EXEC, str(nofile or 0), *(f"{k}={v}" for k, v in env.items()), "--"]
-
-
-def free_ports(n: int) -> int:
-    """A port p with p .. p + n - 1 all free a moment ago (the admin ports of a supervisor and its workers)."""
-    for _ in range(200):
-        socks = [socket.socket() for _ in range(n)]
-        for s in socks:  # as the proxy binds: a port some closed connection keeps in TIME_WAIT is free
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            socks[0].bind((HOST, 0))
-            base = socks[0].getsockname()[1]
-            for i, s in enumerate(socks[1:], 1):
-                s.bind((HOST, base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {n} adjacent free ports found")
 
 
 def raise_own_fd_limit(needed: int) -> None:
@@ -243,19 +196,6 @@ class Target:
 
     def diagnosis(self) -> str:
         return self.server.diagnosis()
-
-
-def get_json(port: int, path: str, timeout: float = 5.0) -> Any:
-    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        body = response.read()
-        if response.status != 200:
-            raise RuntimeError(f"GET {path} on port {port}: {response.status}")
-        return json.loads(body)
-    finally:
-        conn.close()
 
 
 def leastload_status(admin_ports: List[int]) -> Dict[str, Dict[str, Any]]:
@@ -322,7 +262,7 @@ def start_leastload(backends: Dict[str, int], settings: Settings, workers: int, 
     port is PORT and worker i's PORT + 1 + i: each worker's own status is read)."""
     admin = free_ports(workers + 1 if workers > 1 else 1)
     label = f"leastload-{workers}w" + ("-python" if settings.implementation == "python" else "")
-    server = pvh.Server(label, leastload_command(backends, settings, workers, admin), workdir)
+    server = Server(label, leastload_command(backends, settings, workers, admin), workdir)
     try:
         port = server.wait_listening()[1]
         admin_ports = [admin] if workers == 1 else [admin + 1 + i for i in range(workers)]
@@ -387,14 +327,14 @@ listen admin
 def start_haproxy(backends: Dict[str, int], settings: Settings, threads: int, workdir: str,
                   victim: Any = None) -> Target:
     """HAProxy in the foreground (-db) on a free port; its stats page is the "admin port"."""
-    port, admin = pvh.free_port(), pvh.free_port()
+    port, admin = free_port(), free_port()
     label = f"haproxy-{threads}t"
     sock = os.path.join(workdir, f"{label}-{port}.sock")
     config = os.path.join(workdir, f"{label}-{port}.cfg")
     with open(config, "w") as f:
         f.write(haproxy_config(port, admin, sock, threads, backends, settings))
     cmd = exec_wrapper(settings.nofile, {}) + ["haproxy", "-db", "-f", config]
-    server = pvh.Server(label, cmd, workdir)
+    server = Server(label, cmd, workdir)
     try:
         server.wait_port(port)
         target = Target("haproxy", label, server, port, [admin], settings, threads,
@@ -404,15 +344,6 @@ def start_haproxy(backends: Dict[str, int], settings: Settings, threads: int, wo
         server.stop()
         raise
     return target
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, step: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(step)
 
 
 # ---- what the harness watches: normal GETs, RSS -----------------------------------------------------
@@ -1736,22 +1667,8 @@ def run_attack(a: Attack, target: Target) -> Result:
 # ---- the benchmark: both proxies, one table -------------------------------------------------------------------
 
 
-class Killable:
-    """A pvh.Server seen as a victim backend: .port, .kill() (SIGKILL to its process group)."""
-
-    def __init__(self, server: Any) -> None:
-        self.server, self.port = server, server.wait_listening()[1]
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.server.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.server.proc.wait(timeout=10)
-
-
-def start_rogue(name: str, workdir: str) -> Any:
-    return pvh.Server(name, [sys.executable, str(ROGUE_SCRIPT), "--listen", f"{HOST}:0"], workdir)
+def start_rogue(name: str, workdir: str) -> RogueProcess:
+    return RogueProcess(name=name, workdir=workdir)
 
 
 def bench_one(a: Attack, kind: str, n: int, base: Settings, ports: Dict[str, int], workdir: str) -> Result:
@@ -1761,7 +1678,7 @@ def bench_one(a: Attack, kind: str, n: int, base: Settings, ports: Dict[str, int
     if a.topology == "rogue":
         backends = {"rogue": ports["rogue"]}
     elif a.topology == "victim":
-        victim = Killable(start_rogue("victim", workdir))
+        victim = start_rogue("victim", workdir)
         backends = {"a": ports["a"], "victim": victim.port}
     start = start_leastload if kind == "leastload" else start_haproxy
     try:
@@ -1775,7 +1692,7 @@ def bench_one(a: Attack, kind: str, n: int, base: Settings, ports: Dict[str, int
             target.stop()
     finally:
         if victim is not None:
-            victim.server.stop()
+            victim.stop()
 
 
 def cell(r: Optional[Result]) -> List[str]:
@@ -1834,10 +1751,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     servers: List[Any] = []
     with tempfile.TemporaryDirectory(prefix="proxy-attacks-") as workdir:
         try:
-            ports = pvh.start_backends([("a", 0.0), ("b", 0.0)], 1024, workdir, servers)
+            ports = start_backends([("a", 0.0), ("b", 0.0)], 1024, workdir, servers)
             rogue = start_rogue("rogue", workdir)
             servers.append(rogue)
-            ports["rogue"] = rogue.wait_listening()[1]
+            ports["rogue"] = rogue.port
             for i, a in enumerate(attacks, 1):
                 results = {}
                 for kind in args.proxies:

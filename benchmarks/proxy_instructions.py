@@ -13,8 +13,8 @@ loopback TCP stack are the same work for every proxy and are timed by
 proxy_vs_haproxy.py and proxy_profile.py. The counts repeat to within a
 fraction of a percent.
 
-    python benchmarks/proxy_instructions.py                        # this build and HAProxy
-    python benchmarks/proxy_instructions.py --before OTHER/bin/python   # and another build
+    python -m benchmarks.proxy_instructions                        # this build and HAProxy
+    python -m benchmarks.proxy_instructions --before OTHER/bin/python   # and another build
 
 Needs Linux, valgrind (with callgrind_control) and, for its row, haproxy.
 Not part of CI: a person runs it.
@@ -32,8 +32,9 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import proxy_vs_haproxy as pvh  # noqa: E402 (the same backends, proxies and configs)
+from leastload_testkit.backends import start_backends
+
+from . import proxy_vs_haproxy as pvh  # the same proxies and configs
 
 STARTUP_TIMEOUT = 120.0  # a proxy under valgrind starts 20-50 times slower
 REQUEST_TIMEOUT = 60.0
@@ -145,7 +146,7 @@ def main(argv=None):
         servers = []
         try:
             # fast backends only: the figure is per request, and a slow one only stretches the run
-            backends = pvh.start_backends((("fast1", 0.0), ("fast2", 0.0), ("fast3", 0.0)), 1024, workdir, servers)
+            backends = start_backends((("fast1", 0.0), ("fast2", 0.0), ("fast3", 0.0)), 1024, workdir, servers)
             for kind in kinds:
                 rows[kind] = measure(kind, backends, args, workdir)
                 print(f"{kind:10s} {rows[kind]:10,.0f} instructions a request", flush=True)

@@ -27,9 +27,9 @@ Needs Linux, wrk, perf (linux-perf), py-spy (pip install py-spy) and strace; a p
 whose tool is missing is skipped with a message. Not part of CI (it defines
 no tests; its numbers depend on the machine):
 
-    python benchmarks/proxy_profile.py                    # 256 connections, 10 s runs: about a minute
-    python benchmarks/proxy_profile.py --connections 32 --duration 5 --json out.json
-    python benchmarks/proxy_profile.py --proxy haproxy    # the same split for HAProxy (no Python part)
+    python -m benchmarks.proxy_profile                    # 256 connections, 10 s runs: about a minute
+    python -m benchmarks.proxy_profile --connections 32 --duration 5 --json out.json
+    python -m benchmarks.proxy_profile --proxy haproxy    # the same split for HAProxy (no Python part)
 """
 
 import argparse
@@ -44,8 +44,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import proxy_vs_haproxy as pvh  # noqa: E402  (the shared setup: backends, proxies, wrk)
+from leastload_testkit.backends import start_backends
+
+from . import proxy_vs_haproxy as pvh  # the shared setup: proxies, wrk
 
 # perf's shared objects, by what they are to a request (first match wins)
 DSO_PARTS = (
@@ -220,7 +221,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="leastload-profile-") as workdir:
         servers = []
         try:
-            backends = pvh.start_backends((("fast1", 0.002), ("fast2", 0.002), ("slow", 0.060)), 1024,
+            backends = start_backends((("fast1", 0.002), ("fast2", 0.002), ("slow", 0.060)), 1024,
                                           workdir, servers)
             proxy, port = pvh.start_proxy(args.proxy, 1, backends, args.method, workdir)
             servers.append(proxy)

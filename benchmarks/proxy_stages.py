@@ -20,7 +20,7 @@ on the proxy's real objects from `leastload.proxy`, with the request wrk sends
   connection calls it) and the answer's way back (`ResponseReader.start()`
   then `feed(response)`, which returns the bytes for the client).
 - account: the engine's records and finish for the request (the figure of
-  proxy_vs_haproxy.engine_ns_per_request, the same statement, less the
+  engine_ns_per_request, the same statement, less the
   acquire timed in pick), and the proxy's counters for the answer
   (`Stats.of(name)`, requests, bytes_in, bytes_out, `add_ttfb`, by_class[2]).
 - whole: one request through a started `Proxy` with stand-in transports that
@@ -45,7 +45,7 @@ the caches here, as they are not between a real request's system calls;
 `whole` shares that limit. Figures of different runs on a busy machine move
 by 10 % and more.
 
-    python benchmarks/proxy_stages.py [--method ROUNDROBIN] [--size 1024] [--quick]
+    python -m benchmarks.proxy_stages [--method ROUNDROBIN] [--size 1024] [--quick]
 """
 
 import argparse
@@ -170,11 +170,43 @@ def _whole_path(method, engine, request, response, number, repeat):
     return ns, sent, answered, active
 
 
+# ---- the engine's calls for one request ---------------------------------------------------------
+
+def engine_ns_per_request(method, number, repeat, req_bytes, resp_bytes, packets, engine=None):
+    """ns for the engine calls of one proxied request on a 3-service C VirtualServer (best of
+    repeat), made as the proxy makes them: positional arguments, the request's bytes as sent,
+    the response's (one chunk here, the last: recorded as the exchange ends, with the TCP_INFO
+    segments when they are read), the finish. The segments are read after every answer for a
+    method that picks by packets, after one in PACKETS_EVERY otherwise (that fraction of the
+    difference is charged). engine: another VirtualServer class (the default is
+    leastload.VirtualServer)."""
+    from leastload import VirtualServer
+    from leastload.engine.methods import BY_PACKETS
+    from leastload.proxy._backend import PACKETS_EVERY
+    vs = (engine or VirtualServer)(method, outlier_failures=5)
+    for name in ("fast1", "fast2", "slow"):
+        vs.bind(name)
+
+    def best(stmt):
+        timer = timeit.Timer(stmt, globals={"vs": vs})
+        timer.timeit(number // 10)  # warm up
+        return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
+
+    base = f"t = vs.acquire(); t.record({req_bytes}); t.record({resp_bytes}); t.finish(0.002, 200)"
+    with_packets = base.replace(f"t.record({resp_bytes})", f"t.record({resp_bytes}, {packets})")
+    every = 1 if method in BY_PACKETS else PACKETS_EVERY
+    ns_base, ns_packets = best(base), best(with_packets)
+    stmt = f"{base}, the second record with {packets} packets once in {every}"
+    return ns_base + (ns_packets - ns_base) / every, f"{type(vs).__module__}.{type(vs).__name__}", stmt
+
+
+
+
 def stages_ns_per_request(method, size, number, repeat, engine=None, engine_ns=None):
     """ns per request of each stage (see the module docstring), with what was measured.
 
     engine: the VirtualServer class (default leastload.VirtualServer, the C engine unless
-    LEASTLOAD_IMPLEMENTATION=python); engine_ns: proxy_vs_haproxy.engine_ns_per_request's
+    LEASTLOAD_IMPLEMENTATION=python); engine_ns: engine_ns_per_request's
     figure when the caller has it (else it is timed here with the same engine)."""
     import leastload
     import leastload.proxy
@@ -220,10 +252,6 @@ def stages_ns_per_request(method, size, number, repeat, engine=None, engine_ns=N
 
     # account: the engine's records and finish, the counters
     if engine_ns is None:
-        here = os.path.dirname(os.path.abspath(__file__))
-        if here not in sys.path:
-            sys.path.insert(0, here)
-        from proxy_vs_haproxy import engine_ns_per_request
         engine_ns = engine_ns_per_request(method, number, repeat, len(payload), len(response), packets=4,
                                           engine=engine)[0]
     counters = _stats.Stats(NAMES)

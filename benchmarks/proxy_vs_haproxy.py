@@ -48,12 +48,12 @@ measured run, and the script records:
 How to run it (needs Linux, wrk and haproxy; as root it installs both with
 apt-get when missing):
 
-    python benchmarks/proxy_vs_haproxy.py                # 2 x 4 runs of 2 s warm-up + 10 s: about 2-3 minutes
-    python benchmarks/proxy_vs_haproxy.py --quick        # 2 s runs, 32 connections only: about 30 s
-    python benchmarks/proxy_vs_haproxy.py --json out.json --method ROUNDROBIN
-    python benchmarks/proxy_vs_haproxy.py --proxies leastload-1 --before OTHER/bin/python --rounds 6
-    python benchmarks/proxy_vs_haproxy.py --pin --proxies leastload-1,haproxy-1 --rounds 3
-    python benchmarks/proxy_vs_haproxy.py --slices 5 --rounds 3   # each pair in 2 s turns
+    python -m benchmarks.proxy_vs_haproxy                # 2 x 4 runs of 2 s warm-up + 10 s: about 2-3 minutes
+    python -m benchmarks.proxy_vs_haproxy --quick        # 2 s runs, 32 connections only: about 30 s
+    python -m benchmarks.proxy_vs_haproxy --json out.json --method ROUNDROBIN
+    python -m benchmarks.proxy_vs_haproxy --proxies leastload-1 --before OTHER/bin/python --rounds 6
+    python -m benchmarks.proxy_vs_haproxy --pin --proxies leastload-1,haproxy-1 --rounds 3
+    python -m benchmarks.proxy_vs_haproxy --slices 5 --rounds 3   # each pair in 2 s turns
 
 With --pin the proxy runs on a core of its own (the last CPU; every worker or
 thread on it) and wrk and the backends on the others. Its CPU a request is
@@ -137,19 +137,19 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import timeit
-from collections import deque
 
-HOST = "127.0.0.1"
+from leastload_testkit.backends import backend_stats, start_backends
+from leastload_testkit.ports import HOST, free_port
+from leastload_testkit.processes import Server, children, stat_fields
+
+from .proxy_stages import describe, engine_ns_per_request, stage_table, stages_ns_per_request
+
 START_TIMEOUT = 30.0   # seconds for a server to say it is ready
-STOP_TIMEOUT = 5.0     # seconds for a server to exit after SIGTERM, then SIGKILL
 HTTP_TIMEOUT = 5.0     # one GET /__stats
 INSTALL_TIMEOUT = 600  # apt-get update, apt-get install
 PROXY_KINDS = ("leastload", "private", "haproxy", "before")  # before: another build of leastload (--before); private: --private-engines
@@ -205,142 +205,7 @@ def ensure_leastload_proxy():
         sys.exit(2)
 
 
-# ---- processes -----------------------------------------------------------------------------
-
-class Server:
-    """A server process in its own process group (so its workers stop with it).
-
-    A thread reads its stdout (keeping the last lines and the address of the
-    first `listening on HOST:PORT` line); its stderr goes to a file, shown
-    when it fails.
-    """
-
-    def __init__(self, name, cmd, workdir):
-        self.name, self.cmd = name, cmd
-        self.stderr_path = os.path.join(workdir, f"{name}.stderr")
-        self.lines = deque(maxlen=50)
-        self.address = None
-        self.cond = threading.Condition()
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                                         start_new_session=True)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def _read(self):
-        for raw in self.proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip()
-            m = re.search(r"listening on (\S+):(\d+)", line)
-            with self.cond:
-                self.lines.append(line)
-                if m and self.address is None:
-                    self.address = (m[1], int(m[2]))
-                self.cond.notify_all()
-        with self.cond:
-            self.cond.notify_all()
-
-    def wait_listening(self, timeout=START_TIMEOUT):
-        """(host, port) from the first `listening on HOST:PORT` line; RuntimeError otherwise."""
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while self.address is None and self.proc.poll() is None and time.monotonic() < deadline:
-                self.cond.wait(min(deadline - time.monotonic(), 0.2))
-            if self.address is not None:
-                return self.address
-        what = "exited before it said" if self.proc.poll() is not None else f"did not say in {timeout:.0f} s"
-        raise RuntimeError(f"{self.name} {what} `listening on`\n{self.diagnosis()}")
-
-    def wait_port(self, port, timeout=START_TIMEOUT):
-        """Waits until HOST:port accepts a connection (for servers that print nothing)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                with socket.create_connection((HOST, port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        what = "exited before accepting" if self.proc.poll() is not None else f"did not accept in {timeout:.0f} s"
-        raise RuntimeError(f"{self.name} {what} connections on {HOST}:{port}\n{self.diagnosis()}")
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def diagnosis(self):
-        """Exit status and the tail of its output, for an error message."""
-        code = self.proc.poll()
-        state = "running" if code is None else f"exited with {code}"
-        with self.cond:
-            out = "\n".join(self.lines)
-        try:
-            with open(self.stderr_path, "rb") as f:
-                f.seek(max(0, os.path.getsize(self.stderr_path) - 3000))
-                err = f.read().decode("utf-8", "replace")
-        except OSError:
-            err = ""
-        return f"  {self.name} ({' '.join(self.cmd)}): {state}\n  stdout: {out[-2000:]}\n  stderr: {err}"
-
-    def stop(self):
-        """SIGTERM to the process group, SIGKILL after STOP_TIMEOUT; bounded."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                continue
-            if sig == signal.SIGTERM:
-                try:  # workers left behind by a parent that exited
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            break
-        self.reader.join(timeout=2)
-        if self.proc.stdout:
-            self.proc.stdout.close()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
 # ---- /proc CPU time --------------------------------------------------------------------------
-
-def _stat_fields(pid):
-    """The fields of /proc/PID/stat after the command name (index 0 is the state)."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        text = f.read().decode("ascii", "replace")
-    return text[text.rindex(")") + 2:].split()
-
-
-def _children(pid):
-    """PIDs whose parent is pid (all of the process's threads' children)."""
-    kids = set()
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids.update(int(k) for k in f.read().split())
-        return kids
-    except OSError:
-        pass
-    for entry in os.listdir("/proc"):  # kernels without the children file
-        if entry.isdigit():
-            try:
-                if int(_stat_fields(entry)[1]) == pid:
-                    kids.add(int(entry))
-            except (OSError, ValueError, IndexError):
-                continue
-    return kids
-
 
 # ---- --pin: the proxy on a core of its own ------------------------------------------------------
 
@@ -356,7 +221,7 @@ def pin_sets(cpus):
 
 def pin_tree(pid, cpus):
     """Every thread of pid and of its children onto cpus (a thread's mask is its own)."""
-    for p in [pid, *sorted(_children(pid))]:
+    for p in [pid, *sorted(children(pid))]:
         try:
             tids = [int(t) for t in os.listdir(f"/proc/{p}/task")]
         except OSError:
@@ -387,13 +252,13 @@ def process_tree_cpu_split(pid):
             continue
         seen.add(p)
         try:
-            f = _stat_fields(p)
+            f = stat_fields(p)
         except OSError:
             continue  # exited meanwhile
         # utime, stime, cutime, cstime are fields 14-17 of stat: 11-14 here
         user += int(f[11]) + int(f[13])
         system += int(f[12]) + int(f[14])
-        todo.extend(_children(p))
+        todo.extend(children(p))
     return user / CLK_TCK, system / CLK_TCK
 
 
@@ -421,19 +286,6 @@ def sleeps(pids):
 
 # ---- backends --------------------------------------------------------------------------------
 
-def backend_stats(port):
-    conn = http.client.HTTPConnection(HOST, port, timeout=HTTP_TIMEOUT)
-    try:
-        conn.request("GET", "/__stats")
-        resp = conn.getresponse()
-        body = resp.read()
-        if resp.status != 200:
-            raise RuntimeError(f"GET /__stats on port {port}: {resp.status}")
-        return json.loads(body)
-    finally:
-        conn.close()
-
-
 def all_stats(backends):
     return {name: backend_stats(port) for name, port in backends.items()}
 
@@ -444,18 +296,6 @@ def split(before, after):
     total = sum(served.values())
     percent = {name: (100.0 * n / total if total else 0.0) for name, n in served.items()}
     return served, percent
-
-
-def start_backends(specs, size, workdir, servers):
-    """One process per backend; returns {name: port}. Started servers are appended to servers."""
-    ports = {}
-    for name, delay in specs:
-        cmd = [sys.executable, "-m", "leastload.cli.backends", "--listen", f"{HOST}:0",
-               "--delay", repr(delay), "--size", str(size)]
-        server = Server(f"backend-{name}", cmd, workdir)
-        servers.append(server)
-        ports[name] = server.wait_listening()[1]
-    return ports
 
 
 # ---- the proxies ------------------------------------------------------------------------------
@@ -733,34 +573,6 @@ def failed_row(label, kind, n, connections, problem):
 
 # ---- the engine's share ---------------------------------------------------------------------------
 
-def engine_ns_per_request(method, number, repeat, req_bytes, resp_bytes, packets, engine=None):
-    """ns for the engine calls of one proxied request on a 3-service C VirtualServer (best of
-    repeat), made as the proxy makes them: positional arguments, the request's bytes as sent,
-    the response's (one chunk here, the last: recorded as the exchange ends, with the TCP_INFO
-    segments when they are read), the finish. The segments are read after every answer for a
-    method that picks by packets, after one in PACKETS_EVERY otherwise (that fraction of the
-    difference is charged). engine: another VirtualServer class (the default is
-    leastload.VirtualServer)."""
-    from leastload import VirtualServer
-    from leastload.engine.methods import BY_PACKETS
-    from leastload.proxy._backend import PACKETS_EVERY
-    vs = (engine or VirtualServer)(method, outlier_failures=5)
-    for name in ("fast1", "fast2", "slow"):
-        vs.bind(name)
-
-    def best(stmt):
-        timer = timeit.Timer(stmt, globals={"vs": vs})
-        timer.timeit(number // 10)  # warm up
-        return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
-
-    base = f"t = vs.acquire(); t.record({req_bytes}); t.record({resp_bytes}); t.finish(0.002, 200)"
-    with_packets = base.replace(f"t.record({resp_bytes})", f"t.record({resp_bytes}, {packets})")
-    every = 1 if method in BY_PACKETS else PACKETS_EVERY
-    ns_base, ns_packets = best(base), best(with_packets)
-    stmt = f"{base}, the second record with {packets} packets once in {every}"
-    return ns_base + (ns_packets - ns_base) / every, f"{type(vs).__module__}.{type(vs).__name__}", stmt
-
-
 # ---- output ----------------------------------------------------------------------------------------
 
 def fmt_ms(ms):
@@ -994,10 +806,6 @@ def measure_engine(args):
 def measure_stages(args, engine):
     """The leastload proxy's own work per request by stage (benchmarks/proxy_stages.py), timed
     before any server starts, with the engine's figure of measure_engine."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:  # this file may be loaded by its path (proxy_attacks.py)
-        sys.path.insert(0, here)
-    from proxy_stages import stages_ns_per_request
     number, repeat = (5_000, 5) if args.quick else (20_000, 7)
     return stages_ns_per_request(args.method, args.size, number, repeat, engine_ns=engine["ns_per_request"])
 
@@ -1062,7 +870,6 @@ def print_report(args, specs, rows, engine, pairs, share, stages=None):
               f"connections, {share['proxy_cpu_us_per_request']:.1f} us): {share['percent']:.2f} % "
               f"(goal < {SHARE_GOAL_PERCENT:g} %: {verdict})")
     if stages:
-        from proxy_stages import describe, stage_table  # (measure_stages put its folder on sys.path)
         measured = (f"% of the 1-worker proxy's measured CPU per request at {share['connections']} connections"
                     if share else "no leastload-1w row measured: no % column")
         print(f"\nthe leastload proxy's CPU per request by stage (benchmarks/proxy_stages.py: in-process, "

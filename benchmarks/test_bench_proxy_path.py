@@ -12,7 +12,7 @@ benchmarks/proxy_vs_haproxy.py measures the whole proxy on real sockets.
 """
 
 import pytest
-from proxy_stages import started_proxy  # the stage table's whole path starts its proxy the same way
+from benchmarks.proxy_stages import started_proxy  # the stage table's whole path starts its proxy the same way
 
 REQUEST = b"GET /item?id=7 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
 RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: text/plain\r\n\r\n" + b"x" * 1024)
@@ -62,7 +62,7 @@ def test_stages_of_one_request(impl):
     pytest.importorskip("httptools", reason="the proxy needs httptools (pip install leastload[proxy])")
     import math
 
-    from proxy_stages import STAGES, stages_ns_per_request
+    from benchmarks.proxy_stages import STAGES, stages_ns_per_request
 
     stages = stages_ns_per_request("LEASTCONNECTION", 1024, number=200, repeat=2, engine=impl.VirtualServer)
     # Timed directly: positive. Differences of two timings ("account", "engine_records_and_finish",

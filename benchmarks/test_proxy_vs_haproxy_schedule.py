@@ -4,7 +4,7 @@ import math
 import os
 import time
 
-from proxy_vs_haproxy import (QUANTILE_STEPS, groups_of, merged_percentile, paired, parse_wrk, pin_sets,
+from benchmarks.proxy_vs_haproxy import (QUANTILE_STEPS, groups_of, merged_percentile, paired, parse_wrk, pin_sets,
                               print_cpu_split, ratios, schedule, sleeps, turn_interval)
 
 

@@ -93,7 +93,7 @@ ll_vserver *ll_fixed_create(void *mem, size_t size, ll_method method, int64_t se
     memset(mem, 0, need);
     ll_vserver *vs = mem;
     ll_init_fields(vs, method, sec);
-    vs->fixed = 1;
+    vs->fixed = need;
     vs->capacity = capacity;
     vs->ledger_rows = ledger_rows;
     ll_fixed_rebase(vs);

@@ -113,9 +113,12 @@ struct ll_vserver {
     /* A vserver laid out in memory it does not own (ll_fixed.c): its arrays
      * follow the struct at offsets fixed by its capacity, nothing is ever
      * reallocated, and its pointers hold for the address `self` they were
-     * laid out at (ll_fixed_rebase lays them out again for another mapping). */
+     * laid out at (ll_fixed_rebase lays them out again for another mapping).
+     * `fixed` is its size in bytes (ll_fixed_size), 0 for a vserver on the heap:
+     * ll_memory_bytes reads it, so that ll_vserver.c calls nothing of ll_fixed.c,
+     * which builds on it. */
     void *self;
-    uint8_t fixed;
+    size_t fixed;
     /* Shared vservers (ll_shared.c): the open transactions of each attached
      * process, per slot ([ledger_rows][capacity]; NULL: none kept), and the
      * row of the process that holds the lock. Per bound slot, the rows sum

@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ll_fixed.h"
 #include "ll_hash.h"
 #include "ll_path.h"
 
@@ -256,7 +255,7 @@ int ll_reserve(ll_vserver *vs, uint32_t slots)
 size_t ll_memory_bytes(const ll_vserver *vs)
 {
     if (vs->fixed)
-        return ll_fixed_size(vs->capacity, vs->ledger_rows);
+        return vs->fixed;
     size_t per_slot = sizeof(ll_svc) + 2 * sizeof(uint64_t) * (1 + (size_t)vs->window) + sizeof(uint32_t);
     size_t per_leaf = 2 * sizeof(uint64_t) + 2 * sizeof(uint32_t);  /* ll_tree's cell and arg */
     for (int c = 0; c < LL_COL_COUNT; c++)

@@ -2,8 +2,8 @@
 backend processes. The engines (`impl`, `c_impl`, `ref_impl`) come from the
 repository's conftest.py, shared with the benchmarks. Tests are in folders by
 layer (engine, hashing, net, proxy, integrations, sim, config, cli, package);
-the helpers they share (servers.py, keyed_backends.py, rogue_backend.py, data/)
-stay here.
+their in-process helpers (servers.py, keyed_backends.py, data/) stay here; what they
+share with the benchmarks (ports, waits, processes, backends) is leastload_testkit.
 """
 import importlib
 import os
@@ -74,8 +74,8 @@ def http1(request):
 
 @pytest.fixture
 def backend_procs():
-    """start(n) -> n more `leastload backends` processes (tests/servers.py); all stopped after the test."""
-    from servers import start_backend
+    """start(n) -> n more `leastload backends` processes (leastload_testkit.backends); all stopped after the test."""
+    from leastload_testkit.backends import start_backend
 
     started = []
 

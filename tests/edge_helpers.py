@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 
-from servers import first_line
+from leastload_testkit.waits import first_line
 
 
 class ProxyProcess:

@@ -3,7 +3,7 @@ answer with bodies of their own sizes (so a response tells which one served it),
 a twin vserver that says where a key should go (a hash pick depends on the key and
 the eligible services only)."""
 
-from servers import start_backend
+from leastload_testkit.backends import start_backend
 
 SIZES = (100, 101, 102)
 NAMES = ("b0", "b1", "b2")

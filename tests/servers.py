@@ -1,9 +1,8 @@
-"""Real backend processes for the end-to-end tests (127.0.0.1 only).
+"""In-process helpers of the end-to-end tests (127.0.0.1 only); the harness they share with
+the benchmarks (ports, waits, backend processes) is leastload_testkit.
 
-`start_backend(delay, size)` runs `python -m leastload.cli.backends` in a child
-process on a free port and returns a handle with `.port`, `.stats()` (what it
-served, read over HTTP), `.kill()` (SIGKILL: its connections are reset) and
-`.stop()`. The process is always reaped; every wait is bounded.
+`run_loop(coro, timeout)` runs a test's event loop, bounded, and fails the test on
+any error the loop reports.
 
 `tcp_pair()` connects two sockets over 127.0.0.1 in the test's own process,
 and `exchange_over(near, far, size)` passes a small request and a `size`-byte
@@ -16,121 +15,9 @@ that has to behave one way on cue: "echo" answers with the request's head,
 
 import asyncio
 import io
-import json
-import os
-import selectors
-import signal
 import socket
 import struct
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
-
-START_TIMEOUT = 20.0
-
-
-def first_line(stream, timeout):
-    """The first line a child process writes to `stream` (stripped), waiting at most `timeout` s."""
-    with selectors.DefaultSelector() as sel:
-        sel.register(stream, selectors.EVENT_READ)
-        if not sel.select(timeout):
-            return f"<no output within {timeout:.0f} s>"
-        return stream.readline().strip()
-
-
-class BackendProcess:
-    def __init__(self, delay=0.0, size=1024, port=0, args=()):
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "leastload.cli.backends", "--listen", f"127.0.0.1:{port}",
-             "--delay", str(delay), "--size", str(size), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        line = first_line(self.proc.stdout, START_TIMEOUT)
-        if not line.startswith("listening on 127.0.0.1:"):
-            self.stop()
-            raise RuntimeError(f"backend did not start: {line!r} {self.proc.stderr.read()!r}")
-        self.port = int(line.rsplit(":", 1)[1])
-
-    @property
-    def address(self):
-        return f"127.0.0.1:{self.port}"
-
-    def stats(self):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/__stats", timeout=5) as r:
-            return json.loads(r.read())
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
-def start_backend(delay=0.0, size=1024, port=0, args=()):
-    """`args`: more flags of `leastload backends` (--report-load U, say)."""
-    return BackendProcess(delay, size, port, args)
-
-
-def free_port():
-    """A port that was free a moment ago (for a backend started later)."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_ports(n):
-    """A port p with p .. p + n - 1 all free a moment ago (the admin ports of a supervisor and
-    its workers)."""
-    import contextlib
-    import socket
-    for _ in range(100):
-        with contextlib.ExitStack() as stack:
-            first = stack.enter_context(socket.socket())
-            first.bind(("127.0.0.1", 0))
-            port = first.getsockname()[1]
-            try:
-                for k in range(1, n):
-                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port + k))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no {n} adjacent free ports found")
-
-
-
-
-def wait_until(predicate, timeout, step=0.02):
-    """Polls predicate() until true or timeout seconds passed; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(step)
-
-
-async def wait_until_async(predicate, timeout, step=0.02):
-    """wait_until() inside an event loop: the loop runs while it waits."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        await asyncio.sleep(step)
-
 
 CLEANUP_TIMEOUT = 10.0  # what the tasks left at the end get to finish once cancelled
 

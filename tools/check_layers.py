@@ -23,8 +23,8 @@ ROOT = "(root)"  # the package's __init__
 # Bottom first. Units of one layer do not import each other.
 LAYERS: List[Tuple[str, ...]] = [
     ("_version", "hashing", "cmdline"),  # import nothing of leastload
-    ("engine",),                         # one vserver: the C binding, the reference engine, the policy
-    ("reference",),                      # the reference VirtualServer: the policy over engine.oracle
+    ("engine",),                         # one vserver: the C binding and its twin, the reference; the policy
+    ("reference",),                      # leastload.reference, the reference's public name (engine.reference)
     ("_implementation",),                # which engine `import leastload` gives
     ("net", "config"),                   # take the engine as an argument (default: _implementation's)
     ("integrations", "proxy", "sim"),    # the engine's applications, side by side

@@ -14,7 +14,7 @@ _choice = _os.environ.get("LEASTLOAD_IMPLEMENTATION", "c").strip().lower() or "c
 if TYPE_CHECKING:  # type checkers see the default, the C engine (the reference has the same signatures)
     from .engine.native import ManualClock, Transaction, VirtualServer
 elif _choice == "python":
-    from .reference import ManualClock, Transaction, VirtualServer
+    from .engine.reference import ManualClock, Transaction, VirtualServer
 elif _choice == "c":
     try:
         from .engine.native import ManualClock, Transaction, VirtualServer

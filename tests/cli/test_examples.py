@@ -5,7 +5,7 @@ import pathlib
 import subprocess
 import sys
 
-from servers import start_backend
+from leastload_testkit.backends import start_backend
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 

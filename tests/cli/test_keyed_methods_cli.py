@@ -6,7 +6,9 @@ import subprocess
 import sys
 import urllib.request
 
-from servers import first_line, start_backend
+from leastload_testkit.backends import start_backend
+from leastload_testkit.processes import stop_child
+from leastload_testkit.waits import first_line
 
 
 def run(*args, cwd):
@@ -72,12 +74,7 @@ def test_proxy_workers_share_the_url_mapping(tmp_path):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
                 seen.setdefault(path[:3], set()).add(len(r.read()))
     finally:
-        proxy.terminate()
-        try:
-            _, err = proxy.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
-            _, err = proxy.communicate()
+        _, err = stop_child(proxy)
         for p in procs:
             p.stop()
     assert proxy.returncode == 0, err

@@ -19,7 +19,9 @@ from rich.console import Console  # noqa: E402
 
 from leastload.cli import top  # noqa: E402
 from leastload.cli.top_model import ExpositionError, Snapshot, rate, read_samples, views, workers_line  # noqa: E402
-from servers import first_line, free_ports, start_backend  # noqa: E402
+from leastload_testkit.backends import start_backend  # noqa: E402
+from leastload_testkit.ports import free_ports  # noqa: E402
+from leastload_testkit.waits import first_line  # noqa: E402
 
 # one vserver, two services, as one process's /metrics gives them (a few families)
 ONE = """\

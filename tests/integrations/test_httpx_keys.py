@@ -16,7 +16,7 @@ httpx = pytest.importorskip("httpx")
 
 from leastload.integrations.httpx import MissingKey, Transport  # noqa: E402
 from keyed_backends import NAMES, SIZES, expected, specs, start_backends, stop_backends, twin  # noqa: E402
-from servers import free_port  # noqa: E402
+from leastload_testkit.ports import free_port  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """leastload.integrations.litellm.Strategy in LiteLLM's real Router, against real replicas.
 
-The replicas are tests/llm_replica.py processes on 127.0.0.1 (OpenAI-compatible
+The replicas are leastload_testkit/llm_replica.py processes on 127.0.0.1 (OpenAI-compatible
 chat completions, streamed or not, with set delays, token counts and error
 rates), started once for the module and set per test; what they served is
 read from their own counters. Every test ends by checking that no pick's
@@ -24,7 +24,7 @@ litellm = pytest.importorskip("litellm", reason="LiteLLM is not installed here (
 from litellm import Router  # noqa: E402
 
 from leastload.integrations.litellm import STAMP, Strategy, segment_name  # noqa: E402
-from llm_replica import start_replica  # noqa: E402
+from leastload_testkit.llm_replica import start_replica  # noqa: E402
 
 GROUP = "replicas"
 MESSAGES = [{"role": "user", "content": "one two three four"}]  # 4 prompt tokens, as the replica counts
@@ -389,15 +389,8 @@ def test_the_pick_rides_in_the_request_metadata(reps, strategies):
 # ---- the comparison's script, in miniature (so that it cannot rot) ---------------------------------
 
 def test_the_comparison_benchmark_runs(capsys):
-    import importlib.util
-    import pathlib
+    from benchmarks import litellm_compare as compare
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "litellm_compare.py"
-    if not path.is_file():
-        pytest.skip(f"no {path}: not run from the source tree")
-    spec = importlib.util.spec_from_file_location("litellm_compare", path)
-    compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compare)
     compare.main(["--calls", "12", "--rounds", "2", "--concurrency", "4", "--delay", "0.02", "--picks", "5",
                   "--strategies", "least-busy,LEASTRESPONSETIME"])
     from leastload.integrations.litellm import OUTCOMES

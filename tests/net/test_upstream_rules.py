@@ -19,7 +19,9 @@ from leastload.net import upstream  # noqa: E402
 from leastload.integrations.httpx import Transport  # noqa: E402
 from leastload.proxy import Proxy  # noqa: E402
 from leastload.net.upstream import IDEMPOTENT, Outcome, Verdict, after_attempt  # noqa: E402
-from servers import RawServer, free_port, run_loop, start_backend  # noqa: E402  (RawServer: a resetting backend)
+from leastload_testkit.backends import start_backend
+from leastload_testkit.ports import free_port
+from servers import RawServer, run_loop  # noqa: E402  (RawServer: a resetting backend)
 
 # ---- the rule itself ---------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # servers.py
 sys.path.insert(0, os.path.dirname(__file__))  # nginxrun.py
 
 from nginxrun import Nginx, module_path  # noqa: E402
-from servers import start_backend  # noqa: E402
+from leastload_testkit.backends import start_backend  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,8 @@ import subprocess
 import tempfile
 import time
 
-from servers import free_port, wait_until
+from leastload_testkit.ports import free_port
+from leastload_testkit.waits import wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 START_TIMEOUT = 15.0

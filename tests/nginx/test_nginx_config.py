@@ -122,7 +122,7 @@ def test_a_full_segment_refuses_the_reload_and_the_old_configuration_goes_on(ngi
     why and keeps serving with the configuration it had."""
     import signal
     import time
-    from servers import wait_until
+    from leastload_testkit.waits import wait_until
     bs = backends(3)
     shared = unique("t.full")
     lines = ("leastload LEASTCONNECTION", f"leastload_shared {shared} capacity=2")

@@ -7,7 +7,7 @@ import concurrent.futures
 import pytest
 
 from nginxrun import attach, unique, upstream_block
-from servers import wait_until
+from leastload_testkit.waits import wait_until
 
 
 def names_of(bs):

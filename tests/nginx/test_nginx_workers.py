@@ -9,7 +9,7 @@ import threading
 import time
 
 from nginxrun import attach, unique, upstream_block
-from servers import wait_until
+from leastload_testkit.waits import wait_until
 
 LOAD_SECONDS = 6.0
 LOAD_THREADS = 6

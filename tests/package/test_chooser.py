@@ -29,7 +29,7 @@ def run(code, value):
 @pytest.mark.parametrize("value, expected", [
     (None, "c leastload.engine.native"),
     ("c", "c leastload.engine.native"),
-    ("python", "python leastload.reference"),
+    ("python", "python leastload.engine.reference"),  # the twin of engine.native (public name: leastload.reference)
 ])
 def test_the_variable_picks_the_engine(value, expected):
     done = run(PROBE, value)
@@ -47,7 +47,7 @@ def test_a_missing_c_engine_fails_loudly(value):
 def test_the_reference_needs_no_c_engine():
     done = run(BLOCK_ENGINE + PROBE, "python")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "python leastload.reference"
+    assert done.stdout.strip() == "python leastload.engine.reference"
 
 
 def test_an_unknown_value_is_refused():

@@ -90,3 +90,13 @@ def test_leastload_has_no_import_cycle():
         pytest.skip(f"no source tree at {SRC}")
     result = check(SRC)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("package", ["benchmarks", "leastload_testkit"])
+def test_no_cycle_in_the_benchmarks_or_the_harness(package):
+    """The benchmarks and the harness they share with the tests import each other one way
+    (issue 48: proxy_vs_haproxy and proxy_stages imported each other)."""
+    if not (ROOT / package / "__init__.py").is_file():
+        pytest.skip(f"no {package}/ beside the tests")
+    done = check(ROOT / package)
+    assert done.returncode == 0, done.stdout + done.stderr

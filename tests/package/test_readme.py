@@ -30,3 +30,20 @@ def test_the_docs_home_page_links_every_page_of_the_site():
     index = (docs / "index.md").read_text(encoding="utf-8")
     pages = sorted(p.name for p in docs.glob("*.md") if p.name != "index.md")
     assert [p for p in pages if f"({p})" not in index and f"({p}#" not in index] == []
+
+
+def test_every_python_block_of_the_docs_home_page_runs():
+    """docs/index.md's blocks (the engine, then a handle with `exclude=tried`) run as written,
+    in order, in one namespace."""
+    index = README.parent / "docs" / "index.md"
+    if not index.exists():
+        pytest.skip("the docs are not beside the tests")
+    blocks = BLOCK.findall(index.read_text(encoding="utf-8"))
+    assert len(blocks) >= 2
+    namespace = {"__name__": "docs_index"}
+    for i, block in enumerate(blocks):
+        try:
+            exec(compile(block, f"docs/index.md python block {i + 1}", "exec"), namespace)
+        except Exception as exc:
+            pytest.fail(f"docs/index.md python block {i + 1} raised {type(exc).__name__}: {exc}")
+    assert namespace["vs"].active("S1") + namespace["vs"].active("S2") == 0  # every transaction ended

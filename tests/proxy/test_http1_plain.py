@@ -10,11 +10,16 @@ mutated (a byte changed, inserted or dropped), so the examples straddle the
 form's edge: the near misses must fall back and still agree.
 """
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 TOKEN = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# LEASTLOAD_HYPOTHESIS_EXAMPLES lowers the examples of each test (the quick loop's and CI's
+# later stages: 150); unset, they take the numbers below
+EXAMPLES = int(os.environ.get("LEASTLOAD_HYPOTHESIS_EXAMPLES", "600"))
 VISIBLE = bytes(range(0x21, 0x7F))
 METHODS = [b"GET", b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"PATCH", b"TRACE", b"get"]
 NAMES = [b"Accept", b"User-Agent", b"X-Request-Id", b"Cookie", b"content-length", b"Connection",
@@ -82,7 +87,7 @@ def _read_request(http1, pieces):
     return reader, event
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=min(600, EXAMPLES), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(head=request_heads())
 def test_a_request_head_reads_the_same_with_and_without_llhttp(http1, head):
     whole, whole_event = _read_request(http1, [head])
@@ -100,7 +105,7 @@ def test_a_request_head_reads_the_same_with_and_without_llhttp(http1, head):
     assert whole_event == http1.COMPLETE and whole.head.raw == head[:end + 4]  # (what follows: the next request's)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=min(400, EXAMPLES), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=st.lists(st.tuples(st.one_of(st.just(b""), st.integers(1, 4).map(lambda n: b"X-A: " + b"v" * n)),
                                 st.sampled_from([b"\r\n", b"\r\n", b"\n", b"\r", b"\r\n\r", b"\n\r\n", b"\r\r\n"])),
                       max_size=3))
@@ -193,7 +198,7 @@ def _read_response(http1, pieces):
     return reader, result + (reader.header(b"content-type"), reader.header(b"x-request-id"), reader.load_report())
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=min(600, EXAMPLES), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=responses())
 def test_a_response_reads_the_same_with_and_without_llhttp(http1, data):
     whole, whole_result = _read_response(http1, [data])

@@ -19,7 +19,11 @@ import httpx
 import pytest
 
 from leastload.proxy import Proxy
-from servers import first_line, free_port, free_ports, run_loop, start_backend
+from leastload_testkit.backends import start_backend
+from leastload_testkit.ports import free_port, free_ports
+from leastload_testkit.processes import stop_child
+from leastload_testkit.waits import first_line
+from servers import run_loop
 
 RUN_TIMEOUT = 90.0  # no test's event loop runs longer than this
 
@@ -225,16 +229,16 @@ def test_a_killed_backend_loses_no_get_and_gets_nothing_once_out(backends, C, ca
                         out_at["requests"] = proxy.stats.backends["c"].requests
                     await asyncio.sleep(0.005)
             kill_task = asyncio.ensure_future(killer())
-            outcome = await load(url_of(proxy), 3000, 16)
+            outcome = await load(url_of(proxy), 1500, 16)  # c killed at its 300th: ~600 GETs in, ~900 after
             await asyncio.wait_for(kill_task, 10)
             await settle(proxy)
             assert_nothing_active(proxy)
             return outcome, out_at, proxy.stats.backends["c"].as_dict(), proxy.vserver.outlier_events
     outcome, out_at, c_stats, events = run(main())
-    assert sum(outcome.values()) == 3000
+    assert sum(outcome.values()) == 1500
     # GETs cut off by the kill before any answer byte are retried elsewhere; only one whose
     # answer was already on its way could be lost
-    assert outcome[200] >= 0.99 * 3000, outcome
+    assert outcome[200] >= 0.99 * 1500, outcome
     assert c_stats["requests"] == out_at["requests"], (c_stats, out_at)  # nothing after it was out
     assert c_stats["failures"] >= 1, c_stats
     messages = [r.getMessage() for r in caplog.records]
@@ -551,14 +555,7 @@ def start_cli(*args):
     return proc, int(line.rsplit(":", 1)[1])
 
 
-def stop_cli(proc):
-    proc.terminate()
-    try:
-        _, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-    return proc.returncode, err
+stop_cli = stop_child  # (exit status, stderr)
 
 
 def get_json(url):

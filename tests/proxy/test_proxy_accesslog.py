@@ -19,7 +19,8 @@ import pytest
 
 from leastload.proxy import AccessLog, Proxy
 from leastload.proxy._accesslog import _quote
-from servers import first_line, run_loop, wait_until
+from leastload_testkit.waits import first_line, wait_until
+from servers import run_loop
 
 COMBINED = re.compile(
     r'(?P<client>\S+) - - \[(?P<time>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\] "(?P<request>(?:[^"\\]|\\.)*)" '

@@ -21,7 +21,10 @@ from leastload.config import ConfigError
 from leastload.proxy._config import DEFAULT_PROBE, plan
 from leastload.proxy._gateway import Gateway
 from leastload.config import parse
-from servers import first_line, free_port, run_loop, wait_until
+from leastload_testkit.ports import free_port
+from leastload_testkit.processes import stop_child
+from leastload_testkit.waits import first_line, wait_until
+from servers import run_loop
 
 
 def two_vservers(procs, web_port, api_port, *, web=("s1", "s2", "s3"), slow_start=True, weights=None):
@@ -154,13 +157,7 @@ def start_cli(*args):
 
 
 def stop_cli(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, proc.stderr.read()
+    return stop_child(proc, timeout=30)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -19,7 +19,8 @@ import pytest
 
 from leastload.proxy import Proxy
 from leastload.proxy._control import Control
-from servers import run_loop, start_backend
+from leastload_testkit.backends import start_backend
+from servers import run_loop
 
 
 def proxies(**more):

@@ -25,7 +25,8 @@ from leastload.proxy import Proxy, _admin, _exposition, _fanout, _metrics
 from leastload.proxy._fanout import start_fanout
 from leastload.proxy._metrics import FAMILIES, PER_WORKER, SUM
 from leastload.proxy._proxy import TTFB_BUCKETS
-from servers import free_port, run_loop
+from leastload_testkit.ports import free_port
+from servers import run_loop
 from test_proxy import C, backends  # noqa: F401 (fixtures: the C engine; backend processes, stopped after the test)
 from test_proxy import RUN_TIMEOUT, assert_nothing_active, load, settle, specs, url_of, wait_for_async
 from test_proxy_metrics import parse_exposition

@@ -7,7 +7,8 @@ import collections
 
 import pytest
 
-from servers import free_port, run_loop
+from leastload_testkit.ports import free_port
+from servers import run_loop
 from test_proxy import C, backends  # noqa: F401 (fixtures: the C engine; backend processes, stopped after the test)
 from test_proxy import RUN_TIMEOUT, assert_nothing_active, load, settle, specs, url_of, wait_for_async
 

@@ -2,9 +2,9 @@
 
 Each test starts `python -m leastload proxy --listen 127.0.0.1:0` as a real
 process, with 1 worker and with `--workers 2`, in front of real backend
-processes (tests/servers.py) or the rogue backend (tests/rogue_backend.py),
+processes or the rogue backend (leastload_testkit),
 and runs one attack of benchmarks/proxy_attacks.py, which says what each
-attack does and how it is bounded (`python benchmarks/proxy_attacks.py` runs
+attack does and how it is bounded (`python -m benchmarks.proxy_attacks` runs
 the same attacks against HAProxy too). An attack's own checks are the
 specification's answers (431, 408, 502, ...); around every attack the
 harness checks its "done when": the normal GETs sent meanwhile answered 200
@@ -19,35 +19,22 @@ pure-Python one (LEASTLOAD_IMPLEMENTATION=python); the others on the compiled on
 
 import collections
 import dataclasses
-import importlib.util
 import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from rogue_backend import RogueProcess
-from servers import start_backend
+from benchmarks import proxy_attacks as attacks
+from leastload_testkit.backends import start_backend
+from leastload_testkit.rogue_backend import RogueProcess
+from leastload_testkit.waits import wait_until
 
 if not sys.platform.startswith("linux"):
     pytest.skip("the hostile-proxy tests read /proc and set RLIMIT_NOFILE: Linux only", allow_module_level=True)
 
 
-def _attacks_module():
-    """benchmarks/proxy_attacks.py, by its path (the benchmark runs the same attacks against HAProxy)."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "proxy_attacks.py"
-    if "proxy_attacks" in sys.modules:
-        return sys.modules["proxy_attacks"]
-    spec = importlib.util.spec_from_file_location("proxy_attacks", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["proxy_attacks"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-attacks = _attacks_module()
 QUICK = attacks.Settings(header_timeout=2.0, body_timeout=2.0, timeout=2.0)
 
 
@@ -330,7 +317,7 @@ def test_a_killed_worker_is_restarted(backend_ports, tmp_path):
         workers = [pid for pid in target.pids() if pid != parent]
         assert len(workers) == 2, target.pids()
         os.kill(workers[0], signal.SIGKILL)
-        replaced = attacks.wait_until(
+        replaced = wait_until(
             lambda: len([p for p in target.pids() if p not in (parent, workers[0])]) == 2, 15)
         time.sleep(0.5)  # the new worker listens
         outcome = collections.Counter(attacks.one_get(target.port)[1] for _ in range(40))

@@ -13,7 +13,8 @@ import pytest
 from leastload.proxy import Proxy, _admin, _linger
 from leastload.proxy._fanout import start_fanout
 from leastload.proxy._one_request import OneRequestConnection
-from servers import run_loop, wait_until_async
+from leastload_testkit.waits import wait_until_async
+from servers import run_loop
 
 BODY = 8 * 1024 * 1024  # far more than the socket buffers hold: most of it arrives after the answer
 

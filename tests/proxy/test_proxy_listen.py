@@ -16,7 +16,8 @@ import pytest
 
 from leastload.proxy import _health, _listen
 from leastload.net.upstream import Backend, make_vserver
-from servers import first_line, free_port
+from leastload_testkit.ports import free_port
+from leastload_testkit.waits import first_line
 
 TIMEOUT = 20.0
 LOOPS = ["asyncio", "uvloop"]

@@ -9,7 +9,8 @@ import urllib.request
 
 import pytest
 
-from servers import free_ports, start_backend
+from leastload_testkit.backends import start_backend
+from leastload_testkit.ports import free_ports
 from test_proxy_shared_workers import busy, requests_in
 from test_proxy_workers import Cli
 

@@ -20,7 +20,9 @@ import pytest
 
 from leastload.proxy import Proxy, _admin, _metrics
 from leastload.proxy._proxy import TTFB_BUCKETS
-from servers import free_port, run_loop, start_backend
+from leastload_testkit.backends import start_backend
+from leastload_testkit.ports import free_port
+from servers import run_loop
 from test_proxy import C, backends  # noqa: F401 (fixtures: the C engine; backend processes, stopped after the test)
 from test_proxy import RUN_TIMEOUT, assert_nothing_active, load, settle, specs, url_of, wait_for_async
 

@@ -15,7 +15,8 @@ import textwrap
 import pytest
 
 from leastload.proxy import Proxy, _overload
-from servers import run_loop, wait_until_async
+from leastload_testkit.waits import wait_until_async
+from servers import run_loop
 
 
 class Conn:

@@ -21,7 +21,9 @@ import pytest
 
 from leastload.proxy import Proxy
 from leastload.proxy._fanout import start_fanout
-from servers import free_port, run_loop
+from leastload_testkit.ports import free_port
+from leastload_testkit.processes import stop_child
+from servers import run_loop
 from test_proxy import C, backends  # noqa: F401 (fixtures: the C engine; backend processes, stopped after the test)
 from test_proxy import assert_nothing_active, load, settle, specs, url_of, wait_for_async
 
@@ -54,13 +56,7 @@ def start_prometheus(binary, tmp_path, targets):
 
 
 def stop(proc):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    stop_child(proc, timeout=10)
 
 
 async def poll(client, url, check, what, proc, log_path):

@@ -16,7 +16,8 @@ import urllib.request
 
 import pytest
 
-from servers import free_ports, start_backend
+from leastload_testkit.backends import start_backend
+from leastload_testkit.ports import free_ports
 from test_proxy_workers import Cli, get, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT workers, /proc")

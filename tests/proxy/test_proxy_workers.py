@@ -19,7 +19,10 @@ import urllib.request
 import pytest
 
 from leastload.proxy import Proxy, _cli, _supervisor
-from servers import first_line, free_ports, start_backend
+from leastload_testkit.backends import start_backend
+from leastload_testkit.ports import free_ports
+from leastload_testkit.processes import children as kit_children, is_alive
+from leastload_testkit.waits import first_line, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads worker pids from /proc")
 
@@ -76,35 +79,13 @@ def get(port, path="/?size=100", timeout=10):
 
 
 def children(pid):
-    """The live child processes of `pid`, from /proc."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
-        except (OSError, ValueError):
-            continue  # gone meanwhile
-        if int(ppid) == pid and state != "Z":
-            found.append(int(entry))
-    return sorted(found)
+    """The live child processes of `pid`."""
+    return sorted(p for p in kit_children(pid) if is_alive(p))
 
 
 def cmdline(pid):
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         return f.read().decode().split("\0")
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.05)
 
 
 # ---- SIGPIPE ----------------------------------------------------------------------------------

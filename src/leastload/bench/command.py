@@ -67,7 +67,7 @@ def _native() -> ModuleType:
 
 
 def _reference() -> ModuleType:
-    from .. import reference
+    from ..engine import reference
     return reference
 
 

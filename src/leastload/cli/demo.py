@@ -127,7 +127,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         require_matplotlib()
         if os.path.isdir(args.plot) or not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
             raise UserError(f"--plot: must be a file in an existing directory, got {args.plot}")
-    impl = importlib.import_module("leastload.reference" if args.implementation == "python"
+    impl = importlib.import_module("leastload.engine.reference" if args.implementation == "python"
                                    else "leastload.engine.native")
     print(f"leastload demo, {args.implementation} engine\n")
     for title, method, weights in TABLES:

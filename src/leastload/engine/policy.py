@@ -18,13 +18,12 @@ import textwrap
 from typing import TYPE_CHECKING, Any, Collection, Dict, List, Optional
 
 from .errors import NoServiceAvailable, bad_type, bad_value, check_exclude, check_peakewma_decay, shared_fixed
-from .methods import HASH_METHODS
 from ..hashing.rendezvous import (DEFAULT_HASH_SEED, DEFAULT_HASHLENGTH, DEFAULT_NETMASK, DEFAULT_V6NETMASKLEN,
                                   KeySettings, check_netmask)
 from .explain import Explanation, explain as explain_last_pick
-from .settings import SETTABLE, SETTING, SETTINGS, SHARED_RECORD, WINDOWED, check_rate, check_settings
-from .show import ServiceView, VServerView
-from .types import Clock, Info
+from .settings import SETTABLE, SETTINGS, SHARED_RECORD, check_rate, check_settings
+from .show import VServerView, vserver_view
+from .types import Clock
 
 if TYPE_CHECKING:  # what the facade uses of the engine it is mixed in before (C or reference)
     from ._interface import EngineAPI as _EngineBase
@@ -285,41 +284,7 @@ class VirtualServerFacade(_EngineBase):
     def show(self) -> VServerView:
         """The vserver as data; str() of it reads like `show lb vserver`."""
         with self.atomic():
-            return self._show()
-
-    def _phase(self, name: str, info: Info, ramp: Optional[Dict[str, Any]]) -> str:
-        if info["draining"]:
-            return "draining"
-        if info["ejected"]:
-            ejection = self.ejection(name)
-            return "ejected" if ejection is None else f"ejected until {ejection['until']:g}"
-        if ramp is None:
-            return "normal"
-        if ramp["mode"] == "manual":
-            return "slow start (manual)"
-        held = f", held back: {ramp['held']}" if ramp.get("held") else ""
-        return f"slow start ({ramp['increments']} increments{held})"
-
-    def _show(self) -> VServerView:
-        services = []
-        for name in self.services:
-            info = self.info(name)
-            ramp = self.slow_start(name)
-            services.append(ServiceView(
-                name=name, state=info["state"], weight=info["weight"], load=info["load"],
-                score=info["score"], active=info["active"],
-                cap=None if ramp is None else ramp["cap"],
-                phase=self._phase(name, info, ramp)))
-        return VServerView(
-            name=self.name, method=self.method,
-            new_service_request=self._rate, new_service_request_unit=self._unit,
-            new_service_request_increment_interval=self._interval,
-            startup_rr_factor=self.startup_rr_factor, startup_rr_left=self.startup_rr_left,
-            services=tuple(services),
-            hashing=(", ".join(f"{s.name} {getattr(self, s.name)}" for s in SETTINGS if s.methods == HASH_METHODS)
-                     if self.method in HASH_METHODS else None),
-            peakewma_decay=self._peakewma_decay if self.method in SETTING["peakewma_decay"].methods else None,
-            slow_start_handover=self._handover if self._handover != "vendor" and self.method in WINDOWED else None)
+            return vserver_view(self)
 
     def report_utilization(self, name: str, *, cpu_utilization: float = 0.0, application_utilization: float = 0.0,
                            rps_fractional: float = 0.0, eps: float = 0.0) -> float:

@@ -1,6 +1,11 @@
 """show(): a vserver's state as data, printed like the vendor's `show lb vserver`."""
 
 from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+from .methods import HASH_METHODS
+from .settings import SETTING, SETTINGS, WINDOWED
+from .types import Info
 
 
 @dataclass(frozen=True)
@@ -56,3 +61,42 @@ class VServerView:
                              f"{s.active:>7} {cap:>7}  {s.phase}")
         lines.append("Done")
         return "\n".join(lines)
+
+
+def vserver_view(vs: Any) -> VServerView:
+    """The view of a VirtualServer (either engine's), read through its public face; the
+    caller holds it (atomic()) so that the rows are of one moment."""
+    services = []
+    for name in vs.services:
+        info = vs.info(name)
+        ramp = vs.slow_start(name)
+        services.append(ServiceView(
+            name=name, state=info["state"], weight=info["weight"], load=info["load"],
+            score=info["score"], active=info["active"],
+            cap=None if ramp is None else ramp["cap"],
+            phase=_phase(info, ramp, vs.ejection(name) if info["ejected"] else None)))
+    handover = vs.slow_start_handover
+    return VServerView(
+        name=vs.name, method=vs.method,
+        new_service_request=vs.new_service_request, new_service_request_unit=vs.new_service_request_unit,
+        new_service_request_increment_interval=vs.new_service_request_increment_interval,
+        startup_rr_factor=vs.startup_rr_factor, startup_rr_left=vs.startup_rr_left,
+        services=tuple(services),
+        hashing=(", ".join(f"{s.name} {getattr(vs, s.name)}" for s in SETTINGS if s.methods == HASH_METHODS)
+                 if vs.method in HASH_METHODS else None),
+        peakewma_decay=vs.peakewma_decay if vs.method in SETTING["peakewma_decay"].methods else None,
+        slow_start_handover=handover if handover != "vendor" and vs.method in WINDOWED else None)
+
+
+def _phase(info: Info, ramp: Optional[Dict[str, Any]], ejection: Optional[Dict[str, Any]]) -> str:
+    """A service's phase column: draining, ejected (until when), slow start, or normal."""
+    if info["draining"]:
+        return "draining"
+    if info["ejected"]:
+        return "ejected" if ejection is None else f"ejected until {ejection['until']:g}"
+    if ramp is None:
+        return "normal"
+    if ramp["mode"] == "manual":
+        return "slow start (manual)"
+    held = f", held back: {ramp['held']}" if ramp.get("held") else ""
+    return f"slow start ({ramp['increments']} increments{held})"

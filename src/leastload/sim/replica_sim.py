@@ -204,7 +204,7 @@ def _requests(model: Model, scenario: str, replicas: int, spreader: str,
 def _engine_module(implementation: str) -> Any:
     if implementation == "c":
         return importlib.import_module("leastload.engine.native")
-    return importlib.import_module("leastload.reference")
+    return importlib.import_module("leastload.engine.reference")
 
 
 def _check_cell(scenario: str, method: str, reports: bool, mode: str, replicas: int, spreader: str, seed: int,

@@ -253,7 +253,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise UserError(f"CONFIG: lb vserver {vs.name!r} has no service bound and no --event binds one")
     import importlib
 
-    impl = importlib.import_module("leastload.reference" if args.implementation == "python"
+    impl = importlib.import_module("leastload.engine.reference" if args.implementation == "python"
                                    else "leastload.engine.native")
     progress = Progress(duration * len(chosen), "simulate")
     results = []

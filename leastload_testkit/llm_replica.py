@@ -1,6 +1,6 @@
 """A small OpenAI-compatible replica for the LiteLLM tests and benchmark (127.0.0.1 only).
 
-`python tests/llm_replica.py [--port N]` serves, in one asyncio process:
+`python -m leastload_testkit.llm_replica [--port N]` serves, in one asyncio process:
 
 - POST /v1/chat/completions: a chat completion of `completion_tokens` tokens,
   as one JSON answer after `delay` seconds, or (`"stream": true`) as
@@ -22,11 +22,12 @@ import argparse
 import asyncio
 import json
 import random
-import selectors
 import subprocess
 import sys
 import time
 import urllib.request
+
+from .processes import Server, kit_module
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 1024 * 1024
@@ -187,19 +188,17 @@ async def main(port: int, exit_on_eof: bool) -> None:
             pass
 
 
-class ReplicaProcess:
-    """A replica in a child process; `settings` as /control takes them."""
+class ReplicaProcess(Server):
+    """A replica in a child process (a Server); `settings` as /control takes them."""
 
-    def __init__(self, **settings) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--port", "0", "--exit-on-eof"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            line = self.proc.stdout.readline().strip() if sel.select(START_TIMEOUT) else "<nothing>"
-        if not line.startswith("listening on 127.0.0.1:"):
+    def __init__(self, **settings: object) -> None:
+        cmd, env = kit_module("llm_replica", "--port", "0", "--exit-on-eof")
+        super().__init__("replica", cmd, env=env, stdin=subprocess.PIPE)
+        try:
+            self.wait_listening(START_TIMEOUT)
+        except RuntimeError:
             self.stop()
-            raise RuntimeError(f"the replica did not start: {line!r}")
-        self.port = int(line.rsplit(":", 1)[1])
+            raise
         self.url = f"http://127.0.0.1:{self.port}/v1"
         if settings:
             self.set(**settings)
@@ -210,22 +209,11 @@ class ReplicaProcess:
                                     timeout=10) as response:
             return json.loads(response.read())
 
-    def set(self, **settings) -> dict:
+    def set(self, **settings: object) -> dict:
         return self._call("/control", settings)
 
     def stats(self) -> dict:
         return self._call("/stats")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            stream.close()
 
 
 start_replica = ReplicaProcess

@@ -1,6 +1,6 @@
 """A misbehaving HTTP/1.1 backend for the hostile-proxy tests and benchmark (127.0.0.1 only).
 
-    python tests/rogue_backend.py --listen 127.0.0.1:0      # prints `listening on HOST:PORT`
+    python -m leastload_testkit.rogue_backend --listen 127.0.0.1:0   # prints `listening on HOST:PORT`
 
 or, from a test, `RogueProcess()` (a child process: `.port`, `.stats()`, `.kill()`
 (SIGKILL: its connections are reset), `.stop()`).
@@ -36,20 +36,16 @@ answers are at most `?size=` bytes, written with flow control.
 import argparse
 import asyncio
 import json
-import os
-import selectors
-import signal
-import subprocess
 import sys
-import tempfile
-import urllib.request
+from typing import Any, Optional
 from urllib.parse import parse_qsl
+
+from .processes import Server, get_json, kit_module
 
 HEAD_LIMIT = 1 << 20
 BODY_LIMIT = 64 << 20
 PIECE = 65536
 SMUGGLED = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nSMUGGLED"
-START_TIMEOUT = 20.0
 
 
 class Request:
@@ -259,46 +255,20 @@ def main(argv=None):
     return 0
 
 
-class RogueProcess:
-    """The rogue backend in a child process, like tests/servers.py's BackendProcess."""
+class RogueProcess(Server):
+    """The rogue backend in a child process: a Server with `.port` and `.stats()`."""
 
-    def __init__(self, port=0):
-        self.stderr = tempfile.TemporaryFile()  # read when it fails; a pipe nobody reads could fill up
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--listen", f"127.0.0.1:{port}"],
-                                     stdout=subprocess.PIPE, stderr=self.stderr, text=True,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            line = self.proc.stdout.readline().strip() if sel.select(START_TIMEOUT) else ""
-        if not line.startswith("listening on 127.0.0.1:"):
+    def __init__(self, port: int = 0, name: str = "rogue", workdir: Optional[str] = None) -> None:
+        cmd, env = kit_module("rogue_backend", "--listen", f"127.0.0.1:{port}")
+        super().__init__(name, cmd, workdir, env)
+        try:
+            self.wait_listening()
+        except RuntimeError:
             self.stop()
-            raise RuntimeError(f"rogue backend did not start: {line!r} {self.errors()!r}")
-        self.port = int(line.rsplit(":", 1)[1])
+            raise
 
-    def errors(self):
-        """The tail of what it wrote to stderr."""
-        self.stderr.seek(0)
-        return self.stderr.read()[-3000:].decode("utf-8", "replace")
-
-    def stats(self):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/__stats", timeout=5) as r:
-            return json.loads(r.read())
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.stderr.close()
+    def stats(self) -> Any:
+        return get_json(self.port, "/__stats")
 
 
 if __name__ == "__main__":
