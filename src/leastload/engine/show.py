@@ -1,7 +1,7 @@
 """show(): a vserver's state as data, printed like the vendor's `show lb vserver`."""
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from .methods import HASH_METHODS
 from .settings import SETTING, SETTINGS, WINDOWED
@@ -74,7 +74,7 @@ def vserver_view(vs: Any) -> VServerView:
             name=name, state=info["state"], weight=info["weight"], load=info["load"],
             score=info["score"], active=info["active"],
             cap=None if ramp is None else ramp["cap"],
-            phase=_phase(info, ramp, vs.ejection(name) if info["ejected"] else None)))
+            phase=_phase(info, ramp, vs.ejection(name) if info["ejected"] else None, vs.now)))
     handover = vs.slow_start_handover
     return VServerView(
         name=vs.name, method=vs.method,
@@ -88,12 +88,15 @@ def vserver_view(vs: Any) -> VServerView:
         slow_start_handover=handover if handover != "vendor" and vs.method in WINDOWED else None)
 
 
-def _phase(info: Info, ramp: Optional[Dict[str, Any]], ejection: Optional[Dict[str, Any]]) -> str:
-    """A service's phase column: draining, ejected (until when), slow start, or normal."""
+def _phase(info: Info, ramp: Optional[Dict[str, Any]], ejection: Optional[Dict[str, Any]],
+           now: Callable[[], float]) -> str:
+    """A service's phase column: draining, ejected (for how long yet), slow start, or normal.
+    An ejection's end is a time of the vserver's clock (a monotonic one in the proxy, which
+    means nothing to a reader), so the column gives the seconds left."""
     if info["draining"]:
         return "draining"
     if info["ejected"]:
-        return "ejected" if ejection is None else f"ejected until {ejection['until']:g}"
+        return "ejected" if ejection is None else f"ejected, {max(0.0, ejection['until'] - now()):.1f} s left"
     if ramp is None:
         return "normal"
     if ramp["mode"] == "manual":

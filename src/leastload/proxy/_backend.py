@@ -308,8 +308,8 @@ class BackendConnection(WriteSide):
         counter = self.counter
         if _COMPILED and self.exact:
             # compiled: one getsockopt() in C, counted as counter.take() counts. Its Python (a
-            # socket method, a struct, tuples) ran cold once every 16 responses, and cost
-            # about 2 % of the proxy's CPU at 32 connections (docs/performance.md)
+            # socket method, a struct, tuples) ran cold once every 16 responses and showed in
+            # the proxy's profile (journal/performance-2026.md)
             packets: int = _segments_since(  # type: ignore[name-defined]  # noqa: F821 (in _backend.pxd)
                 self.segments_fd, cython.address(self.segments_read))
             if packets >= 0:
