@@ -101,6 +101,15 @@ async def calls(router, total, concurrency, stream=False, **kwargs):
     return errors
 
 
+async def until_ended(strategy, limit=10.0):
+    """Waits (at most `limit` s) until no pick of `strategy` is open; returns the open counts."""
+    for _ in range(int(limit / 0.05)):
+        if set(strategy.open_transactions().values()) <= {0}:
+            break
+        await asyncio.sleep(0.05)
+    return strategy.open_transactions()
+
+
 def run(coro):
     return asyncio.run(coro)
 
@@ -155,6 +164,7 @@ def test_least_response_time_prefers_the_lower_ttfb(reps, strategies):
     # batch). Taken in turn, or by in-flight count alone, each replica would get half.
     slow_calls = []
     for _ in range(4):
+        assert run(until_ended(strategy)) == {GROUP: 0}  # the streams' picks end in LiteLLM's callbacks
         before = served(reps[:2])
         ttfbs = [(vs.info("r1")["ttfb"], vs.info("r2")["ttfb"])]
         assert run(calls(router, BATCH, BATCH, **stream)) == []
