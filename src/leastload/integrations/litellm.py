@@ -501,8 +501,13 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
                 return
         # (None or another shape raises below, and the helpers take the general case)
         windows: Any = metadata.get("llm_api_timing_windows") if type(metadata) is dict else None
-        try:
-            ttfb: Optional[float] = min(MAX_TTFB, max(0.0, windows[-1][1] - windows[-1][0]))
+        ttfb: Optional[float]
+        try:  # kept to 0..MAX_TTFB by comparisons (cheaper than min() and max() here; NaN gives 0)
+            window = windows[-1]
+            took: Any = window[1] - window[0]
+            ttfb = took if took <= MAX_TTFB else MAX_TTFB
+            if not took >= 0.0:
+                ttfb = 0.0
         except (TypeError, IndexError, KeyError):
             ttfb = _answer_time(request, None)
         extra = getattr(response, "__pydantic_extra__", None)
