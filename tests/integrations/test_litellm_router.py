@@ -28,6 +28,7 @@ from leastload_testkit.llm_replica import start_replica  # noqa: E402
 
 GROUP = "replicas"
 MESSAGES = [{"role": "user", "content": "one two three four"}]  # 4 prompt tokens, as the replica counts
+BATCH = 8  # calls started together in the least response time test
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +101,15 @@ async def calls(router, total, concurrency, stream=False, **kwargs):
     return errors
 
 
+async def until_ended(strategy, limit=10.0):
+    """Waits (at most `limit` s) until no pick of `strategy` is open; returns the open counts."""
+    for _ in range(int(limit / 0.05)):
+        if set(strategy.open_transactions().values()) <= {0}:
+            break
+        await asyncio.sleep(0.05)
+    return strategy.open_transactions()
+
+
 def run(coro):
     return asyncio.run(coro)
 
@@ -134,21 +144,36 @@ def test_least_connection_avoids_a_slow_replica(reps, strategies):
 
 def test_least_response_time_prefers_the_lower_ttfb(reps, strategies):
     for r in reps:
-        r.set(delay=0.42, ttfb=0.01, completion_tokens=4)
-    reps[1].set(ttfb=0.4)  # same length of call, first token 40x later
+        r.set(delay=1.05, ttfb=0.01, completion_tokens=4)
+    reps[1].set(ttfb=1.0)  # same length of call, first token 100x later (a loaded client adds its own time)
     router = router_for(reps[:2])
     strategy = strategies("LEASTRESPONSETIME")
     strategy.install(router)
+    vs = strategy.vserver(GROUP)
     stream = dict(stream=True, stream_options={"include_usage": True})
     assert run(calls(router, 16, 8, **stream)) == []  # TTFBs measured (the first calls' take longer)
-    before = served(reps[:2])
-    assert run(calls(router, 48, 8, **stream)) == []
-    split = [a - b for a, b in zip(served(reps[:2]), before)]
-    vs = strategy.vserver(GROUP)
     fast, slow = vs.info("r1")["ttfb"], vs.info("r2")["ttfb"]
-    # TTFB is the first token's, not the end of the stream (0.42 s)
-    assert fast < 0.3 and 0.4 <= slow and slow > 2 * fast, (fast, slow)
-    assert split[0] > 0.65 * 48, split  # taken in turn, each would get half
+    # TTFB is the first token's, not the end of the stream (1.05 s)
+    assert fast < 0.7 and 1.0 <= slow and slow > 2 * fast, (fast, slow)
+    # Batches of BATCH calls started together: the picks of a batch come while its earlier calls
+    # are in flight (each lasts 1.05 s), and a batch starts with none in flight, so its split is
+    # the method's, not the machine's timing. Least response time gives a replica a call while its
+    # active x TTFB is the lower, so the slow replica's last call of a batch came when its
+    # (s - 1) x slow <= f x fast, with s + f = BATCH: s <= (slow + BATCH x fast) / (slow + fast),
+    # from the TTFBs learned (the faster's highest, the slower's lowest, of before and after the
+    # batch). Taken in turn, or by in-flight count alone, each replica would get half.
+    slow_calls = []
+    for _ in range(4):
+        assert run(until_ended(strategy)) == {GROUP: 0}  # the streams' picks end in LiteLLM's callbacks
+        before = served(reps[:2])
+        ttfbs = [(vs.info("r1")["ttfb"], vs.info("r2")["ttfb"])]
+        assert run(calls(router, BATCH, BATCH, **stream)) == []
+        ttfbs.append((vs.info("r1")["ttfb"], vs.info("r2")["ttfb"]))
+        fast, slow = max(t[0] for t in ttfbs), min(t[1] for t in ttfbs)
+        split = [a - b for a, b in zip(served(reps[:2]), before)]
+        assert sum(split) == BATCH and split[1] <= (slow + BATCH * fast) / (slow + fast), (split, ttfbs)
+        slow_calls.append(split[1])
+    assert sum(slow_calls) < 4 * BATCH / 2, slow_calls
 
 
 def test_least_bandwidth_counts_tokens(reps, strategies):

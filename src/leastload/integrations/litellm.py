@@ -47,6 +47,7 @@ STAMP = "leastload_pick"  # the key of the request's metadata that carries the p
 COOLDOWN_CACHE = 0.1  # s: how long a cooldown list read from LiteLLM is used (until a failure)
 _COOLDOWN_PREFIX, _COOLDOWN_SUFFIX = "deployment:", ":cooldown"  # the store's keys: deployment:ID:cooldown
 _SEGMENT_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+_monotonic = time.monotonic  # (a global's lookup, not a module attribute's, on the per-call path)
 
 
 class _Pick(str):
@@ -308,7 +309,7 @@ class Strategy(CustomRoutingStrategyBase):  # type: ignore[misc]  # LiteLLM's cl
             before = metadata.get(STAMP)
             if before is not None and (not isinstance(before, _Pick) or before.strategy is not self):
                 before = None
-        now = time.monotonic()  # LiteLLM's cooldown list, as of COOLDOWN_CACHE s ago at most
+        now = _monotonic()  # LiteLLM's cooldown list, as of COOLDOWN_CACHE s ago at most
         if now - group.cooled_at > COOLDOWN_CACHE:
             group.cooled, group.cooled_at = self._ask_cooldowns(group.ids), now
         cooled = group.cooled
@@ -462,6 +463,14 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
         return pick
 
     def _success(self, kwargs: Mapping[str, Any], response: Any, start_time: Any, end_time: Any) -> None:
+        # the usual case, a call whose deployment hook ended its only pick: two dict lookups and return
+        params = kwargs.get("litellm_params")
+        metadata = params.get("metadata") if type(params) is dict else None
+        pick = metadata.get(STAMP) if type(metadata) is dict else None
+        if type(pick) is _Pick:
+            state = pick.__dict__
+            if "handle" not in state and "earlier" not in state:
+                return
         pick = self._pick(kwargs)
         handle = pick.take() if pick is not None else None
         if pick is None or handle is None:
@@ -492,8 +501,13 @@ class _Outcomes(CustomLogger):  # type: ignore[misc]  # LiteLLM's classes are un
                 return
         # (None or another shape raises below, and the helpers take the general case)
         windows: Any = metadata.get("llm_api_timing_windows") if type(metadata) is dict else None
-        try:
-            ttfb: Optional[float] = min(MAX_TTFB, max(0.0, windows[-1][1] - windows[-1][0]))
+        ttfb: Optional[float]
+        try:  # kept to 0..MAX_TTFB by comparisons (cheaper than min() and max() here; NaN gives 0)
+            window = windows[-1]
+            took: Any = window[1] - window[0]
+            ttfb = took if took <= MAX_TTFB else MAX_TTFB
+            if not took >= 0.0:
+                ttfb = 0.0
         except (TypeError, IndexError, KeyError):
             ttfb = _answer_time(request, None)
         extra = getattr(response, "__pydantic_extra__", None)
