@@ -4,10 +4,13 @@ per-request path, and backends that answer with their name and what they were se
 
 import http.server
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 
 from leastload_testkit.waits import first_line
 
@@ -76,25 +79,46 @@ class EchoBackend:
         self.server.server_close()
 
 
-def admin_ports(n):
-    """A port p with p .. p + n - 1 free a moment ago (a supervisor's admin port and its workers'),
-    below the ephemeral range so the test's own many client connections do not take them; bound
-    with SO_REUSEADDR as the admin ports are (a port in TIME_WAIT is free for them)."""
-    import random
-    import socket
-    for _ in range(200):
-        port = random.randrange(20000, 30000)
-        socks = []
+HAPROXY = shutil.which("haproxy")
+
+# HAProxy in TCP mode sending the PROXY header: frontend v2 with send-proxy-v2, v1 with send-proxy,
+# both to 127.0.0.1:{server}; a test appends frontends and backends of its own
+HAPROXY_SENDERS = """\
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 20s
+    timeout server 20s
+
+frontend v2
+    bind 127.0.0.1:{v2}
+    default_backend v2
+backend v2
+    server s 127.0.0.1:{server} send-proxy-v2
+
+frontend v1
+    bind 127.0.0.1:{v1}
+    default_backend v1
+backend v1
+    server s 127.0.0.1:{server} send-proxy
+"""
+
+
+def start_haproxy(tmp_path, config_text, ready_port):
+    """HAProxy on `config_text` (checked with -c first), returned once `ready_port` accepts."""
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(config_text)
+    check = subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
+    with open(tmp_path / "haproxy.err", "w") as err:
+        proc = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 20
+    while True:  # until its frontends accept
         try:
-            for k in range(n):
-                s = socket.socket()
-                socks.append(s)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(("127.0.0.1", port + k))
-            return port
+            socket.create_connection(("127.0.0.1", ready_port), timeout=1).close()
+            return proc
         except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {n} adjacent free ports found")
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"haproxy did not start: {(tmp_path / 'haproxy.err').read_text()}")
+            time.sleep(0.05)

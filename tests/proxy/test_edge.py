@@ -4,24 +4,23 @@ closed and counted. Real sockets, a real asyncio server using `take()`, real `ss
 real HAProxy (send-proxy-v2, send-proxy) in front when it is installed."""
 
 import asyncio
-import shutil
 import socket
 import ssl
 import struct
-import subprocess
 import threading
 import time
 
 import pytest
 
 from certs import OPENSSL, make_cert
+from edge_helpers import HAPROXY, HAPROXY_SENDERS, start_haproxy
 from leastload.proxy._edge import Edge, take
 from leastload.proxy._proxy_protocol import V2_SIGNATURE
 from leastload.proxy._tls import CertificateStore
+from leastload_testkit.ports import free_port
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed: no certificates "
                                                          "can be made for the edge's TLS tests")
-HAPROXY = shutil.which("haproxy")
 
 
 class Greeter(asyncio.Protocol):
@@ -272,49 +271,13 @@ def test_the_edge_refuses_a_bad_header_timeout_and_a_bad_bound():
 
 # ---- HAProxy in front ----------------------------------------------------------------------------
 
-HAPROXY_CONFIG = """\
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 20s
-    timeout server 20s
-frontend v2
-    bind 127.0.0.1:{v2}
-    default_backend v2
-backend v2
-    server s 127.0.0.1:{server} send-proxy-v2
-frontend v1
-    bind 127.0.0.1:{v1}
-    default_backend v1
-backend v1
-    server s 127.0.0.1:{server} send-proxy
-"""
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed (apt-get install haproxy): the edge is "
                                             "not tested behind a real PROXY protocol sender")
 def test_tls_through_haproxy_sending_the_proxy_header(serve, store, tmp_path):
     server = serve(accept_proxy=True, tls=store[0], header_timeout=10)
     ports = {"server": server.port, "v1": free_port(), "v2": free_port()}
-    config = tmp_path / "haproxy.cfg"
-    config.write_text(HAPROXY_CONFIG.format(**ports))
-    with open(tmp_path / "haproxy.err", "w") as err:
-        haproxy = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=err)
+    haproxy = start_haproxy(tmp_path, HAPROXY_SENDERS.format(**ports), ports["v1"])
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", ports["v1"]), timeout=1).close()
-                break
-            except OSError:
-                assert haproxy.poll() is None and time.monotonic() < deadline, (tmp_path / "haproxy.err").read_text()
-                time.sleep(0.05)
         for frontend in ("v2", "v1"):
             for name, expected in (("a.example.com", "a"), (None, "default")):
                 with socket.create_connection(("127.0.0.1", ports[frontend]), timeout=10) as sock:

@@ -8,17 +8,15 @@ names the service that answered."""
 
 import http.client
 import json
-import shutil
 import socket
-import subprocess
 import time
 import urllib.request
 
 import pytest
 
-from edge_helpers import EchoBackend, ProxyProcess, admin_ports
+from edge_helpers import HAPROXY, HAPROXY_SENDERS, EchoBackend, ProxyProcess, start_haproxy
+from leastload_testkit.ports import free_port, free_ports
 
-HAPROXY = shutil.which("haproxy")
 PATHS = [(1, "c"), (2, "c"), (1, "python"), (2, "python")]
 PATH_IDS = [f"{w}-worker{'s' * (w > 1)}-{'compiled' if i == 'c' else 'python'}" for w, i in PATHS]
 CLIENT = "127.0.0.2"  # the clients' own address; HAProxy's connections come from 127.0.0.1
@@ -42,7 +40,7 @@ def backends():
 
 
 def start(tmp_path, backends, workers, implementation, *more):
-    admin = admin_ports(workers + 1 if workers > 1 else 1)
+    admin = free_ports(workers + 1 if workers > 1 else 1)
     args = ["--listen", "127.0.0.1:0", "--health-check", "none", "--admin", f"127.0.0.1:{admin}",
             "--workers", str(workers), "--accept-proxy", *more]
     for b in backends:
@@ -52,43 +50,10 @@ def start(tmp_path, backends, workers, implementation, *more):
     return proxy
 
 
-HAPROXY_CONFIG = """\
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 20s
-    timeout server 20s
-
-frontend v2
-    bind 127.0.0.1:{v2}
-    default_backend v2
-backend v2
-    server s 127.0.0.1:{proxy} send-proxy-v2
-
-frontend v1
-    bind 127.0.0.1:{v1}
-    default_backend v1
-backend v1
-    server s 127.0.0.1:{proxy} send-proxy
-"""
-
-
-def start_haproxy(tmp_path, proxy_port):
-    ports = {"v2": admin_ports(1), "v1": admin_ports(1), "proxy": proxy_port}
-    config = tmp_path / "haproxy.cfg"
-    config.write_text(HAPROXY_CONFIG.format(**ports))
-    proc = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
-                            stderr=open(tmp_path / "haproxy.err", "w"))
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", ports["v1"]), timeout=1).close()
-            return proc, ports
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"haproxy did not start: {(tmp_path / 'haproxy.err').read_text()}")
-            time.sleep(0.05)
+def haproxy_in_front(tmp_path, proxy_port):
+    """HAProxy sending the PROXY header to `proxy_port`: (its process, its frontends' ports)."""
+    ports = {"v2": free_port(), "v1": free_port(), "server": proxy_port}
+    return start_haproxy(tmp_path, HAPROXY_SENDERS.format(**ports), ports["v1"]), ports
 
 
 def get_from(port, source=CLIENT, prefix=b""):
@@ -127,7 +92,7 @@ def test_behind_haproxy_the_backend_and_the_access_log_see_the_original_client(
     log_path = tmp_path / "access.log"
     proxy = start(tmp_path, backends, workers, implementation, "--access-log", str(log_path),
                   "--log-format", "json")
-    haproxy, ports = start_haproxy(tmp_path, proxy.port)
+    haproxy, ports = haproxy_in_front(tmp_path, proxy.port)
     try:
         for front in ("v2", "v1"):
             for _ in range(3):

@@ -5,16 +5,14 @@ client address it names. The clients are this test's own sockets to HAProxy, so 
 HAProxy must report is known: each client's own (host, port)."""
 
 import asyncio
-import shutil
 import socket
-import subprocess
 import time
 
 import pytest
 
 from leastload.proxy._proxy_protocol import LOCAL, PROXY, ProxyHeaderReader, ProxyProtocolError
 
-HAPROXY = shutil.which("haproxy")
+from edge_helpers import HAPROXY, HAPROXY_SENDERS, start_haproxy
 pytestmark = pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed (apt-get install haproxy): "
                                                          "the PROXY protocol is not tested against a real sender")
 
@@ -67,25 +65,7 @@ def ipv6_loopback():
         return False
 
 
-CONFIG = """\
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 20s
-    timeout server 20s
-
-frontend v2
-    bind 127.0.0.1:{v2}
-    default_backend v2
-backend v2
-    server s 127.0.0.1:{server} send-proxy-v2
-
-frontend v1
-    bind 127.0.0.1:{v1}
-    default_backend v1
-backend v1
-    server s 127.0.0.1:{server} send-proxy
-
+CONFIG = HAPROXY_SENDERS + """
 frontend v2_crc
     bind 127.0.0.1:{v2_crc}
     default_backend v2_crc
@@ -106,23 +86,9 @@ frontend v1_ipv6
 """
 
 
-def start_haproxy(tmp_path, ports):
-    config = tmp_path / "haproxy.cfg"
-    config.write_text(CONFIG.format(ipv6=IPV6.format(**ports) if "v2_6" in ports else "", **ports))
-    check = subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
-    assert check.returncode == 0, check.stdout + check.stderr
-    proc = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
-                            stderr=open(tmp_path / "haproxy.err", "w"))
-    deadline = time.monotonic() + 20
-    while True:  # until its frontends accept
-        try:
-            socket.create_connection(("127.0.0.1", ports["v1"]), timeout=1).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"haproxy did not start: {(tmp_path / 'haproxy.err').read_text()}")
-            time.sleep(0.05)
+def start(tmp_path, ports):
+    return start_haproxy(tmp_path, CONFIG.format(ipv6=IPV6.format(**ports) if "v2_6" in ports else "", **ports),
+                         ports["v1"])
 
 
 async def ask(host, port):
@@ -147,7 +113,7 @@ def test_haproxy_send_proxy_v1_and_v2_give_the_clients_address_and_its_checks_se
         seen = []
         server = await asyncio.get_running_loop().create_server(lambda: HeaderServer(seen), "127.0.0.1",
                                                                  ports["server"])
-        haproxy = start_haproxy(tmp_path, ports)
+        haproxy = start(tmp_path, ports)
         try:
             # (frontend, its address, version, family, TLVs: crc32c adds one, its checksum verified)
             cases = [("v2", "127.0.0.1", "2", "TCP4", "0"), ("v1", "127.0.0.1", "1", "TCP4", "0"),

@@ -19,7 +19,7 @@ import pytest
 
 from certs import OPENSSL, make_cert
 from edge_helpers import EchoBackend, ProxyProcess
-from edge_helpers import admin_ports as free_ports
+from leastload_testkit.ports import free_ports
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed: no certificates "
                                                          "can be made for the TLS tests")
