@@ -115,6 +115,7 @@ class Settings:
     health: bool = False                # tcp probes every 0.2 s, 2 failures -> DOWN
     implementation: str = "c"           # leastload's per-request path: "c" (compiled) or "python"
     overload_timeout: Optional[float] = None  # leastload's --overload-timeout (None: its default, 2 s)
+    tunnel_timeout: float = 3600.0      # leastload's --tunnel-timeout: a tunnel's idle time (an upgrade's)
 
     def only(self, names: Iterable[str]) -> "Settings":
         """These settings for `names`, the defaults for the rest (an attack sets what it relies on)."""
@@ -125,7 +126,7 @@ class Settings:
 
 DEFAULTS = Settings()
 LEASTLOAD_FLAGS = {"header_timeout": "--header-timeout", "body_timeout": "--body-timeout",
-                   "overload_timeout": "--overload-timeout",
+                   "overload_timeout": "--overload-timeout", "tunnel_timeout": "--tunnel-timeout",
                    "timeout": "--timeout", "max_body": "--max-body", "xff": "--xff"}
 MAX_REQUEST_LINE, MAX_HEADER_SIZE, MAX_HEADERS = 8192, 32768, 100  # the specification's limits
 

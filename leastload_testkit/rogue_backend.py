@@ -21,6 +21,12 @@ normal traffic too. The rogue paths:
     /rogue/chunked       a chunked answer, `hello chunked world`, with a trailer
     /rogue/slow          ?size= bytes in 64 KiB pieces, ?pace= seconds apart (default 0.05)
     /rogue/stall         stops reading the connection (the body stays unread), never answers
+    /rogue/tunnel        101 to an upgrade request (?delay= seconds first), `hello tunnel` in the
+                         same write, then the connection is a tunnel: it echoes what it reads
+                         (?flood=BYTES: sends that many bytes of `w` instead, with flow control)
+    /rogue/101-length    101 with `Content-Length: 5` and `hello` (a 101 has no body)
+    /rogue/101-unasked   101 Switching Protocols whether the request asked for an upgrade or not
+    /__tunnels           JSON: tunnels opened, flood bytes the kernel took (what a proxy read)
     /__stats             JSON: requests (the ones above and the normal ones), stalled, delayed
     /__health            200 at once (not counted)
 
@@ -84,6 +90,8 @@ class Counters:
         self.requests = 0
         self.stalled = 0
         self.delayed = 0  # requests with ?delay= (the normal traffic has none)
+        self.tunnels = 0  # 101s sent on /rogue/tunnel
+        self.flooded = 0  # bytes of floods written and drained (taken by the kernel)
 
 
 def parse_head(head):
@@ -142,7 +150,7 @@ async def read_request(reader, writer, counters):
 
 
 def head(status, headers, length=None):
-    reason = {100: "Continue", 200: "OK", 204: "No Content", 304: "Not Modified"}.get(status, "Status")
+    reason = {100: "Continue", 101: "Switching Protocols", 200: "OK", 204: "No Content", 304: "Not Modified"}.get(status, "Status")
     lines = [f"HTTP/1.1 {status} {reason}"] + [f"{n}: {v}" for n, v in headers]
     if length is not None:
         lines.append(f"Content-Length: {length}")
@@ -167,9 +175,38 @@ async def stream(writer, size, pace):
             await asyncio.sleep(pace)
 
 
+SWITCHED = [("Connection", "Upgrade"), ("Upgrade", "websocket")]
+
+
+async def tunnel(reader, writer, counters, query):
+    """/rogue/tunnel after its 101: an echo, or a flood of ?flood= bytes (bounded), until closed."""
+    counters.tunnels += 1
+    flood = int(query.get("flood", 0))
+    if flood:
+        left = flood
+        while left > 0 and not writer.is_closing():
+            piece = min(left, PIECE)
+            writer.write(b"w" * piece)
+            await writer.drain()
+            counters.flooded += piece
+            left -= piece
+        await reader.read()  # until the proxy closes
+        return
+    while True:
+        data = await reader.read(PIECE)
+        if not data:
+            return
+        writer.write(data)
+        await writer.drain()
+
+
 async def answer(request, writer, counters):
     """Writes the answer the path asks for."""
     path, query = request.path, request.query
+    if path == "/__tunnels":
+        body = json.dumps({"tunnels": counters.tunnels, "flooded": counters.flooded}).encode()
+        writer.write(head(200, [("Content-Type", "application/json")], len(body)) + body)
+        return
     if path == "/__health":
         writer.write(head(200, [], 0))
         return
@@ -204,6 +241,15 @@ async def answer(request, writer, counters):
     elif path == "/rogue/chunked":
         writer.write(head(200, [("Transfer-Encoding", "chunked")])
                      + b"5\r\nhello\r\n8\r\n chunked\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n")
+    elif path == "/rogue/tunnel" and request.values("upgrade"):
+        await asyncio.sleep(float(query.get("delay", 0)))
+        writer.write(head(101, SWITCHED) + b"hello tunnel")
+        return "tunnel"
+    elif path == "/rogue/101-length":
+        writer.write(head(101, SWITCHED, 5) + b"hello")
+    elif path == "/rogue/101-unasked":
+        writer.write(head(101, SWITCHED) + b"hello tunnel")
+        return "tunnel"
     elif path == "/rogue/slow":
         size = int(query.get("size", 1 << 20))
         writer.write(head(200, [], size))
@@ -224,7 +270,9 @@ async def serve_connection(reader, writer, counters):
             request = await read_request(reader, writer, counters)
             if request is None:
                 break
-            await answer(request, writer, counters)
+            if await answer(request, writer, counters) == "tunnel":
+                await tunnel(reader, writer, counters, request.query)
+                break
             await writer.drain()
             if not request.keep_alive:
                 break

@@ -533,9 +533,60 @@ def test_expect_100_continue_is_noted():
     assert CONTINUE == b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
-def test_upgrade_is_refused_with_501():
-    assert status_of(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n") == 501
-    assert status_of(b"GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n\r\n") == "ok"  # not asked for
+UPGRADE = b"GET /chat HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n"
+
+
+@pytest.mark.parametrize("split", [None, 1, 7])
+def test_an_upgrade_request_is_complete_and_what_follows_stays_unparsed(split):
+    data = UPGRADE + b"\x81\x05hello GET / HTTP/1.1\r\n\r\n"  # the new protocol's bytes, never a request
+    reader = RequestReader(LIMITS)
+    pieces = [data] if split is None else [data[i:i + split] for i in range(0, len(data), split)]
+    events = []
+    for piece in pieces:
+        reader.feed(piece)
+        event = reader.next_event()
+        while event == HEAD:
+            event = reader.next_event()
+        events.append(event)
+    assert COMPLETE in events and ERROR not in events
+    assert reader.head.upgrade == b"websocket" and reader.head.target == b"/chat"
+    assert reader.requests == 1
+    assert reader.take_buffered() == b"\x81\x05hello GET / HTTP/1.1\r\n\r\n"
+    assert reader.buffered == 0
+
+
+def test_an_upgrade_request_is_forwarded_without_its_hop_by_hop_headers_until_asked_again():
+    head, _ = one_request(UPGRADE)
+    encoded = encode_request(head, b"", b"10.0.0.1", Forwarding())
+    assert b"Upgrade" not in encoded and b"Connection" not in encoded  # the tunnel module adds them back
+
+
+def test_a_refused_upgrade_leaves_a_fresh_parser_for_the_next_request():
+    assert status_of(UPGRADE + b"GET /next HTTP/1.1\r\nHost: h\r\n\r\n") == "ok"
+    outcomes = read_requests(UPGRADE + b"GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
+    assert [o[1] for o in outcomes] == [b"/chat", b"/next"]
+
+
+def test_upgrade_not_asked_for_is_an_ordinary_request():
+    assert status_of(b"GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n\r\n") == "ok"
+    head, _ = one_request(b"GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n\r\n")
+    assert head.upgrade == b""
+
+
+@pytest.mark.parametrize("framing", [b"Content-Length: 5\r\n\r\nhello", b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"])
+def test_an_upgrade_request_with_a_body_gets_400(framing):
+    data = b"POST / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n" + framing
+    assert status_of(data) == 400
+
+
+def test_an_upgrade_request_with_content_length_0_is_an_upgrade():
+    head, _ = one_request(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n"
+                          b"Content-Length: 0\r\n\r\n")
+    assert head.upgrade == b"websocket"
+
+
+def test_connect_is_refused_with_501():
+    assert status_of(b"CONNECT /x HTTP/1.1\r\nHost: h\r\n\r\n") == 501
 
 
 MUST_BE_400 = {
@@ -921,14 +972,60 @@ def test_1xx_never_go_to_http_1_0_clients():
     assert judge(out).informational == []
 
 
+SWITCHING_HEAD = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: k\r\n\r\n"
+
+
 @pytest.mark.parametrize("data", [
-    b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+    SWITCHING_HEAD,
     b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
 ])
-def test_101_is_refused(data):
+def test_101_to_a_request_that_asked_for_no_upgrade_is_refused(data):
     out, reader = respond(data)  # must not raise: the reader says it failed
     assert reader.failed and not reader.complete and not reader.reusable
     assert out == b""
+
+
+def switched(pieces):
+    reader = ResponseReader(LIMITS)
+    reader.start(False, False, True)
+    reader.upgrade_asked = True
+    out = []
+    for piece in pieces:
+        out += reader.feed(piece)
+    return b"".join(out), reader
+
+
+@pytest.mark.parametrize("split", [None, 5])
+def test_101_to_an_upgrade_request_completes_with_the_rest_kept(split):
+    data = SWITCHING_HEAD + b"\x81\x02hi"
+    out, reader = switched([data] if split is None else [data[i:i + split] for i in range(0, len(data), split)])
+    assert reader.complete and not reader.failed and reader.status == 101 and not reader.reusable
+    assert out.startswith(b"HTTP/1.1 101 Switching Protocols\r\n")
+    assert b"Connection: upgrade\r\nUpgrade: websocket\r\n" in out and b"Sec-WebSocket-Accept: k\r\n" in out
+    assert out.endswith(b"\r\n\r\n") and b"\x81" not in out
+    assert b"\x81\x02hi".startswith(reader.rest)  # what followed the head in the piece that ended it
+
+
+def test_101_rest_in_one_piece_is_whole():
+    out, reader = switched([SWITCHING_HEAD + b"\x81\x02hi"])
+    assert reader.rest == b"\x81\x02hi"
+    out, reader = switched([SWITCHING_HEAD])
+    assert reader.rest == b""
+
+
+@pytest.mark.parametrize("data", [
+    b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 5\r\n\r\nhello",
+    b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
+    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
+])
+def test_a_malformed_101_to_an_upgrade_request_fails(data):
+    out, reader = switched([data])
+    assert reader.failed and not reader.complete and out == b""
+
+
+def test_an_ordinary_answer_to_an_upgrade_request_is_ordinary():
+    out, reader = switched([CL_RESPONSE])
+    assert reader.complete and reader.status == 200 and reader.reusable
 
 
 # ---- ResponseReader: what is refused --------------------------------------------------------------

@@ -266,8 +266,6 @@ class BuiltRequest:
         may = 414 if self.line_len == limits.max_request_line else None
         if self.head_len > limits.max_header_size or self.count > limits.max_headers:
             return 431, may
-        if self.upgrade:  # refused once its head is in
-            return 501, may
         if self.body_len > limits.max_body:
             return 413, may
         if self.chunked and (self.head_len + self.trailer_len > limits.max_header_size
@@ -293,7 +291,7 @@ def a_request(draw):
     sends_host = not http10 or draw(st.booleans())
     if sends_host:
         headers.insert(draw(st.integers(0, len(headers))), (b"Host", host))
-    upgrade = not http10 and draw(st.integers(0, 9)) == 0  # asks for a protocol upgrade: 501
+    upgrade = not http10 and draw(st.integers(0, 9)) == 0  # asks for a protocol upgrade: complete, no body
     if upgrade:
         headers += [(b"Connection", b"keep-alive, Upgrade"), (b"Upgrade", b"websocket")]
     kinds = ["none"] if upgrade else ["none", "length"] if http10 else ["none", "none", "length", "chunked"]

@@ -17,12 +17,16 @@ without a version) run on both per-request paths, the compiled one and the
 pure-Python one (LEASTLOAD_IMPLEMENTATION=python); the others on the compiled one.
 """
 
+import asyncio
 import collections
 import dataclasses
+import json
 import os
 import signal
+import socket
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -326,3 +330,209 @@ def test_a_killed_worker_is_restarted(backend_ports, tmp_path):
         target.stop()
     assert replaced, f"no new worker within 15 s: processes {target.pids()}\n{diagnosis[-2000:]}"
     assert outcome == {"200": 40}, outcome
+
+
+# ---- tunnels (upgrades): the rogue's /rogue/tunnel, /rogue/101-length, /rogue/101-unasked ---------------
+
+
+TUNNEL_SETTINGS = dataclasses.replace(QUICK, tunnel_timeout=2.0)
+FLOOD = 64 << 20  # what the rogue sends down a tunnel whose client never reads
+FLOOD_BOUND = 24 << 20  # what the kernel's buffers and the proxy's may take of it (a paused backend side)
+READ_LIMIT = 10.0  # seconds any one read of these tests waits, at most
+
+
+@pytest.fixture(scope="module", params=PATHS, ids=[f"{w}-worker{'s' * (w > 1)}-{'compiled' if i == 'c' else 'python'}"
+                                                   for w, i in PATHS])
+def tunnel_proxy(request, rogue, tmp_path_factory):
+    """A proxy (2 s backend and tunnel timeouts) in front of the rogue, on both per-request paths."""
+    workers, implementation = request.param
+    settings = dataclasses.replace(TUNNEL_SETTINGS, implementation=implementation)
+    target = attacks.start_leastload({"rogue": rogue.port}, settings, workers,
+                                     str(tmp_path_factory.mktemp("tunnels")))
+    yield target
+    target.stop()
+
+
+def upgrade(path, more=b""):
+    return (b"GET " + path + b" HTTP/1.1\r\nHost: tunnel\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+            + more)
+
+
+async def read_head(reader):
+    """The head of the next answer, and the bytes after it that came in the same read."""
+    return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_LIMIT)
+
+
+async def read_exactly(reader, n):
+    return await asyncio.wait_for(reader.readexactly(n), READ_LIMIT)
+
+
+async def open_conn(target):
+    return await asyncio.wait_for(asyncio.open_connection("127.0.0.1", target.port), READ_LIMIT)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def tunnel_timeouts(target):
+    """Tunnels ended by the tunnel timeout, summed over the workers (their admin status)."""
+    return sum(attacks.get_json(port, "/leastload/status")["tunnel_timeouts"] for port in target.admin_ports)
+
+
+def settled(target):
+    """The transactions back to 0 and no failure charged to the rogue (summed over the workers)."""
+    return wait_until(lambda: target.status()["rogue"]["active"] == 0, 10)
+
+
+def test_a_tunnel_passes_bytes_both_ways_after_the_101(tunnel_proxy):
+    async def go():
+        reader, writer = await open_conn(tunnel_proxy)
+        writer.write(upgrade(b"/rogue/tunnel"))
+        head = await read_head(reader)
+        assert head.startswith(b"HTTP/1.1 101 "), head
+        assert b"\r\nUpgrade: websocket\r\n" in head and b"\r\nConnection: upgrade\r\n" in head
+        assert await read_exactly(reader, 12) == b"hello tunnel"  # sent with the 101, after its head
+        for size in (1, 1000, 300_000):
+            payload = bytes(range(256)) * (size // 256) + b"z" * (size % 256)
+            writer.write(payload)
+            assert await read_exactly(reader, len(payload)) == payload
+        writer.close()
+    failures = tunnel_proxy.status()["rogue"]["failures"]
+    run(go())
+    assert settled(tunnel_proxy)
+    assert tunnel_proxy.status()["rogue"]["failures"] == failures
+
+
+def test_bytes_sent_before_the_101_are_forwarded_after_it_never_parsed(tunnel_proxy, rogue):
+    early = b"early GET /rogue/echo HTTP/1.1\r\nHost: x\r\n\r\n"
+
+    async def go():
+        reader, writer = await open_conn(tunnel_proxy)
+        writer.write(upgrade(b"/rogue/tunnel?delay=0.3", early))  # one write: the request and what follows
+        head = await read_head(reader)
+        assert head.startswith(b"HTTP/1.1 101 "), head
+        assert await read_exactly(reader, 12 + len(early)) == b"hello tunnel" + early  # echoed, in order
+        writer.close()
+    requests = rogue.stats()["requests"]
+    run(go())
+    assert rogue.stats()["requests"] == requests + 1  # the upgrade only: the GET inside was never a request
+    assert settled(tunnel_proxy)
+
+
+def test_a_tunnel_whose_client_never_reads_pauses_the_backend_and_ends_at_the_tunnel_timeout(tunnel_proxy, rogue):
+    def tunnels():
+        with urllib.request.urlopen(f"http://127.0.0.1:{rogue.port}/__tunnels", timeout=5) as r:
+            return json.loads(r.read())
+
+    async def go():
+        reader, writer = await open_conn(tunnel_proxy)
+        flooded_before = (await asyncio.to_thread(tunnels))["flooded"]
+        # a small receive buffer: the client reads the 101's head and then nothing
+        writer.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        writer.write(upgrade(b"/rogue/tunnel?flood=%d" % FLOOD))
+        head = await read_head(reader)
+        assert head.startswith(b"HTTP/1.1 101 "), head
+        writer.transport.pause_reading()
+        await asyncio.sleep(1.0)
+        first = (await asyncio.to_thread(tunnels))["flooded"] - flooded_before
+        await asyncio.sleep(0.5)
+        second = (await asyncio.to_thread(tunnels))["flooded"] - flooded_before
+        # the backend side is paused: what it could send stopped growing, far below the flood
+        assert second == first and second < FLOOD_BOUND, (first, second)
+        # still not reading: no byte passes either way, and the tunnel timeout (2 s) ends it
+        ended = await asyncio.to_thread(wait_until, lambda: tunnel_timeouts(tunnel_proxy) == timeouts + 1, 10)
+        assert ended, "the tunnel outlived its timeout"
+        writer.transport.resume_reading()
+        while True:  # what the kernel held, then the end (EOF or reset)
+            try:
+                chunk = await asyncio.wait_for(reader.read(1 << 20), READ_LIMIT)
+            except ConnectionError:
+                break
+            if not chunk:
+                break
+        writer.close()
+    timeouts = tunnel_timeouts(tunnel_proxy)
+    failures = tunnel_proxy.status()["rogue"]["failures"]
+    run(go())
+    assert settled(tunnel_proxy)
+    assert tunnel_proxy.status()["rogue"]["failures"] == failures  # the client's stall, not the backend's
+
+
+def test_a_101_with_a_content_length_gets_502_and_never_a_tunnel(tunnel_proxy):
+    async def go():
+        reader, writer = await open_conn(tunnel_proxy)
+        writer.write(upgrade(b"/rogue/101-length"))
+        head = await read_head(reader)
+        writer.close()
+        return head
+    head = run(go())
+    assert head.startswith(b"HTTP/1.1 502 "), head
+    assert settled(tunnel_proxy)
+
+
+def test_a_101_to_a_request_that_asked_for_no_upgrade_gets_502(tunnel_proxy):
+    async def go():
+        reader, writer = await open_conn(tunnel_proxy)
+        writer.write(b"GET /rogue/101-unasked HTTP/1.1\r\nHost: tunnel\r\n\r\n")
+        head = await read_head(reader)
+        rest = await asyncio.wait_for(reader.read(), READ_LIMIT) if b"close" in head.lower() else b""
+        writer.close()
+        return head, rest
+    head, rest = run(go())
+    assert head.startswith(b"HTTP/1.1 502 "), head
+    assert b"hello tunnel" not in rest
+    assert settled(tunnel_proxy)
+
+
+def test_an_upgrade_the_backend_refuses_is_an_ordinary_answer_and_the_connection_goes_on(tunnel_proxy):
+    async def go():
+        reader, writer = await open_conn(tunnel_proxy)
+        writer.write(upgrade(b"/?size=5"))
+        first = await read_head(reader) + await read_exactly(reader, 5)
+        writer.write(b"GET /?size=3 HTTP/1.1\r\nHost: tunnel\r\n\r\n")
+        second = await read_head(reader) + await read_exactly(reader, 3)
+        writer.close()
+        return first, second
+    first, second = run(go())
+    assert first.startswith(b"HTTP/1.1 200 ") and first.endswith(b"xxxxx"), first
+    assert second.startswith(b"HTTP/1.1 200 ") and second.endswith(b"xxx"), second
+    assert settled(tunnel_proxy)
+
+
+def test_bytes_after_a_refused_upgrade_are_never_a_next_request(tunnel_proxy, rogue):
+    async def go():
+        reader, writer = await open_conn(tunnel_proxy)
+        writer.write(upgrade(b"/?size=5&delay=0.2", b"GET /rogue/echo HTTP/1.1\r\nHost: x\r\n\r\n"))
+        answer = await read_head(reader) + await read_exactly(reader, 5)
+        rest = await asyncio.wait_for(reader.read(), READ_LIMIT)  # then the proxy closes
+        writer.close()
+        return answer, rest
+    requests = rogue.stats()["requests"]
+    answer, rest = run(go())
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    assert rest == b""
+    assert rogue.stats()["requests"] == requests + 1
+
+
+def test_no_byte_of_one_tunnel_reaches_another_and_a_reset_costs_the_backend_nothing(tunnel_proxy):
+    async def one(i):
+        reader, writer = await open_conn(tunnel_proxy)
+        writer.write(upgrade(b"/rogue/tunnel"))
+        await read_head(reader)
+        assert await read_exactly(reader, 12) == b"hello tunnel"
+        mine = (b"<%d>" % i) * 5000
+        for _ in range(5):
+            writer.write(mine)
+            assert await read_exactly(reader, len(mine)) == mine
+        if i % 2:
+            writer.transport.abort()  # reset mid-tunnel
+        else:
+            writer.close()
+
+    async def go():
+        await asyncio.gather(*(one(i) for i in range(8)))
+    failures = tunnel_proxy.status()["rogue"]["failures"]
+    run(go())
+    assert settled(tunnel_proxy)
+    assert tunnel_proxy.status()["rogue"]["failures"] == failures  # a tunnel's end is never the backend's failure

@@ -90,6 +90,10 @@ SETTINGS: Tuple[ProxySetting, ...] = (
     ProxySetting("body_timeout", "seconds", 60.0,
                  "a request's body must arrive within this once its head is in (default {default:g}): 408 after",
                  _C, flag="--body-timeout", metavar="SECONDS", toml="body_timeout"),
+    ProxySetting("tunnel_timeout", "seconds", 3600.0,
+                 "a tunnel after an upgrade (a WebSocket) closes after this long with no byte either way "
+                 "(default {default:g})",
+                 _C, flag="--tunnel-timeout", metavar="SECONDS", toml="tunnel_timeout"),
     ProxySetting("max_body", "int", 16 << 20,
                  "largest request body accepted (default 16 MiB; bodies are buffered so they can be retried)",
                  _C, 0, 1 << 40, flag="--max-body", metavar="BYTES", toml="max_body"),

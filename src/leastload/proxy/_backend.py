@@ -202,7 +202,7 @@ class BackendConnection(WriteSide):
             self.transport.abort()
             self._end(BROKEN if self.passed else BAD_RESPONSE)
         elif reader.complete:
-            if not reader.reusable:
+            if not reader.reusable and reader.status != 101:  # (after a 101: the tunnel's, _tunnel.py)
                 self.close_when_written()
             self._end(OK)
 

@@ -34,7 +34,7 @@ import time
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
 from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
-from . import _http1, _linger
+from . import _http1, _linger, _tunnel
 from ._backend import ClientSide
 from ._core import ProxyCore, clock, socket_fd
 from ._exchange import Upstream, new_exchange
@@ -316,6 +316,8 @@ class ClientConnection(ClientSide):
             self._request_done(head.keep_alive)
             return
         payload = encode_request(head, reader.body, self.peer, core.forwarding)
+        if head.upgrade:  # asked for an upgrade: the backend is asked too (a 101 makes a tunnel: _tunnel.py)
+            payload = _tunnel.upgrade_request(payload, head.upgrade)
         self.busy = True
         self.wait = WAIT_NONE
         new_exchange(self, method, payload, head.keep_alive, head.version == 10, key, head, core.by_packets).start()
@@ -324,6 +326,9 @@ class ClientConnection(ClientSide):
         self.busy = False
         if self.gone:
             return
+        head = self.reader.head
+        if head is not None and head.upgrade and self.reader.buffered:
+            keep_going = False  # an upgrade refused: what the client sent after it was meant for the new protocol
         self._request_done(keep_going)
 
     def _request_done(self, keep_going: bool) -> None:

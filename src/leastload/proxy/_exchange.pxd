@@ -3,6 +3,7 @@ cimport cython
 
 from leastload.proxy._backend cimport BackendConnection, ClientSide, ExchangeSide, Pool
 from leastload.proxy._core cimport ProxyCore, clock
+from leastload.proxy._http1 cimport RequestHead
 from leastload.proxy._stats cimport BackendCounters
 
 
@@ -24,7 +25,7 @@ cdef class Exchange(ExchangeSide):
                object head, bint by_packets)
     @cython.locals(pool=Pool, core=ProxyCore)
     cpdef start(self)
-    @cython.locals(client=ClientSide)
+    @cython.locals(client=ClientSide, head=RequestHead)
     cdef _send(self, BackendConnection conn)
     cdef _tried(self, str name)
     # on_outcome(): ExchangeSide's, overridden

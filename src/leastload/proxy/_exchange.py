@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
 from ..engine.errors import NoServiceAvailable
 from ..net import upstream
 from ..net.upstream import Outcome
-from . import _backend, _http1
+from . import _backend, _http1, _tunnel
 from ._backend import CLIENT_GONE, OK, RESET, TIMEOUT, ExchangeSide
 from ._core import clock
 from ._health import is_local_error
@@ -78,6 +78,9 @@ class Upstream(Protocol):
 
     @property
     def timeout(self) -> float: ...
+
+    @property
+    def tunnel_timeout(self) -> float: ...  # a tunnel's idle time (_tunnel.py)
 
     def note_failure(self, name: str, why: object) -> None: ...
 
@@ -182,6 +185,9 @@ class Exchange(ExchangeSide):
         if client.paused:
             conn.hold()
         conn.send(self, self.payload, client.core.timeout, self.head_only, self.http10, self.keep_alive)
+        head = self.head
+        if head is not None and head.upgrade:
+            conn.reader.upgrade_asked = True  # a 101 to it switches to a tunnel (else it is a bad answer)
 
     def on_outcome(self, outcome: str, conn: "Optional[BackendConnection]") -> None:
         """The backend connection's report; ends the transaction exactly once per attempt."""
@@ -199,6 +205,9 @@ class Exchange(ExchangeSide):
                 t.record(conn.unrecorded, packets)  # (bytes, packets), positional: a keyword call costs more
                 self.counters.packets += packets
             status = conn.reader.status  # (BackendConnection.status, without a property's lookup)
+            if status == 101:  # the backend switched: both connections are a tunnel's, the transaction too
+                _tunnel.open_tunnel(self, conn)
+                return
             # the backend's ORCA report, if it sent one and weights_from_utilization reads them
             report = conn.reader.load_report()
             if report is not None and proxy.load_reports:

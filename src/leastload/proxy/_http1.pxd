@@ -48,7 +48,7 @@ cdef class _Chunks:
 @cython.final
 @cython.freelist(64)  # one a request (as _exchange.Exchange)
 cdef class RequestHead:
-    cdef public bytes method, target, host
+    cdef public bytes method, target, host, upgrade
     cdef public int version
     cdef public bint keep_alive, expect_continue, chunked
     cdef public object content_length  # a Python int: up to 2**64 - 1 (llhttp's limit)
@@ -96,6 +96,8 @@ cdef class RequestReader(_HeadReader):
     cdef str _fail(self, int status, str text)
     cdef object _feed_parser(self, object data)
     cdef str _parse_error(self, object exc)
+    cdef str _upgrade_asked(self)
+    cpdef bytes take_buffered(self)
     @cython.locals(limits=Limits, end=Py_ssize_t, first=Py_ssize_t, stop=Py_ssize_t, nl=Py_ssize_t,
                    head=RequestHead)
     cdef str _read_head(self)
@@ -153,6 +155,8 @@ cdef class ResponseReader(_HeadReader):
     cdef bint _dechunk, _fast_http11, _backend10, _adds
     cdef public bytes added_head
     cdef public bint head_only, http10, client_keep_alive, complete, reusable, close_client, extra
+    cdef public bint upgrade_asked  # the request asked for an upgrade: a 101 switches (else it fails)
+    cdef public bytes rest          # after a 101: the bytes that followed its head
     cdef public int status
     cdef public Py_ssize_t plain_heads
     cdef public object failed
@@ -189,6 +193,7 @@ cdef class ResponseReader(_HeadReader):
     @cython.locals(status=int, no_body=bint)
     cdef _on_head(self, object head, Py_ssize_t raw_at, Py_ssize_t stop, list out)
     cdef bytes _rewrite_head(self, int status, bytes framing)
+    cdef _switch(self, list out)
     @cython.locals(n=Py_ssize_t, chunks=_Chunks, end=Py_ssize_t, stop=Py_ssize_t, done=bint, take=object)
     cdef Py_ssize_t _body_step(self, bytes data, Py_ssize_t i, list out) except -1
     @cython.locals(keep=bint)

@@ -187,6 +187,7 @@ class RequestHead:
         self.expect_continue = False
         self.content_length: Optional[int] = None
         self.chunked = False
+        self.upgrade = b""  # the Upgrade header's value when the client asked for an upgrade (_tunnel.py)
         self.dropped: "frozenset[bytes] | Set[bytes]" = _NO_NAMES  # names a Connection header declared hop-by-hop
         self.tokens: "frozenset[bytes] | Set[bytes]" = _NO_NAMES   # the Connection headers' tokens, lowercase
         # the head as received when it can be forwarded as it is (HTTP/1.1, origin-form, no
@@ -577,13 +578,35 @@ class RequestReader(_HeadReader):
             return self._parse_error(exc)
         return None
 
-    def _parse_error(self, exc: Exception) -> str:
+    def _parse_error(self, exc: Exception) -> Optional[str]:
+        """The ERROR event for what llhttp refused; None for an upgrade asked for (_upgrade_asked)."""
         if isinstance(exc, httptools.HttpParserUpgrade):
-            return self._fail(501, "upgrade and CONNECT are not supported by this proxy")
+            return self._upgrade_asked()
         cause = exc.__context__
         if isinstance(cause, _Refuse):
             return self._fail(cause.status, cause.text)
         return self._fail(400, "malformed request")
+
+    def _upgrade_asked(self) -> Optional[str]:
+        """llhttp stopped after a head asking for an upgrade (Connection: upgrade and Upgrade):
+        CONNECT is refused (501), as is an upgrade request with a body (400: whether its bytes
+        are the body or the new protocol's is ambiguous). Otherwise the request is complete with
+        no body (head.upgrade is set) and what follows it stays unread in `buffered`; the parser
+        is replaced by a fresh one, for a next request if the backend does not switch."""
+        head = self._next_head
+        if not self._headers_done or head.method == b"CONNECT":
+            return self._fail(501, "CONNECT is not supported by this proxy")
+        if head.chunked or head.content_length:
+            return self._fail(400, "an upgrade request may not have a body")
+        head.upgrade = head.header(b"upgrade") or b""
+        self._parser = httptools.HttpRequestParser(self)
+        return None
+
+    def take_buffered(self) -> bytes:
+        """What was received and not parsed, handed over (the bytes a tunnel starts with)."""
+        data = bytes(self._buf)
+        self._buf = b""
+        return data
 
     def _read_head(self) -> str:
         limits = self.limits
@@ -614,7 +637,9 @@ class RequestReader(_HeadReader):
                 try:
                     self._parser.feed_data(piece)
                 except _PARSE_ERRORS as exc:
-                    return self._parse_error(exc)
+                    failed = self._parse_error(exc)
+                    if failed is not None:
+                        return failed
                 finally:
                     self._line = b""
                 if self._headers_done:
@@ -1021,6 +1046,7 @@ class ResponseReader(_HeadReader):
         self.start(head_only=False, http10=False, keep_alive=True)
 
     def start(self, head_only: bool, http10: bool, keep_alive: bool) -> None:
+        self.upgrade_asked = False  # set after start() for a request that asks for an upgrade
         self.head_only, self.http10, self.client_keep_alive = head_only, http10, keep_alive
         self._fresh = not (head_only or http10 or not keep_alive or self._adds)  # the fast path may take the first bytes
         self.status = 0
@@ -1108,8 +1134,11 @@ class ResponseReader(_HeadReader):
             out.append(data if self._to - self._from == n else data[self._from:self._to])
         self._data = b""
         if i < n and self.complete:
-            self.extra = True
-            self.reusable = False
+            if self.status == 101:
+                self.rest = data[i:]  # the new protocol's first bytes (_tunnel.py)
+            else:
+                self.extra = True
+                self.reusable = False
         return out
 
     def _fast(self, data: bytes) -> Optional[List[Piece]]:
@@ -1273,6 +1302,8 @@ class ResponseReader(_HeadReader):
         try:
             self._parser.feed_data(data)
         except _PARSE_ERRORS as exc:
+            if isinstance(exc, httptools.HttpParserUpgrade) and self._parser.get_status_code() == 101:
+                return True  # llhttp stops after a 101's head: _switch() decides
             cause = exc.__context__
             self.failed = cause.text if isinstance(cause, _Refuse) else "malformed response"
             return False
@@ -1288,7 +1319,7 @@ class ResponseReader(_HeadReader):
         self._backend10 = version == "1.0"
         if status < 200:
             if status == 101:
-                self.failed = "101 Switching Protocols, which this proxy never asks for"
+                self._switch(out)
                 return
             if status != 100 and not self.http10:
                 self._emit_bytes(self._rewrite_head(status, b""), out)
@@ -1329,6 +1360,23 @@ class ResponseReader(_HeadReader):
         self._in_body = True
         if self._message_done:  # Content-Length: 0
             self._done()
+
+    def _switch(self, out: List[Piece]) -> None:
+        """A 101: complete (the rest is the new protocol's, `rest`) when the request asked for an
+        upgrade and the head is a proper one; else the response failed (a 502)."""
+        upgrade = self.header(b"upgrade")
+        if not self.upgrade_asked:
+            self.failed = "101 Switching Protocols to a request that asked for no upgrade"
+        elif self._length is not None or self._chunked:
+            self.failed = "101 Switching Protocols with a Content-Length or Transfer-Encoding"
+        elif upgrade is None or b"upgrade" not in self._tokens:
+            self.failed = "101 Switching Protocols without Connection: upgrade and Upgrade"
+        else:
+            self.status = 101
+            self.rest = b""
+            self._emit_bytes(self._rewrite_head(101, b"Connection: upgrade\r\nUpgrade: " + upgrade + b"\r\n"), out)
+            self.complete = True
+            self.reusable = False
 
     def add_to_head(self, line: bytes) -> None:
         """`line` ("Name: value\r\n") is added to every final response head from now on."""

@@ -77,6 +77,9 @@ Per vserver (label `vserver`):
     leastload_vserver_overload_refused_total      connections accepted with the reserve and closed at once
                                                   (none waiting to close instead)
     leastload_vserver_linger_resets_total         lingering closes reset: the client sent past linger_bytes
+    leastload_vserver_tunnels_total               upgrades a backend accepted (101): tunnels opened
+    leastload_vserver_tunnels_open                tunnels open now
+    leastload_vserver_tunnel_timeouts_total       tunnels ended by tunnel_timeout (no byte either way)
     leastload_vserver_backend_connections         connections to backends open now, all backends together
     leastload_vserver_local_errors_total          the proxy's own troubles (descriptors, ports, buffers), by what
                                                   failed (label what)
@@ -266,6 +269,9 @@ FAMILY_SPECS: Tuple[FamilySpec, ...] = (
              "Connections accepted with the reserve and closed at once (none to close instead)."),
     _vserver("linger_resets_total", "counter", SUM,
              "Lingering closes reset: the client sent past linger_bytes after the last answer."),
+    _vserver("tunnels_total", "counter", SUM, "Upgrades a backend accepted (101): tunnels opened."),
+    _vserver("tunnels_open", "gauge", SUM, "Tunnels open now."),
+    _vserver("tunnel_timeouts_total", "counter", SUM, "Tunnels ended by tunnel_timeout (no byte either way)."),
     _vserver("backend_connections", "gauge", SUM, "Connections to backends open now."),
     _vserver("local_errors_total", "counter", SUM, "The proxy's own troubles, by what failed."),
     _vserver("tls_handshakes_total", "counter", SUM, "TLS handshakes completed."),
@@ -453,6 +459,8 @@ def _add(w: _Writer, proxy: Observed) -> None:
     reserve_f = fam["vserver_overload_reserve_accepts_total"]
     refused_f = fam["vserver_overload_refused_total"]
     linger_f = fam["vserver_linger_resets_total"]
+    tunnels_f, tunnels_open_f = fam["vserver_tunnels_total"], fam["vserver_tunnels_open"]
+    tunnel_timeouts_f = fam["vserver_tunnel_timeouts_total"]
     backend_conns_f = fam["vserver_backend_connections"]
     local_f = fam["vserver_local_errors_total"]
 
@@ -542,6 +550,9 @@ def _add(w: _Writer, proxy: Observed) -> None:
     reserve_f.add(vserver_labels, overload.reserve_accepts)
     refused_f.add(vserver_labels, overload.refused)
     linger_f.add(vserver_labels, stats.linger_resets)
+    tunnels_f.add(vserver_labels, stats.tunnels)
+    tunnels_open_f.add(vserver_labels, stats.tunnels_open)
+    tunnel_timeouts_f.add(vserver_labels, stats.tunnel_timeouts)
     backend_conns_f.add(vserver_labels, proxy.budget.open)
     for what in sorted(proxy.local_errors):
         local_f.add(vserver_labels + (("what", what),), proxy.local_errors[what])

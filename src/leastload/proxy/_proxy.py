@@ -93,7 +93,8 @@ class Proxy:
                  engine: Optional[Type[Any]] = None, token_header: Optional[str] = None,
                  max_request_line: int = _D["max_request_line"], max_header_size: int = _D["max_header_size"],
                  max_headers: int = _D["max_headers"], header_timeout: float = _D["header_timeout"],
-                 body_timeout: float = _D["body_timeout"], max_connections: Optional[int] = None,
+                 body_timeout: float = _D["body_timeout"], tunnel_timeout: float = _D["tunnel_timeout"],
+                 max_connections: Optional[int] = None,
                  xff: str = _D["xff"], forwarded: bool = _D["forwarded"], via: bool = _D["via"],
                  name: str = "leastload", access_log: Optional[AccessLog] = None,
                  admin_token: Optional[str] = None, health_ends_ejection: bool = _D["health_ends_ejection"],
@@ -145,6 +146,7 @@ class Proxy:
         self.client_timeout, self.max_body, self.pool_size = checked["client_timeout"], max_body, pool_size
         self.max_request_line, self.max_header_size, self.max_headers = max_request_line, max_header_size, max_headers
         self.header_timeout, self.body_timeout = checked["header_timeout"], checked["body_timeout"]
+        self.tunnel_timeout = checked["tunnel_timeout"]  # a tunnel's idle time (_tunnel.py)
         self.max_connections = max_connections if max_connections is not None else _listen.default_max_connections()
         if overload_connections is not None and overload_connections > self.max_connections:
             raise _errors.bad_value("overload_connections", overload_connections,
@@ -395,6 +397,8 @@ class Proxy:
                 "clients": len(self.clients), "max_connections": self.max_connections,
                 "listener": self._listener_status(), "overload": self.overload.status(len(self.clients)),
                 "linger_resets": self.stats.linger_resets,
+                "tunnels": self.stats.tunnels, "tunnels_open": self.stats.tunnels_open,
+                "tunnel_timeouts": self.stats.tunnel_timeouts,
                 "backend_connections": self.budget.open, "local_errors": dict(self.local_errors),
                 **self._edge_status()}
 

@@ -20,6 +20,6 @@ cdef class BackendCounters:
 cdef class Stats:
     cdef public dict backends
     cdef public object answered_by_proxy
-    cdef public long long no_service, linger_resets
+    cdef public long long no_service, linger_resets, tunnels, tunnels_open, tunnel_timeouts
 
     cpdef BackendCounters of(self, str name)

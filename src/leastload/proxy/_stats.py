@@ -61,6 +61,9 @@ class Stats:
         self.answered_by_proxy: "Counter[int]" = collections.Counter()
         self.no_service = 0  # requests answered 503 because the engine had no backend to pick
         self.linger_resets = 0  # lingering closes reset: the client sent past the byte bound
+        self.tunnels = 0         # upgrades a backend accepted (101): tunnels opened (_tunnel.py)
+        self.tunnels_open = 0    # of which still open
+        self.tunnel_timeouts = 0  # tunnels ended by tunnel_timeout (no byte either way)
 
     def of(self, name: str) -> BackendCounters:
         counters = self.backends.get(name)
