@@ -330,14 +330,14 @@ TOML_GOOD = [
     ('[monitor."my mon"]\ntype = "HTTP"\n[service.S2]\nhost = "10.0.0.2"\ntype = "HTTP"\nport = 80\n'
      'monitors = ["my mon"]\n', lambda c: c.service("S2").monitors == ["my mon"]),
     ("[proxy]\nretries = 0\nconnect_timeout = 3\ntimeout = 30.5\nclient_timeout = 86400\nheader_timeout = 0.001\n"
-     "body_timeout = 60\nmax_body = 1\nmax_request_line = 8192\nmax_header_size = 32768\nmax_headers = 100\n"
+     "body_timeout = 60\ntunnel_timeout = 7200\nmax_body = 1\nmax_request_line = 8192\nmax_header_size = 32768\nmax_headers = 100\n"
      'max_connections = 1000\npool_size = 256\noverload_connections = 750\noverload_timeout = 1.5\n'
      'linger_bytes = 0\nxff = "Replace"\nforwarded = true\nvia = false\nbackend_header = "X-Served-By"\n'
      'tls_cert = ["a.crt", "b.crt"]\ntls_key = ["a.key", "b.key"]\naccept_proxy = true\n'
      'admin = "127.0.0.1:9000"\naccess_log = "-"\nlog_format = "json"\nlog_level = "info"\nworkers = 256\n',
      lambda c: c.proxy == {
          "retries": 0, "connect_timeout": 3.0, "timeout": 30.5, "client_timeout": 86400.0, "header_timeout": 0.001,
-         "body_timeout": 60.0, "max_body": 1, "max_request_line": 8192, "max_header_size": 32768,
+         "body_timeout": 60.0, "tunnel_timeout": 7200.0, "max_body": 1, "max_request_line": 8192, "max_header_size": 32768,
          "max_headers": 100, "max_connections": 1000, "pool_size": 256, "overload_connections": 750,
          "overload_timeout": 1.5, "linger_bytes": 0, "xff": "replace", "forwarded": True,
          "via": False, "backend_header": "X-Served-By", "tls_cert": ["a.crt", "b.crt"],

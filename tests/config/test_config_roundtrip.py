@@ -49,7 +49,8 @@ def monitors(draw, name):
 proxy_settings = st.fixed_dictionaries({}, optional={
     "retries": st.integers(0, 100),
     **{k: st.floats(0, 86400, exclude_min=True) for k in ("connect_timeout", "timeout", "client_timeout",
-                                                            "header_timeout", "body_timeout", "overload_timeout")},
+                                                            "header_timeout", "body_timeout", "tunnel_timeout",
+                                                            "overload_timeout")},
     **{k: st.integers(PROXY_SETTING[k].low, PROXY_SETTING[k].high)
        for k in ("max_body", "max_request_line", "max_header_size", "max_headers", "max_connections", "pool_size")},
     "overload_connections": st.integers(1, 1 << 20),

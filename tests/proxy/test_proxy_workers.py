@@ -212,6 +212,7 @@ NEW_FLAGS = {  # keyword of Proxy: (flag and value given, the value Proxy gets)
     "header_timeout": (["--header-timeout", "2.5"], 2.5),
     "body_timeout": (["--body-timeout", "7"], 7.0),
     "client_timeout": (["--client-timeout", "9"], 9.0),
+    "tunnel_timeout": (["--tunnel-timeout", "90"], 90.0),
     "max_connections": (["--max-connections", "500"], 500),
     "overload_connections": (["--overload-connections", "400"], 400),
     "overload_timeout": (["--overload-timeout", "1.5"], 1.5),

@@ -1047,6 +1047,7 @@ class ResponseReader(_HeadReader):
 
     def start(self, head_only: bool, http10: bool, keep_alive: bool) -> None:
         self.upgrade_asked = False  # set after start() for a request that asks for an upgrade
+        self.rest: bytes = b""  # after a 101: the bytes that followed its head in the same piece
         self.head_only, self.http10, self.client_keep_alive = head_only, http10, keep_alive
         self._fresh = not (head_only or http10 or not keep_alive or self._adds)  # the fast path may take the first bytes
         self.status = 0
@@ -1373,7 +1374,6 @@ class ResponseReader(_HeadReader):
             self.failed = "101 Switching Protocols without Connection: upgrade and Upgrade"
         else:
             self.status = 101
-            self.rest = b""
             self._emit_bytes(self._rewrite_head(101, b"Connection: upgrade\r\nUpgrade: " + upgrade + b"\r\n"), out)
             self.complete = True
             self.reusable = False

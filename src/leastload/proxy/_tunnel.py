@@ -24,23 +24,24 @@ head, and the client's after its request (held unparsed by its reader).
 """
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ._core import clock
 
 if TYPE_CHECKING:
     from ._backend import BackendConnection
-    from ._exchange import Exchange
+
+# `exchange` below is an _exchange.Exchange (typed Any: that module imports this one)
 
 UPGRADE_LINES = b"Connection: upgrade\r\nUpgrade: %s\r\n\r\n"
 RECORD_PACKETS_EVERY = 16  # chunks between two TCP_INFO reads (with a method that picks by packets)
 
 
-def upgrade_request(payload: bytes, upgrade: bytes) -> bytes:
+def upgrade_request(payload: Union[bytes, bytearray], upgrade: bytes) -> bytes:
     """A request for the backend (_http1.encode_request's, which drops the hop-by-hop Connection
     and Upgrade and has no body here) with the client's Upgrade asked for again."""
     assert payload[-4:] == b"\r\n\r\n", "an upgrade request has no body"
-    return payload[:-2] + UPGRADE_LINES % upgrade
+    return bytes(payload[:-2]) + UPGRADE_LINES % upgrade
 
 
 class _End(asyncio.Protocol):
@@ -83,7 +84,7 @@ class _End(asyncio.Protocol):
 class Tunnel:
     """One tunnel: its two ends, the exchange whose transaction it keeps open, its idle timer."""
 
-    def __init__(self, exchange: "Exchange", conn: "BackendConnection", timeout: float) -> None:
+    def __init__(self, exchange: Any, conn: "BackendConnection", timeout: float) -> None:
         client = exchange.client
         self.exchange, self.conn, self.client = exchange, conn, client
         self.t: Any = exchange.t
@@ -225,7 +226,7 @@ class Tunnel:
             exchange._log(101, conn)
 
 
-def open_tunnel(exchange: "Exchange", conn: "BackendConnection") -> None:
+def open_tunnel(exchange: Any, conn: "BackendConnection") -> None:
     """The exchange's backend answered 101: its connection and the client's become a tunnel."""
     client = exchange.client
     counters = exchange.counters
