@@ -430,6 +430,7 @@ def test_a_tunnel_whose_client_never_reads_pauses_the_backend_and_ends_at_the_tu
         flooded_before = (await asyncio.to_thread(tunnels))["flooded"]
         # a small receive buffer: the client reads the 101's head and then nothing
         writer.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        rss_before = sum(attacks.rss_mib(pid) or 0.0 for pid in tunnel_proxy.pids())
         writer.write(upgrade(b"/rogue/tunnel?flood=%d" % FLOOD))
         head = await read_head(reader)
         assert head.startswith(b"HTTP/1.1 101 "), head
@@ -440,6 +441,8 @@ def test_a_tunnel_whose_client_never_reads_pauses_the_backend_and_ends_at_the_tu
         second = (await asyncio.to_thread(tunnels))["flooded"] - flooded_before
         # the backend side is paused: what it could send stopped growing, far below the flood
         assert second == first and second < FLOOD_BOUND, (first, second)
+        rss_after = sum(attacks.rss_mib(pid) or 0.0 for pid in tunnel_proxy.pids())
+        assert rss_after - rss_before < attacks.RSS_BUDGET_MIB, (rss_before, rss_after)
         # still not reading: no byte passes either way, and the tunnel timeout (2 s) ends it
         ended = await asyncio.to_thread(wait_until, lambda: tunnel_timeouts(tunnel_proxy) == timeouts + 1, 10)
         assert ended, "the tunnel outlived its timeout"

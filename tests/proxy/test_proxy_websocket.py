@@ -92,7 +92,8 @@ async def exchange_messages(uri, ssl_context=None):
 @pytest.mark.parametrize("workers,implementation", PATHS, ids=PATH_IDS)
 def test_10000_messages_through_the_proxy(tmp_path, ws_backend, cert, workers, implementation, tls):
     more = ["--tls-cert", cert[0], "--tls-key", cert[1]] if tls else []
-    proxy = start(tmp_path, ws_backend.port, workers, implementation, *more)
+    log = tmp_path / "access.log"
+    proxy = start(tmp_path, ws_backend.port, workers, implementation, "--access-log", str(log), *more)
     try:
         scheme = "wss" if tls else "ws"
         done = asyncio.run(exchange_messages(f"{scheme}://127.0.0.1:{proxy.port}/chat",
@@ -109,6 +110,13 @@ def test_10000_messages_through_the_proxy(tmp_path, ws_backend, cert, workers, i
         # both ways: at least the messages' payloads
         assert sample(text, "leastload_service_request_bytes_total", service="ws") > 100_000
         assert sample(text, "leastload_service_response_bytes_total", service="ws") > 100_000
+        # the tunnel's backend connection was never pooled: the one opened, none idle after
+        assert sample(text, "leastload_service_connections_opened_total", service="ws") == 1
+        assert sample(text, "leastload_service_idle_connections", service="ws") == 0
+        # one access-log line, written when the tunnel ended: its 101 and the backend
+        wait_until(lambda: log.exists() and " 101 " in log.read_text(), 10)
+        lines = log.read_text().splitlines()
+        assert len(lines) == 1 and '"GET /chat HTTP/1.1" 101 ' in lines[0] and "ws" in lines[0], lines
     finally:
         proxy.stop()
 
