@@ -573,10 +573,23 @@ def test_upgrade_not_asked_for_is_an_ordinary_request():
     assert head.upgrade == b""
 
 
-@pytest.mark.parametrize("framing", [b"Content-Length: 5\r\n\r\nhello", b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"])
-def test_an_upgrade_request_with_a_body_gets_400(framing):
-    data = b"POST / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n" + framing
-    assert status_of(data) == 400
+@pytest.mark.parametrize("framing", [b"Content-Length: 5\r\n\r\nhello",
+                                     b"Transfer-Encoding: chunked\r\n\r\n2\r\nhe\r\n3\r\nllo\r\n0\r\nT: t\r\n\r\n"])
+@pytest.mark.parametrize("split", [None, 1])
+def test_an_upgrade_request_with_a_body_is_an_ordinary_request_with_its_body(framing, split):
+    """As HAProxy does: the body read by its framing, no upgrade; the next request parsed as usual."""
+    data = b"POST /up HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n" + framing
+    data += b"GET /next HTTP/1.1\r\nHost: h\r\n\r\n"
+    pieces = [data] if split is None else [data[i:i + split] for i in range(len(data))]
+    outcomes = read_requests(pieces)
+    assert [(o[0], o[1], o[-1]) for o in outcomes] == [(b"POST", b"/up", b"hello"), (b"GET", b"/next", b"")]
+    head, body = one_request(data[:len(data) - len(b"GET /next HTTP/1.1\r\nHost: h\r\n\r\n")])
+    assert head.upgrade == b"" and bytes(body) == b"hello"
+
+
+def test_an_upgrade_request_with_a_body_over_max_body_gets_413():
+    data = b"POST / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\nContent-Length: 100\r\n\r\n"
+    assert status_of(data + b"x" * 100, Limits(max_body=10)) == 413
 
 
 def test_an_upgrade_request_with_content_length_0_is_an_upgrade():

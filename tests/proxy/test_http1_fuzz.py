@@ -291,10 +291,11 @@ def a_request(draw):
     sends_host = not http10 or draw(st.booleans())
     if sends_host:
         headers.insert(draw(st.integers(0, len(headers))), (b"Host", host))
-    upgrade = not http10 and draw(st.integers(0, 9)) == 0  # asks for a protocol upgrade: complete, no body
+    # asks for a protocol upgrade: complete at its head without a body; with one, an ordinary request
+    upgrade = not http10 and draw(st.integers(0, 9)) == 0
     if upgrade:
         headers += [(b"Connection", b"keep-alive, Upgrade"), (b"Upgrade", b"websocket")]
-    kinds = ["none"] if upgrade else ["none", "length"] if http10 else ["none", "none", "length", "chunked"]
+    kinds = ["none", "length"] if http10 else ["none", "none", "length", "chunked"]
     kind = draw(st.sampled_from(kinds))
     body = draw(st.binary(max_size=80)) if kind != "none" else b""
     framing_at = draw(st.integers(0, len(headers)))

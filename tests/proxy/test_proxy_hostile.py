@@ -539,3 +539,23 @@ def test_no_byte_of_one_tunnel_reaches_another_and_a_reset_costs_the_backend_not
     run(go())
     assert settled(tunnel_proxy)
     assert tunnel_proxy.status()["rogue"]["failures"] == failures  # a tunnel's end is never the backend's failure
+
+
+def test_an_upgrade_request_with_a_body_is_forwarded_as_an_ordinary_request(tunnel_proxy):
+    """As HAProxy does: its body by its framing, no Upgrade for the backend, never a tunnel."""
+    async def go():
+        reader, writer = await open_conn(tunnel_proxy)
+        writer.write(b"POST /rogue/echo HTTP/1.1\r\nHost: tunnel\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                     b"Content-Length: 5\r\n\r\nhelloGET /rogue/echo HTTP/1.1\r\nHost: tunnel\r\n\r\n")
+        answers = []
+        for _ in range(2):
+            head = await read_head(reader)
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            answers.append((head, json.loads(await read_exactly(reader, length))))
+        writer.close()
+        return answers
+    (head, echo), (head2, echo2) = run(go())
+    assert head.startswith(b"HTTP/1.1 200 ") and echo["method"] == "POST" and echo["body_length"] == 5
+    assert not [v for n, v in echo["headers"] if n.lower() in ("upgrade", "connection")]
+    assert head2.startswith(b"HTTP/1.1 200 ") and echo2["method"] == "GET"  # the next request, on the same connection
+    assert settled(tunnel_proxy)

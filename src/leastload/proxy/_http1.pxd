@@ -21,6 +21,7 @@ cdef list _NAME_SLOTS
 cdef bytes _HTTP11_END, _HTTP11_START, _HOST_NAME, _CONTENT_LENGTH_NAME, _LOAD_REPORT_NAME
 cdef int _NOT_PLAIN_REQUEST, _NOT_PLAIN_RESPONSE, _LOAD_REPORT
 cdef Py_ssize_t _MAX_CHUNK_LINE, _KEEP_WHOLE
+cdef bytes _LENGTH_PRIMER, _CHUNKED_PRIMER
 cdef str _BAD_REQUEST_LINE
 
 
@@ -81,7 +82,7 @@ cdef class RequestReader(_HeadReader):
     cdef public Py_ssize_t requests, plain_heads
     cdef list _url
     cdef RequestHead _next_head
-    cdef bint _plain, _line_done, _headers_done, _complete
+    cdef bint _plain, _line_done, _headers_done, _complete, _reparse
     cdef public bint started
     cdef object _line
     cdef bytes _good_host

@@ -490,6 +490,19 @@ class _HeadReader:
         return -1 if flags & not_plain else at
 
 
+class _BodyOnly:
+    """llhttp's callbacks for the body of an upgrade request that has one: a parser primed with
+    a head of the same framing (_LENGTH_PRIMER, _CHUNKED_PRIMER) reads it into the reader."""
+
+    def __init__(self, reader: "RequestReader") -> None:
+        self.on_body = reader.on_body
+        self.on_message_complete = reader.on_message_complete
+
+
+_LENGTH_PRIMER = b"POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\n"
+_CHUNKED_PRIMER = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
 class RequestReader(_HeadReader):
     """A client's bytes -> checked requests, one at a time (see the module docstring)."""
 
@@ -505,6 +518,7 @@ class RequestReader(_HeadReader):
         self.requests = 0         # requests completed on this stream
         self.plain_heads = 0      # of their heads, those read without llhttp (_plain_head)
         self._good_host = b""     # the Host value last found good there
+        self._reparse = False     # the parser takes a body only (_upgrade_asked): replaced at start_next()
         self._url: List[bytes] = []
         self._begin()
 
@@ -546,6 +560,9 @@ class RequestReader(_HeadReader):
     def start_next(self) -> None:
         """The current request is done with: parse the next one."""
         if self._state is PAUSED:
+            if self._reparse:  # the last body was an upgrade request's (_upgrade_asked)
+                self._reparse = False
+                self._parser = httptools.HttpRequestParser(self)
             self._state = HEAD
             self.head = None
             if self.body:
@@ -588,16 +605,22 @@ class RequestReader(_HeadReader):
         return self._fail(400, "malformed request")
 
     def _upgrade_asked(self) -> Optional[str]:
-        """llhttp stopped after a head asking for an upgrade (Connection: upgrade and Upgrade):
-        CONNECT is refused (501), as is an upgrade request with a body (400: whether its bytes
-        are the body or the new protocol's is ambiguous). Otherwise the request is complete with
-        no body (head.upgrade is set) and what follows it stays unread in `buffered`; the parser
-        is replaced by a fresh one, for a next request if the backend does not switch."""
+        """llhttp stopped after a head asking for an upgrade (Connection: upgrade and Upgrade).
+        CONNECT is refused (501). An upgrade request with a body is an ordinary request, its
+        body read by its framing and the upgrade dropped (as HAProxy does): a parser that takes
+        only its body (_BodyOnly) reads on, the reader's own replacing it at start_next().
+        Otherwise the request is complete with no body (head.upgrade is set) and what follows
+        it stays unread in `buffered`; a fresh parser is ready for a next request, should the
+        backend not switch."""
         head = self._next_head
         if not self._headers_done or head.method == b"CONNECT":
             return self._fail(501, "CONNECT is not supported by this proxy")
         if head.chunked or head.content_length:
-            return self._fail(400, "an upgrade request may not have a body")
+            self._parser = httptools.HttpRequestParser(_BodyOnly(self))
+            self._parser.feed_data(_CHUNKED_PRIMER if head.chunked else _LENGTH_PRIMER % head.content_length)
+            self._complete = False  # (llhttp had ended the message at its head)
+            self._reparse = True
+            return None
         head.upgrade = head.header(b"upgrade") or b""
         self._parser = httptools.HttpRequestParser(self)
         return None
