@@ -51,7 +51,7 @@ from . import proxy_vs_haproxy as pvh  # the shared setup: proxies, wrk
 # perf's shared objects, by what they are to a request (first match wins)
 DSO_PARTS = (
     ("engine (leastload's C core)", re.compile(r"^_engine\.")),
-    ("compiled HTTP/1.1 layer", re.compile(r"^_http1\.")),
+    ("compiled HTTP/1.1 layer", re.compile(r"^_(http1|response|scan)\.")),
     ("httptools (HTTP parser)", re.compile(r"^(parser|url_parser)\.cpython")),
     ("uvloop / libuv (event loop)", re.compile(r"^loop\.cpython")),
     ("kernel (system calls, TCP)", re.compile(r"kernel|vmlinux")),

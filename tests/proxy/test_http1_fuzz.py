@@ -106,10 +106,11 @@ _QUOTED = re.compile(r"""b?'(?:[^'\\]|\\.)*'|b?"(?:[^"\\]|\\.)*"|0x[0-9a-f]+""")
 
 
 def _failure_key(exc):
-    """What a failure is: where it was raised (the innermost frame in this file or in _http1)
+    """What a failure is: where it was raised (the innermost frame in this file or in the layer)
     and the first line of its message with the bytes it quotes left out."""
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = [f for f in frames if f.filename.endswith(("_http1.py", "test_http1_fuzz.py"))]
+    ours = [f for f in frames if f.filename.endswith(("_http1.py", "_response.py", "_scan.py",
+                                                      "test_http1_fuzz.py"))]
     where = ours[-1] if ours else (frames[-1] if frames else None)
     message = (str(exc).splitlines() or [""])[0]
     message = _QUOTED.sub("'?'", message)

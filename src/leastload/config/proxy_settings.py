@@ -11,7 +11,7 @@ same where there is one, and the flag's help. What derives from it:
   choices, default, help);
 - the TOML form checks its [proxy] keys with the same kinds and bounds
   (config/toml_form.py), and model.PROXY_KEYS lists them;
-- proxy/_http1.Limits, the fan-out's header timeout and the linger bound take
+- proxy/_scan.Limits, the fan-out's header timeout and the linger bound take
   their defaults from DEFAULT;
 - docs/proxy-settings.md is markdown_table()'s output (`python -m
   leastload.config.proxy_settings > docs/proxy-settings.md`).

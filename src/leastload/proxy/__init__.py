@@ -6,7 +6,9 @@ docs/proxy.md describes what it does per request, on failure and under load.
 Its modules import one way, each only from those above it in this list (never from this
 package's __init__; tools/check_import_cycles.py keeps it so):
 
-    _http1, _accesslog, _overload, _stats, _control,          no sibling imports
+    _scan, _accesslog, _overload, _stats, _control,           no sibling imports
+    _response                                                the HTTP/1.1 layer: responses (_scan's scanner)
+    _http1                                                   the HTTP/1.1 layer: requests; re-exports _response's
     _listen                                                  (an _overload's types)
     _config, _linger
     _health                                                  probes; given the loop and the vserver
@@ -34,7 +36,7 @@ from .._implementation import IMPLEMENTATION as _IMPLEMENTATION
 # The per-request path: the HTTP/1.1 layer, the counters, and the three modules that carry a
 # request, each compiled from its .py with the .pxd beside it (Cython's pure-Python mode),
 # lowest layer first. The compiled ones cimport each other's types: all of them or none.
-_COMPILED_PATH = ("_http1", "_stats", "_core", "_backend", "_exchange", "_client")
+_COMPILED_PATH = ("_scan", "_response", "_http1", "_stats", "_core", "_backend", "_exchange", "_client")
 
 
 def _request_path() -> str:

@@ -6,7 +6,7 @@
 cimport cython
 
 from leastload.proxy._core cimport ProxyCore, WriteSide, WriteTurn, clock
-from leastload.proxy._http1 cimport ResponseReader
+from leastload.proxy._response cimport ResponseReader
 from leastload.proxy._stats cimport Stats
 
 

@@ -25,7 +25,8 @@ from typing import Any, Callable, List, Optional, Tuple, cast
 
 from ..net.tcpinfo import SegmentCounter
 from ._core import ProxyCore, WriteSide, WriteTurn, clock, descriptor_of
-from ._http1 import Buffer, Limits, Piece, ResponseReader
+from ._response import ResponseReader
+from ._scan import Buffer, Limits, Piece
 
 # (each compiled module needs its own: a cdef global cannot be imported from another module)
 try:
