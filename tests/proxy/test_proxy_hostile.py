@@ -559,3 +559,22 @@ def test_an_upgrade_request_with_a_body_is_forwarded_as_an_ordinary_request(tunn
     assert not [v for n, v in echo["headers"] if n.lower() in ("upgrade", "connection")]
     assert head2.startswith(b"HTTP/1.1 200 ") and echo2["method"] == "GET"  # the next request, on the same connection
     assert settled(tunnel_proxy)
+
+
+def test_a_client_half_close_reaches_the_backend_and_its_answer_still_comes_back(tunnel_proxy):
+    """The client ends its input (shutdown SHUT_WR) after sending: the backend gets the end of input
+    after the bytes, its echo still reaches the client, and then the tunnel closes."""
+    async def go():
+        reader, writer = await open_conn(tunnel_proxy)
+        writer.write(upgrade(b"/rogue/tunnel"))
+        await read_head(reader)
+        assert await read_exactly(reader, 12) == b"hello tunnel"
+        payload = b"half-closed" * 10000
+        writer.write(payload)
+        writer.write_eof()
+        echoed = await asyncio.wait_for(reader.read(), READ_LIMIT)  # up to the end the backend's close gives
+        writer.close()
+        return payload, echoed
+    payload, echoed = run(go())
+    assert echoed == payload
+    assert settled(tunnel_proxy)

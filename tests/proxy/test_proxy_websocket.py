@@ -198,3 +198,19 @@ def test_an_upgrade_the_backend_refuses_is_an_ordinary_answer(tmp_path, ws_backe
             assert data.split(b"\r\n")[0].split(b" ")[1] != b"101", data
     finally:
         proxy.stop()
+
+
+def test_leastpackets_counts_the_tunnels_segments_while_it_is_open(tmp_path, ws_backend):
+    """TCP_INFO is read every 16 chunks of a tunnel: its window's segments rise before the close."""
+    proxy = start(tmp_path, ws_backend.port, 1, "c", "--method", "LEASTPACKETS")
+    try:
+        before = sample(metrics(proxy.admin), "leastload_service_window_packets", service="ws")
+
+        def while_open():
+            return sample(metrics(proxy.admin), "leastload_service_window_packets", service="ws")
+
+        during = asyncio.run(push_and_read(f"ws://127.0.0.1:{proxy.port}/", while_open, False))
+        # 64 messages each way: 128 chunks at least, 8 readings at least, each a segment or more
+        assert during - before >= 8, (before, during)
+    finally:
+        proxy.stop()

@@ -167,7 +167,8 @@ class Tunnel:
             peer.transport.write_eof()  # after what it holds
         else:  # (TLS) no half-close to pass on: closed once what it holds is written
             peer.transport.close()
-        return True  # this side stays open for what the other still sends
+        # this side stays open for what the other still sends, where it can (a TLS connection closes)
+        return True if end.transport.can_write_eof() else None
 
     def lost(self, end: _End, exc: Optional[Exception]) -> None:
         end.gone = True
@@ -233,6 +234,10 @@ def open_tunnel(exchange: Any, conn: "BackendConnection") -> None:
     counters.by_class[1] += 1
     if conn.ttfb is not None:
         counters.add_ttfb(conn.ttfb)
+    if client.gone:  # (it went while the 101 came: nothing to tunnel to)
+        conn.transport.abort()
+        exchange.t.finish(status=499)
+        return
     stats = exchange.proxy.stats
     stats.tunnels += 1
     stats.tunnels_open += 1
