@@ -49,8 +49,10 @@ class ResponseReader(_HeadReader):
     trailers as trailers) and is de-chunked for an HTTP/1.0 client, which
     then gets the end of the body from the close; a body delimited by the
     backend's close is delimited by the client connection's close too. 1xx
-    answers other than 100 go to HTTP/1.1 clients; 101 is refused (the proxy
-    never asks for an upgrade). Bytes after the end of the response, or a
+    answers other than 100 go to HTTP/1.1 clients. A 101 completes the
+    response when `upgrade_asked` was set after start() (the request asked
+    for an upgrade: _tunnel.py takes the connection on, the bytes after the
+    101's head in `rest`); otherwise it fails. Bytes after the end of the response, or a
     body on a HEAD, 204 or 304 exchange, make the backend connection
     unusable (`reusable` False).
     """
