@@ -14,8 +14,9 @@ import urllib.request
 
 import pytest
 
-from edge_helpers import HAPROXY, HAPROXY_SENDERS, EchoBackend, ProxyProcess, start_haproxy
+from edge_helpers import HAPROXY, HAPROXY_SENDERS, EchoBackend, start_haproxy
 from leastload_testkit.ports import free_port, free_ports
+from leastload_testkit.proxy_process import ProxyProcess
 
 PATHS = [(1, "c"), (2, "c"), (1, "python"), (2, "python")]
 PATH_IDS = [f"{w}-worker{'s' * (w > 1)}-{'compiled' if i == 'c' else 'python'}" for w, i in PATHS]
@@ -45,7 +46,7 @@ def start(tmp_path, backends, workers, implementation, *more):
             "--workers", str(workers), "--accept-proxy", *more]
     for b in backends:
         args += ["--backend", f"{b.server.name}=127.0.0.1:{b.port}"]
-    proxy = ProxyProcess(tmp_path, args, implementation)
+    proxy = ProxyProcess(args, implementation)
     proxy.admin = admin
     return proxy
 

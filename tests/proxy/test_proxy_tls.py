@@ -18,8 +18,9 @@ import urllib.request
 import pytest
 
 from certs import OPENSSL, make_cert
-from edge_helpers import EchoBackend, ProxyProcess
+from edge_helpers import EchoBackend
 from leastload_testkit.ports import free_ports
+from leastload_testkit.proxy_process import ProxyProcess
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed: no certificates "
                                                          "can be made for the TLS tests")
@@ -54,7 +55,7 @@ def start(tmp_path, backend, certs, workers, implementation, *more):
     admin = free_ports(workers + 1 if workers > 1 else 1)
     args = ["--listen", "127.0.0.1:0", "--backend", f"app=127.0.0.1:{backend.port}", "--health-check", "none",
             "--admin", f"127.0.0.1:{admin}", "--workers", str(workers), *tls_args(certs, "a", "b"), *more]
-    proxy = ProxyProcess(tmp_path, args, implementation)
+    proxy = ProxyProcess(args, implementation)
     proxy.admin = admin
     return proxy
 
@@ -176,7 +177,7 @@ def test_sighup_serves_a_new_certificate_to_new_connections_while_an_old_one_fin
     cert.write_bytes(open(old[0], "rb").read())
     key.write_bytes(open(old[1], "rb").read())
     admin = free_ports(workers + 1 if workers > 1 else 1)
-    proxy = ProxyProcess(tmp_path, ["--listen", "127.0.0.1:0", "--backend", f"app=127.0.0.1:{backend.port}",
+    proxy = ProxyProcess(["--listen", "127.0.0.1:0", "--backend", f"app=127.0.0.1:{backend.port}",
                                     "--health-check", "none", "--admin", f"127.0.0.1:{admin}",
                                     "--workers", str(workers), "--tls-cert", str(cert), "--tls-key", str(key)],
                          implementation)
