@@ -7,8 +7,8 @@ requests a second and the proxy's CPU a request (its process tree's user + syste
 the requests wrk counted); the ratios are leastload's over HAProxy's, one per round, so the
 machine's changing load falls on both sides of each.
 
-    python benchmarks/proxy_tls_vs_haproxy.py                 # 256 connections, 3 rounds of 10 s
-    python benchmarks/proxy_tls_vs_haproxy.py --connections 64 --rounds 5 --duration 5
+    python -m benchmarks.proxy_tls_vs_haproxy                 # 256 connections, 3 rounds of 10 s
+    python -m benchmarks.proxy_tls_vs_haproxy --connections 64 --rounds 5 --duration 5
 
 Needs Linux, wrk, haproxy and openssl. Not part of CI: a person runs it.
 """
@@ -19,8 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import proxy_vs_haproxy as pvh  # noqa: E402 (the same backends, process handling and wrk parsing)
+from . import proxy_vs_haproxy as pvh  # the same backends, process handling, wrk parsing and HAProxy config
 
 HOST = pvh.HOST
 
@@ -37,34 +36,8 @@ def make_certificate(workdir):
 
 
 def haproxy_tls_config(port, backends, pem):
-    servers = "\n".join(f"    server {name} {HOST}:{p}" for name, p in backends.items())
-    return f"""\
-global
-    nbthread 1
-    maxconn {pvh.MAXCONN}
-    ssl-default-bind-options ssl-min-ver TLSv1.2
-
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-    timeout http-request 10s
-    timeout http-keep-alive 30s
-    maxconn {pvh.MAXCONN}
-
-frontend bench
-    bind {HOST}:{port} ssl crt {pem} alpn http/1.1
-    option forwardfor
-    http-request set-header X-Forwarded-Proto https
-    default_backend pool
-
-backend pool
-    balance leastconn
-{servers}
-"""
+    return pvh.haproxy_text(1, f"{HOST}:{port} ssl crt {pem} alpn http/1.1", "https", backends, "leastconn",
+                            global_lines=["ssl-default-bind-options ssl-min-ver TLSv1.2"])
 
 
 def start(kind, backends, workdir, cert, key, pem):

@@ -305,12 +305,20 @@ def haproxy_config(port, threads, backends, balance):
     backend with X-Forwarded-For and X-Forwarded-Proto added (leastload's `--xff append`),
     the same bytes but for the names' case. Without them HAProxy forwarded wrk's request
     as it came and leastload built a longer one for its backends to read."""
+    return haproxy_text(threads, f"{HOST}:{port}", "http", backends, balance)
+
+
+def haproxy_text(threads, bind, proto, backends, balance, global_lines=()):
+    """The HAProxy configuration the comparisons run (this one, proxy_tls_vs_haproxy): `bind`
+    is the frontend's bind line's arguments, `proto` the X-Forwarded-Proto it sets,
+    `global_lines` more lines for its global section."""
     servers = "\n".join(f"    server {name} {HOST}:{p}" for name, p in backends.items())
+    extra = "".join(f"    {line}\n" for line in global_lines)
     return f"""\
 global
     nbthread {threads}
     maxconn {MAXCONN}
-
+{extra}
 defaults
     mode http
     option http-keep-alive
@@ -324,9 +332,9 @@ defaults
     maxconn {MAXCONN}
 
 frontend bench
-    bind {HOST}:{port}
+    bind {bind}
     option forwardfor
-    http-request set-header X-Forwarded-Proto http
+    http-request set-header X-Forwarded-Proto {proto}
     default_backend pool
 
 backend pool

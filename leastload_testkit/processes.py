@@ -37,6 +37,7 @@ class Server:
         self.stderr_path: Optional[str] = os.path.join(workdir, f"{name}.stderr") if workdir else None
         self._stderr: IO[bytes] = (open(self.stderr_path, "w+b") if self.stderr_path
                                    else tempfile.TemporaryFile())
+        self._stderr_kept: Optional[str] = None  # all of it, read when stopped
         child_env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(self.cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=self._stderr,
                                      env=child_env, start_new_session=True)
@@ -93,15 +94,22 @@ class Server:
         what = "exited before accepting" if self.proc.poll() is not None else f"did not accept in {timeout:.0f} s"
         raise RuntimeError(f"{self.name} {what} connections on {HOST}:{port}\n{self.diagnosis()}")
 
-    def errors(self) -> str:
-        """The tail of what it wrote to stderr."""
+    def stderr_text(self) -> str:
+        """All it wrote to stderr so far (kept when it is stopped)."""
+        if self._stderr_kept is not None:
+            return self._stderr_kept
         try:
             self._stderr.flush()
-            size = self._stderr.seek(0, os.SEEK_END)
-            self._stderr.seek(max(0, size - 3000))
-            return self._stderr.read().decode("utf-8", "replace")
+            self._stderr.seek(0)
+            text = self._stderr.read().decode("utf-8", "replace")
+            self._stderr.seek(0, os.SEEK_END)
+            return text
         except (OSError, ValueError):  # closed: stopped meanwhile
             return ""
+
+    def errors(self) -> str:
+        """The tail of what it wrote to stderr."""
+        return self.stderr_text()[-3000:]
 
     def diagnosis(self) -> str:
         """Exit status and the tail of its output, for an error message."""
@@ -140,6 +148,8 @@ class Server:
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
+        if self._stderr_kept is None:
+            self._stderr_kept = self.stderr_text()
         self._stderr.close()
 
 

@@ -1,50 +1,30 @@
 """What the end-to-end tests of the proxy's edge share (tests/proxy/test_proxy_tls.py,
-tests/proxy/test_proxy_accept_proxy.py): `leastload proxy ARGS` as a process on either
-per-request path, and backends that answer with their name and what they were sent."""
+tests/proxy/test_proxy_accept_proxy.py): backends that answer with their name and what
+they were sent, HAProxy sending the PROXY header, and the proxy's /metrics read. The proxy
+itself is started by leastload_testkit.proxy_process."""
 
 import http.server
-import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
+import urllib.request
 
-from leastload_testkit.waits import first_line
+
+def metrics(port):
+    """The admin port's (or the proxy's) /metrics text."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
 
 
-class ProxyProcess:
-    """`python -m leastload proxy ARGS` (LEASTLOAD_IMPLEMENTATION=`implementation`); stderr to a file."""
-
-    def __init__(self, tmp_path, args, implementation="c"):
-        if implementation == "python" and "--workers" in args and args[args.index("--workers") + 1] != "1":
-            args = [*args, "--private-engines"]  # the pure-Python engine shares no vserver between processes
-        self.err_path = tmp_path / f"proxy-{os.getpid()}-{id(self)}.err"
-        with open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "leastload", "proxy", *args],
-                                         stdout=subprocess.PIPE, stderr=err, text=True,
-                                         env=dict(os.environ, LEASTLOAD_IMPLEMENTATION=implementation))
-        line = first_line(self.proc.stdout, 60)
-        if not line.startswith("listening on 127.0.0.1:"):
-            self.stop()
-            raise AssertionError(f"proxy did not start: {line!r} {self.err()!r}")
-        self.port = int(line.rsplit(":", 1)[1])
-
-    def err(self):
-        return self.err_path.read_text()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
-        return self.proc.returncode
+def sample(text, name, **labels):
+    """The value of the first sample of `name` whose labels include `labels`."""
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(name + "{") and want in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} {labels} in:\n{text}")
 
 
 class _Echo(http.server.BaseHTTPRequestHandler):

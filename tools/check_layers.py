@@ -22,7 +22,7 @@ ROOT = "(root)"  # the package's __init__
 
 # Bottom first. Units of one layer do not import each other.
 LAYERS: List[Tuple[str, ...]] = [
-    ("_version", "hashing", "cmdline"),  # import nothing of leastload
+    ("_version", "hashing", "cmdline", "prometheus_text"),  # import nothing of leastload
     ("engine",),                         # one vserver: the C binding and its twin, the reference; the policy
     ("reference",),                      # leastload.reference, the reference's public name (engine.reference)
     ("_implementation",),                # which engine `import leastload` gives

@@ -4,7 +4,6 @@ live view itself in a real terminal (tmux: new-session, send-keys, capture-pane)
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ from leastload.cli import top  # noqa: E402
 from leastload.cli.top_model import ExpositionError, Snapshot, rate, read_samples, views, workers_line  # noqa: E402
 from leastload_testkit.backends import start_backend  # noqa: E402
 from leastload_testkit.ports import free_ports  # noqa: E402
-from leastload_testkit.waits import first_line  # noqa: E402
+from leastload_testkit.proxy_process import ProxyProcess  # noqa: E402
 
 # one vserver, two services, as one process's /metrics gives them (a few families)
 ONE = """\
@@ -109,7 +108,9 @@ def test_per_worker_series_show_once_when_equal_and_each_workers_in_order_when_n
 
 
 def test_each_vserver_keeps_its_own_services_and_one_can_be_chosen():
-    text = ONE + ONE.replace('vserver="web"', 'vserver="api"').replace('service="b"', 'service="c"')
+    api = ONE.replace('vserver="web"', 'vserver="api"').replace('service="b"', 'service="c"')
+    # the second vserver's samples in the same families (a family's HELP and TYPE come once)
+    text = ONE + "".join(line + "\n" for line in api.splitlines() if not line.startswith("#"))
     before, now = Snapshot(text.format(a=10, b=20, picks=30), 0.0), Snapshot(text.format(a=14, b=20, picks=34), 2.0)
     web, api = views(before, now)
     assert (web.name, [r.name for r in web.rows]) == ("web", ["a", "b"])
@@ -186,30 +187,6 @@ class Tmux:
                 pass
 
 
-class ProxyProcess:
-    def __init__(self, tmp_path, *args):
-        self.err_path = tmp_path / "proxy.err"
-        with open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "leastload", "proxy", *args],
-                                         stdout=subprocess.PIPE, stderr=err, text=True,
-                                         env=dict(os.environ, LEASTLOAD_IMPLEMENTATION="c"))  # one shared engine
-        line = first_line(self.proc.stdout, 60)
-        if not line.startswith("listening on 127.0.0.1:"):
-            self.stop()
-            raise AssertionError(f"proxy did not start: {line!r} {self.err_path.read_text()!r}")
-        self.port = int(line.rsplit(":", 1)[1])
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
-
-
 def load(port, stop, limit=20000):
     """GETs through the proxy until `stop` is set (at most `limit` of them, and 120 s)."""
     deadline = time.monotonic() + 120
@@ -239,10 +216,10 @@ def proxy_with_two_workers(tmp_path):
     token.write_text("secret-of-the-test\n")
     proxy = None
     try:
-        proxy = ProxyProcess(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
-                             "--admin", f"127.0.0.1:{admin}", "--admin-token-file", str(token),
-                             "--backend", f"a={backends[0].address}",
-                             "--backend", f"b={backends[1].address}:3")
+        proxy = ProxyProcess(["--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
+                              "--admin", f"127.0.0.1:{admin}", "--admin-token-file", str(token),
+                              "--backend", f"a={backends[0].address}",
+                              "--backend", f"b={backends[1].address}:3"])  # compiled: one shared engine
         proxy.token_file = str(token)
         yield proxy, f"http://127.0.0.1:{admin}"
     finally:

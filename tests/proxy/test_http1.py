@@ -28,6 +28,8 @@ Covered:
   parser): well framed, one response, the right status and the exact body.
 """
 
+import types
+
 import h11
 import pytest
 
@@ -43,6 +45,14 @@ def _layer(http1):
     names.update({name: getattr(http1, name) for name in LAYER_NAMES})
     # small limits, so every boundary is a few bytes away (the helpers' limits=None means these)
     names["LIMITS"] = Limits(max_request_line=64, max_header_size=256, max_headers=6, max_body=32)
+
+
+def test_the_layer_under_test_is_all_compiled_or_all_pure(http1, request):
+    # its three modules (_scan, _response, _http1) come as one set: a pure RequestReader
+    # beside a compiled ResponseReader would leave one of them untested on its path
+    pure = request.node.callspec.params["http1"] == "python"
+    for cls in (http1.RequestReader, http1.ResponseReader, http1.Limits):
+        assert isinstance(cls.__dict__.get("__init__"), types.FunctionType) == pure, cls
 
 
 CLIENT = b"10.0.0.1"

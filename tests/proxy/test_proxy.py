@@ -8,7 +8,6 @@ fixed number of requests, and every wait is bounded.
 import asyncio
 import collections
 import json
-import os
 import socket
 import struct
 import subprocess
@@ -21,8 +20,7 @@ import pytest
 from leastload.proxy import Proxy
 from leastload_testkit.backends import start_backend
 from leastload_testkit.ports import free_port, free_ports
-from leastload_testkit.processes import stop_child
-from leastload_testkit.waits import first_line
+from leastload_testkit.proxy_process import ProxyProcess
 from servers import run_loop
 
 RUN_TIMEOUT = 90.0  # no test's event loop runs longer than this
@@ -544,20 +542,6 @@ def test_bad_settings_name_the_argument():
 # ---- the command line: admin port, workers ------------------------------------------------
 
 
-def start_cli(*args):
-    env = dict(os.environ, LEASTLOAD_IMPLEMENTATION="c")
-    proc = subprocess.Popen([sys.executable, "-m", "leastload", "proxy", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    line = first_line(proc.stdout, 60)
-    if not line.startswith("listening on "):
-        proc.kill()
-        raise AssertionError(f"proxy did not start: {line!r} {proc.stderr.read()!r}")
-    return proc, int(line.rsplit(":", 1)[1])
-
-
-stop_cli = stop_child  # (exit status, stderr)
-
-
 def get_json(url):
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.loads(r.read())
@@ -566,8 +550,9 @@ def get_json(url):
 def test_cli_with_two_workers_and_their_admin_ports(backends):
     procs = [backends(0.001), backends(0.001)]
     admin = free_ports(3)  # the supervisor's admin port (all workers), then worker 0's and worker 1's
-    proc, port = start_cli("--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
-                           "--admin", f"127.0.0.1:{admin}", *(f"--backend={s}" for s in specs(["a", "b"], procs)))
+    proxy = ProxyProcess(["--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
+                          "--admin", f"127.0.0.1:{admin}", *(f"--backend={s}" for s in specs(["a", "b"], procs))])
+    port = proxy.port
     try:
         async def clients():
             # fresh connections, so the kernel spreads them over the workers
@@ -581,7 +566,7 @@ def test_cli_with_two_workers_and_their_admin_ports(backends):
         with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=10) as r:
             metrics = r.read().decode()
     finally:
-        code, err = stop_cli(proc)
+        code, err = proxy.stop(), proxy.err()
     assert outcome == {200: 200}
     per_worker = [sum(b.get("requests", 0) for b in s["backends"].values()) for s in statuses]
     assert sum(per_worker) == 200, per_worker

@@ -6,13 +6,10 @@ load is a fixed number of requests, every wait bounded.
 
 import asyncio
 import collections
-import json
-import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import httpx
 import pytest
@@ -22,8 +19,7 @@ from leastload.proxy._config import DEFAULT_PROBE, plan
 from leastload.proxy._gateway import Gateway
 from leastload.config import parse
 from leastload_testkit.ports import free_port
-from leastload_testkit.processes import stop_child
-from leastload_testkit.waits import first_line, wait_until
+from leastload_testkit.proxy_process import ProxyProcess
 from servers import run_loop
 
 
@@ -146,27 +142,16 @@ def test_two_vservers_served_and_a_reload_applied_in_place(backend_procs, tmp_pa
 
 # ---- the command line -----------------------------------------------------------------------
 
-def start_cli(*args):
-    proc = subprocess.Popen([sys.executable, "-m", "leastload", "proxy", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = first_line(proc.stdout, 30)  # one line naming every vserver's address
-    if not line.startswith("listening on") or len(line.split(", ")) != 2:
-        proc.kill()
-        raise AssertionError(f"{line!r}; stderr: {proc.stderr.read()}")
-    return proc
-
-
-def stop_cli(proc):
-    return stop_child(proc, timeout=30)
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 def test_sighup_adds_and_removes_services_under_load_without_losing_a_request(backend_procs, tmp_path, workers):
     procs = backend_procs(6)
     web_port, api_port = free_port(), free_port()
     path = tmp_path / "lb.conf"
     path.write_text(two_vservers(procs, web_port, api_port))
-    proc = start_cli("--config", str(path), "--workers", str(workers), "--health-check", "http")
+    # (the suite's per-request path: the wheel's stage runs this on the compiled one)
+    proxy = ProxyProcess(["--config", str(path), "--workers", str(workers), "--health-check", "http"],
+                         implementation=None)
+    assert len(proxy.listening_line.split(", ")) == 2, proxy.listening_line  # one line naming both vservers
     try:
         total = 10_000
         outcome = collections.Counter()
@@ -187,14 +172,14 @@ def test_sighup_adds_and_removes_services_under_load_without_losing_a_request(ba
                         if i == total // 3:  # a third of the way: the file changes, SIGHUP
                             before.update({f"s{k + 1}": p.stats()["requests"] for k, p in enumerate(procs)})
                             path.write_text(two_vservers(procs, web_port, api_port, web=("s1", "s3", "s6")))
-                            proc.send_signal(signal.SIGHUP)
+                            proxy.proc.send_signal(signal.SIGHUP)
                 await asyncio.gather(*(worker() for _ in range(16)))
         started = time.monotonic()
         run_loop(load(), 240)
         elapsed = time.monotonic() - started
         after = {f"s{k + 1}": p.stats()["requests"] for k, p in enumerate(procs)}
     finally:
-        code, err = stop_cli(proc)
+        code, err = proxy.stop(), proxy.err()
     assert outcome == {200: total}, (outcome, err[-2000:])
     assert code == 0 and "Traceback" not in err, err[-2000:]
     assert "reloaded" in err and "s6 bound" in err and "s2 draining" in err

@@ -21,6 +21,7 @@ import time
 import httpx
 import pytest
 
+from leastload import prometheus_text
 from leastload.proxy import Proxy, _admin, _exposition, _fanout, _metrics
 from leastload.proxy._fanout import start_fanout
 from leastload.proxy._metrics import FAMILIES, PER_WORKER, SUM
@@ -482,7 +483,7 @@ def test_the_reader_takes_what_prometheus_takes():
             "loose_gauge NaN\n"
             "# TYPE s summary\n"
             's{quantile="0.5"} 1.5e3\ns_sum -Inf\ns_count 7\r\n')
-    families = _exposition.parse(text)
+    families = prometheus_text.parse(text)
     assert list(families) == ["x_total", "h", "loose_gauge", "s"]
     x = families["x_total"]
     assert x.kind == "counter" and x.help == "Things \\ done\n here."
@@ -494,13 +495,13 @@ def test_the_reader_takes_what_prometheus_takes():
     for bad in ('x{a="b} 1\n', 'x{a=b} 1\n', "x 1 2 3\n", "x one\n", "x{a=\"1\",a=\"2\"} 1\n", "x\n",
                 'x{a="\\t"} 1\n', "# TYPE x countr\n", "# TYPE x gauge\n# TYPE x gauge\n",
                 "x 1\n# TYPE x gauge\n", "x 1\nx 2\n", "# TYPE h histogram\nh 1\n", "9x 1\n", "x 1 1.5\n"):
-        with pytest.raises(_exposition.ExpositionError):
-            _exposition.parse(bad)
+        with pytest.raises(prometheus_text.ExpositionError):
+            prometheus_text.parse(bad)
 
 
 def test_the_merge_sums_by_the_table_and_labels_by_default():
     def worker(requests, weight, le_one, bucket, extra_type="gauge"):
-        return _exposition.parse(
+        return prometheus_text.parse(
             "# HELP leastload_service_requests_total r\n# TYPE leastload_service_requests_total counter\n"
             f'leastload_service_requests_total{{vserver="v",service="a"}} {requests}\n'
             "# HELP leastload_service_weight w\n# TYPE leastload_service_weight gauge\n"
@@ -533,6 +534,6 @@ def test_the_merge_sums_by_the_table_and_labels_by_default():
     assert _exposition.mode_of("not_in_the_table", "counter") == _exposition.DEFAULT_MODE == PER_WORKER
     # a worker's exposition read and written back unchanged but for the worker labels
     one = worker(3, 1, "1", 2)
-    again = _exposition.parse(_exposition.render(_exposition.merge([(0, one)])))
+    again = prometheus_text.parse(_exposition.render(_exposition.merge([(0, one)])))
     assert [s for f in again.values() for s in f.samples if f.name == "leastload_service_requests_total"] == \
         one["leastload_service_requests_total"].samples

@@ -13,13 +13,13 @@ import socket
 import ssl
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
 from certs import OPENSSL, make_cert
-from edge_helpers import EchoBackend, ProxyProcess
+from edge_helpers import EchoBackend, metrics, sample
 from leastload_testkit.ports import free_ports
+from leastload_testkit.proxy_process import ProxyProcess
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed: no certificates "
                                                          "can be made for the TLS tests")
@@ -54,7 +54,7 @@ def start(tmp_path, backend, certs, workers, implementation, *more):
     admin = free_ports(workers + 1 if workers > 1 else 1)
     args = ["--listen", "127.0.0.1:0", "--backend", f"app=127.0.0.1:{backend.port}", "--health-check", "none",
             "--admin", f"127.0.0.1:{admin}", "--workers", str(workers), *tls_args(certs, "a", "b"), *more]
-    proxy = ProxyProcess(tmp_path, args, implementation)
+    proxy = ProxyProcess(args, implementation)
     proxy.admin = admin
     return proxy
 
@@ -88,19 +88,6 @@ def get(tls, host, close=False):
         assert chunk, "closed within the body"
         body += chunk
     return head.split(b"\r\n")[0].decode(), body.decode()
-
-
-def metrics(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        return r.read().decode()
-
-
-def sample(text, name, **labels):
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(name + "{") and want in line:
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no {name} {labels} in:\n{text}")
 
 
 @pytest.mark.parametrize("workers,implementation", PATHS, ids=PATH_IDS)
@@ -176,7 +163,7 @@ def test_sighup_serves_a_new_certificate_to_new_connections_while_an_old_one_fin
     cert.write_bytes(open(old[0], "rb").read())
     key.write_bytes(open(old[1], "rb").read())
     admin = free_ports(workers + 1 if workers > 1 else 1)
-    proxy = ProxyProcess(tmp_path, ["--listen", "127.0.0.1:0", "--backend", f"app=127.0.0.1:{backend.port}",
+    proxy = ProxyProcess(["--listen", "127.0.0.1:0", "--backend", f"app=127.0.0.1:{backend.port}",
                                     "--health-check", "none", "--admin", f"127.0.0.1:{admin}",
                                     "--workers", str(workers), "--tls-cert", str(cert), "--tls-key", str(key)],
                          implementation)

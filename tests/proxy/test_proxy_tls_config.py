@@ -11,10 +11,11 @@ import time
 import pytest
 
 from certs import OPENSSL, make_cert
-from edge_helpers import EchoBackend, ProxyProcess
+from edge_helpers import EchoBackend
 from leastload.config import ConfigError, parse, parse_toml
 from leastload.config.printer import to_netscaler, to_toml
 from leastload.proxy._config import plan
+from leastload_testkit.proxy_process import ProxyProcess
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed: no certificates")
 
@@ -111,7 +112,7 @@ def test_an_ssl_vserver_of_a_config_is_served_and_a_reload_takes_new_certificate
     c = make_cert(tmp_path, "c", "a.test", ["DNS:a.test"])
     path = tmp_path / "lb.conf"
     path.write_text(text(certs, port=backend.port))
-    proxy = ProxyProcess(tmp_path, ["--config", str(path), "--listen", "127.0.0.1:0", "--health-check", "none"])
+    proxy = ProxyProcess(["--config", str(path), "--listen", "127.0.0.1:0", "--health-check", "none"])
     try:
         for name in ("a", "b"):
             served, answer = served_certificate(proxy.port, f"{name}.test")

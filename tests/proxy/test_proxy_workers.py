@@ -11,7 +11,6 @@ import re
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 import urllib.request
@@ -22,7 +21,8 @@ from leastload.proxy import Proxy, _cli, _supervisor
 from leastload_testkit.backends import start_backend
 from leastload_testkit.ports import free_ports
 from leastload_testkit.processes import children as kit_children, is_alive
-from leastload_testkit.waits import first_line, wait_for
+from leastload_testkit.proxy_process import ProxyProcess
+from leastload_testkit.waits import wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads worker pids from /proc")
 
@@ -37,39 +37,6 @@ def backend():
     yield start
     for b in started:
         b.stop()
-
-
-class Cli:
-    """`leastload proxy ARGS` in a child process; stderr goes to a file (no pipe to fill)."""
-
-    def __init__(self, tmp_path, *args):
-        self.err_path = tmp_path / "proxy.err"
-        with open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "leastload", "proxy", *args],
-                                         stdout=subprocess.PIPE, stderr=err, text=True,
-                                         env=dict(os.environ, LEASTLOAD_IMPLEMENTATION="c"))
-
-    def started(self):
-        line = first_line(self.proc.stdout, 60)
-        if not line.startswith("listening on 127.0.0.1:"):
-            self.stop()
-            raise AssertionError(f"proxy did not start: {line!r} {self.err()!r}")
-        self.port = int(line.rsplit(":", 1)[1])
-        return self
-
-    def err(self):
-        return self.err_path.read_text()
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
-        return self.proc.returncode
 
 
 def get(port, path="/?size=100", timeout=10):
@@ -99,8 +66,8 @@ def test_clients_resetting_mid_response_do_not_kill_the_cli_proxy_under_uvloop(t
     the fix the first attack killed it in every run tried; the later ones vary the timing."""
     pytest.importorskip("uvloop")
     big = backend(size=20_000_000)
-    cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--loop", "uvloop", "--health-check", "none",
-              "--backend", f"a={big.address}").started()
+    cli = ProxyProcess(["--listen", "127.0.0.1:0", "--loop", "uvloop", "--health-check", "none",
+                        "--backend", f"a={big.address}"])
     try:
         deadline = time.monotonic() + 6.0
         for attack in range(12):
@@ -130,9 +97,9 @@ def test_clients_resetting_mid_response_do_not_kill_the_cli_proxy_under_uvloop(t
 def test_a_killed_worker_is_restarted_with_its_flags_and_admin_port(tmp_path, backend):
     b = backend()
     admin = free_ports(3)  # the supervisor's admin port, then worker 0's and worker 1's
-    cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
-              "--admin", f"127.0.0.1:{admin}", "--max-headers", "50", "--xff", "replace", "--via",
-              "--backend", f"a={b.address}").started()
+    cli = ProxyProcess(["--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
+                        "--admin", f"127.0.0.1:{admin}", "--max-headers", "50", "--xff", "replace", "--via",
+                        "--backend", f"a={b.address}"])
     try:
         workers = wait_for(lambda: len(children(cli.proc.pid)) == 2 and children(cli.proc.pid), 10, "2 workers")
         by_admin = {cmdline(pid)[cmdline(pid).index("--admin") + 1]: pid for pid in workers}
@@ -168,8 +135,8 @@ def test_a_killed_worker_is_restarted_with_its_flags_and_admin_port(tmp_path, ba
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_to_the_supervisor_stops_every_worker_and_exits_0(tmp_path, backend, sig):
     b = backend()
-    cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
-              "--backend", f"a={b.address}").started()
+    cli = ProxyProcess(["--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
+                        "--backend", f"a={b.address}"])
     try:
         workers = wait_for(lambda: len(children(cli.proc.pid)) == 2 and children(cli.proc.pid), 10, "2 workers")
         assert get(cli.port) == (200, 100)
@@ -187,8 +154,8 @@ def test_workers_that_die_at_start_make_the_supervisor_give_up(tmp_path, backend
         taken.bind(("127.0.0.1", admin + 1))
         taken.listen()
         started = time.monotonic()
-        cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
-                  "--admin", f"127.0.0.1:{admin}", "--backend", f"a={b.address}")
+        cli = ProxyProcess(["--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
+                            "--admin", f"127.0.0.1:{admin}", "--backend", f"a={b.address}"], ready=False)
         try:
             cli.proc.wait(timeout=30)
         finally:

@@ -12,49 +12,21 @@ no rate for that interval rather than a wrong one.
 """
 
 import math
-import re
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+
+from ..prometheus_text import ExpositionError as ExpositionError, parse  # (top and its tests take it from here)
 
 Labels = FrozenSet[Tuple[str, str]]
 WORKER = "worker"
 
-_SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?[0-9]+)?[ \t]*\Z")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|\Z)')
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-
-class ExpositionError(ValueError):
-    """Text that is not Prometheus' text format (the message names the line)."""
-
-
-def _labels(text: str, lineno: int) -> Labels:
-    pairs, pos = [], 0
-    while pos < len(text):
-        match = _LABEL.match(text, pos)
-        if match is None:
-            raise ExpositionError(f"line {lineno}: bad labels {{{text}}}")
-        value = re.sub(r"\\.", lambda m: _UNESCAPE.get(m.group(0), m.group(0)), match.group(2))
-        pairs.append((match.group(1), value))
-        pos = match.end()
-    return frozenset(pairs)
-
 
 def read_samples(text: str) -> Dict[str, List[Tuple[Labels, float]]]:
-    """Every sample of an exposition, by metric name, in order (comments and blank lines skipped)."""
+    """Every sample of an exposition, by sample name, in order (leastload.prometheus_text reads
+    it: ExpositionError names the first line it cannot read)."""
     samples: Dict[str, List[Tuple[Labels, float]]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if match is None:
-            raise ExpositionError(f"line {lineno}: not a sample: {line[:80]!r}")
-        try:
-            value = float(match.group(3))
-        except ValueError:
-            raise ExpositionError(f"line {lineno}: bad value {match.group(3)!r}") from None
-        labels = _labels(match.group(2) or "", lineno)
-        samples.setdefault(match.group(1), []).append((labels, value))
+    for family in parse(text).values():
+        for name, labels, value in family.samples:
+            samples.setdefault(name, []).append((frozenset(labels), float(value)))
     return samples
 
 

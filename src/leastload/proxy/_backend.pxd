@@ -72,14 +72,17 @@ cdef class ExchangeSide:
 
 @cython.final
 cdef class BackendConnection(WriteSide):
-    cdef public object loop, counter, dup, t, ttfb
+    cdef public object loop, dup, ttfb
+    cdef public object counter        # the connection's SegmentCounter (connection_made)
+    cdef public object t              # the exchange's transaction handle (either engine's)
     cdef public Pool pool
     cdef public ClientSide client
     cdef public ExchangeSide exchange
     cdef public ResponseReader reader
     cdef public double timeout, sent_at, last_data
     cdef public Py_ssize_t sent, received, unread, unrecorded, busy_at
-    cdef public bint passed, held, exact
+    cdef public bint passed           # some of the answer went to the client
+    cdef public bint held, exact
     cdef public int segments_fd
     cdef public unsigned long long segments_read
 

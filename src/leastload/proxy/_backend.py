@@ -119,16 +119,8 @@ class BackendConnection(WriteSide):
                  "timeout", "sent", "received", "passed", "sent_at", "last_data", "ttfb", "held", "unread",
                  "exact", "segments_fd", "segments_read", "unrecorded", "busy_at")
 
-    # set by connection_made / send(), before they are read
-    counter: SegmentCounter
-    client: ClientSide
-    t: Any  # the exchange's transaction handle (either engine's)
-    timeout: float
-    sent: int
-    received: int
-    passed: bool  # some of the answer went to the client
-    sent_at: float
-    last_data: float
+    # (the fields are declared in _backend.pxd; an annotation here only gives mypy the type
+    # of one that starts as None elsewhere)
     ttfb: Optional[float]
 
     def __init__(self, pool: "Pool") -> None:

@@ -75,9 +75,9 @@ cdef class WriteTurn:
 
 cdef class WriteSide:
     cdef public object transport, waiting
-    cdef public int fd
+    cdef public int fd                # its socket's descriptor for write_now(); -1: through the transport only
     cdef public WriteTurn turn
-    cdef public bint always_held
+    cdef public bint always_held      # held in every turn, quiet or busy (a client's answers); else turn.holds()
 
     @cython.locals(listed=bint, turn=WriteTurn)
     cpdef write(self, object data)

@@ -158,10 +158,8 @@ class WriteSide:
     __slots__ = ("transport", "fd", "waiting", "turn", "always_held")
 
     transport: asyncio.Transport
-    fd: int                    # its socket's descriptor for write_now(); -1: through the transport only
     waiting: Optional[bytes]   # the piece held for the turn's end
     turn: Optional[WriteTurn]  # None: every write goes out at once (no loop of a proxy)
-    always_held: bool          # held in every turn, quiet or busy (a client's answers); else turn.holds() says
 
     def __init__(self) -> None:
         self.fd = -1  # (a C int field starts at 0, a real descriptor: never left to that)

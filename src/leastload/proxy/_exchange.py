@@ -34,7 +34,7 @@ from ._backend import CLIENT_GONE, OK, RESET, TIMEOUT, ExchangeSide
 from ._core import clock
 from ._health import is_local_error
 from ._http1 import error_response
-from ._stats import BackendCounters, Stats
+from ._stats import Stats
 
 if TYPE_CHECKING:
     from ._accesslog import AccessLog
@@ -97,8 +97,6 @@ class Exchange(ExchangeSide):
 
     __slots__ = ("proxy", "method", "payload", "keep_alive", "head_only", "http10", "key", "head", "by_packets",
                  "tried", "reused", "counters", "began", "retried", "service")  # client, t: the base's
-
-    counters: BackendCounters  # set by start(), with t
 
     def __init__(self, client: _backend.ClientSide, method: str, payload: _http1.Buffer, keep_alive: bool,
                  http10: bool, key: object = None, head: "Optional[_http1.RequestHead]" = None,

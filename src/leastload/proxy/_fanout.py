@@ -53,6 +53,7 @@ import logging
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from .. import prometheus_text
 from ..config.proxy_settings import DEFAULT
 from . import _admin, _exposition, _http1
 from ._metrics import CONTENT_TYPE
@@ -276,13 +277,13 @@ class Fanout:
     async def metrics(self) -> bytes:
         """Every worker's /metrics now, merged (the fan-out's /metrics; runs on the fan-out's loop)."""
         answers = await self._ask_all(b"GET", _admin.METRICS_PATH, SCRAPE_TIMEOUT)
-        parsed: List[Tuple[int, Dict[str, _exposition.Family]]] = []
+        parsed: List[Tuple[int, Dict[str, prometheus_text.Family]]] = []
         for index, answer in enumerate(answers):
-            families: Optional[Dict[str, _exposition.Family]] = None
+            families: Optional[Dict[str, prometheus_text.Family]] = None
             if answer is not None and answer[0] == 200:
                 try:
-                    families = _exposition.parse(answer[2].decode("utf-8"))
-                except (UnicodeDecodeError, _exposition.ExpositionError) as exc:
+                    families = prometheus_text.parse(answer[2].decode("utf-8"))
+                except (UnicodeDecodeError, prometheus_text.ExpositionError) as exc:
                     log.warning("fan-out: worker %d's /metrics is not the text format: %s", index, exc)
             if families is None:
                 self.scrape_failures[index] = self.scrape_failures.get(index, 0) + 1

@@ -34,7 +34,6 @@ from typing import Dict, List, Optional, Set, Tuple, cast
 
 import httptools
 
-from . import _response, _scan
 from ._response import ResponseReader
 from ._scan import (Buffer, Limits, Piece, _all_in, _Chunks, _equal_at, _head_end, _HeadReader, _line_end,
                     _plain_fields, _Refuse, _value_end)
@@ -45,7 +44,7 @@ from ._scan import (HOST_NAME as _HOST_NAME, NO_NAMES as _NO_NAMES, NOT_PLAIN_RE
 
 # The layer's names stay importable from here. The compiled module makes no attribute of a
 # class it cimports (Limits, ResponseReader): bound by hand (a rebinding in the pure one).
-globals().update(Limits=_scan.Limits, ResponseReader=_response.ResponseReader)
+globals().update(Limits=Limits, ResponseReader=ResponseReader)
 __all__ = ["NEED_DATA", "HEAD", "COMPLETE", "PAUSED", "ERROR", "REASONS", "CONTINUE", "Buffer", "Piece", "Limits",
            "Forwarding", "RequestHead", "RequestReader", "ResponseReader", "encode_request", "error_response"]
 

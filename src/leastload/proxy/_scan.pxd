@@ -37,7 +37,7 @@ cdef class _Chunks:
 
 cdef class _HeadReader:
     cdef public Limits limits
-    cdef int _line_flags
+    cdef int _line_flags            # the flags of the names the last scan read, ORed
 
     @cython.locals(at=Py_ssize_t, lines=Py_ssize_t, flags=int, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t,
                    seen=tuple)

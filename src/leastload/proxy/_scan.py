@@ -327,7 +327,6 @@ class _HeadReader:
     head's header lines."""
 
     limits: Limits
-    _line_flags: int  # the flags of the names the last scan read, ORed
 
     def _plain_lines(self, data: bytes, start: int, stop: int, not_plain: int, wanted: bytes) -> int:
         """The header lines in data[start:stop], each checked (see _name_end) and kept
