@@ -9,13 +9,13 @@ tunnel is counted."""
 
 import asyncio
 import ssl
-import urllib.request
 
 import pytest
 
 from certs import OPENSSL, make_cert
-from edge_helpers import ProxyProcess
+from edge_helpers import metrics
 from leastload_testkit.ports import free_ports
+from leastload_testkit.proxy_process import ProxyProcess
 from leastload_testkit.waits import wait_until
 
 websockets = pytest.importorskip("websockets", reason="the websockets package (the test extra) is not installed")
@@ -48,14 +48,9 @@ def start(tmp_path, port, workers, implementation, *more):
     admin = free_ports(workers + 1 if workers > 1 else 1)
     args = ["--listen", "127.0.0.1:0", "--backend", f"ws=127.0.0.1:{port}", "--health-check", "none",
             "--admin", f"127.0.0.1:{admin}", "--workers", str(workers), *more]
-    proxy = ProxyProcess(tmp_path, args, implementation)
+    proxy = ProxyProcess(args, implementation, workdir=str(tmp_path))
     proxy.admin = admin
     return proxy
-
-
-def metrics(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        return r.read().decode()
 
 
 def sample(text, name, **labels):
