@@ -1,6 +1,7 @@
 """What the end-to-end tests of the proxy's edge share (tests/proxy/test_proxy_tls.py,
 tests/proxy/test_proxy_accept_proxy.py): `leastload proxy ARGS` as a process on either
-per-request path, and backends that answer with their name and what they were sent."""
+per-request path, backends that answer with their name and what they were sent, and the
+admin port's metrics."""
 
 import http.server
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 from leastload_testkit.waits import first_line
 
@@ -122,3 +124,18 @@ def start_haproxy(tmp_path, config_text, ready_port):
                 proc.kill()
                 raise AssertionError(f"haproxy did not start: {(tmp_path / 'haproxy.err').read_text()}")
             time.sleep(0.05)
+
+
+def metrics(port):
+    """The admin port's /metrics text."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def sample(text, name, **labels):
+    """The value of the first sample of `name` whose labels include `labels`; fails naming them."""
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(name + "{") and want in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} {labels} in:\n{text}")

@@ -10,11 +10,10 @@ import http.client
 import json
 import socket
 import time
-import urllib.request
 
 import pytest
 
-from edge_helpers import HAPROXY, HAPROXY_SENDERS, EchoBackend, ProxyProcess, start_haproxy
+from edge_helpers import HAPROXY, HAPROXY_SENDERS, EchoBackend, ProxyProcess, metrics, sample, start_haproxy
 from leastload_testkit.ports import free_port, free_ports
 
 PATHS = [(1, "c"), (2, "c"), (1, "python"), (2, "python")]
@@ -68,19 +67,6 @@ def get_from(port, source=CLIENT, prefix=b""):
     body = response.read().decode()
     sock.close()
     return response.status, dict(response.getheaders()), body
-
-
-def metrics(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        return r.read().decode()
-
-
-def sample(text, name, **labels):
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(name + "{") and want in line:
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no {name} {labels} in:\n{text}")
 
 
 @pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed (apt-get install haproxy): the PROXY "

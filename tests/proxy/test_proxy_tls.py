@@ -13,12 +13,11 @@ import socket
 import ssl
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
 from certs import OPENSSL, make_cert
-from edge_helpers import EchoBackend, ProxyProcess
+from edge_helpers import EchoBackend, ProxyProcess, metrics, sample
 from leastload_testkit.ports import free_ports
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed: no certificates "
@@ -88,19 +87,6 @@ def get(tls, host, close=False):
         assert chunk, "closed within the body"
         body += chunk
     return head.split(b"\r\n")[0].decode(), body.decode()
-
-
-def metrics(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        return r.read().decode()
-
-
-def sample(text, name, **labels):
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(name + "{") and want in line:
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no {name} {labels} in:\n{text}")
 
 
 @pytest.mark.parametrize("workers,implementation", PATHS, ids=PATH_IDS)
