@@ -40,9 +40,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROXIES = ("leastload-lc", "leastload-lb", "nginx-least_conn", "haproxy")
 # nginx-round_robin (not measured by default): nginx's own round robin, which splits the requests
 # evenly as LEASTBANDWIDTH does here (equal answers), to tell the method's split from the module's cost
-OPTIONAL = ("nginx-round_robin",)
+# nginx-least_conn-zone: least_conn with its state in a shared zone (one balance for all workers, as
+# the module's), to tell the cost of a shared balance from the module's own
+OPTIONAL = ("nginx-round_robin", "nginx-least_conn-zone")
 BALANCERS = {"leastload-lc": "leastload LEASTCONNECTION;", "leastload-lb": "leastload LEASTBANDWIDTH;",
-             "nginx-least_conn": "least_conn;", "nginx-round_robin": ""}
+             "nginx-least_conn": "least_conn;", "nginx-round_robin": "",
+             "nginx-least_conn-zone": "least_conn; zone pool 1m;"}
 BASELINE = "nginx-least_conn"
 KEEPALIVE = [64]  # idle connections each nginx worker keeps to the backends (--keepalive)
 
