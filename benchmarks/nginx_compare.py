@@ -31,6 +31,7 @@ import sys
 import tempfile
 
 from leastload_testkit.backends import start_backends
+from leastload_testkit.nginx_conf import nginx_conf, upstream_block
 from leastload_testkit.ports import HOST, free_port
 from leastload_testkit.processes import Server
 
@@ -43,47 +44,11 @@ PROXIES = ("leastload-lc", "leastload-lb", "nginx-least_conn", "haproxy")
 # nginx-least_conn-zone: least_conn with its state in a shared zone (one balance for all workers, as
 # the module's), to tell the cost of a shared balance from the module's own
 OPTIONAL = ("nginx-round_robin", "nginx-least_conn-zone")
-BALANCERS = {"leastload-lc": "leastload LEASTCONNECTION;", "leastload-lb": "leastload LEASTBANDWIDTH;",
-             "nginx-least_conn": "least_conn;", "nginx-round_robin": "",
-             "nginx-least_conn-zone": "least_conn; zone pool 1m;"}
+BALANCERS = {"leastload-lc": ("leastload LEASTCONNECTION",), "leastload-lb": ("leastload LEASTBANDWIDTH",),
+             "nginx-least_conn": ("least_conn",), "nginx-round_robin": (),
+             "nginx-least_conn-zone": ("least_conn", "zone pool 1m")}
 BASELINE = "nginx-least_conn"
 KEEPALIVE = [64]  # idle connections each nginx worker keeps to the backends (--keepalive)
-
-NGINX_CONF = """\
-{load_module}
-daemon off;
-master_process on;
-worker_processes {workers};
-worker_rlimit_nofile 16384;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    upstream pool {{
-        {balancer}
-{leastload_shared}
-{servers}
-        keepalive {keepalive};
-    }}
-    server {{
-        listen {host}:{port} backlog=4096;
-        location / {{
-            proxy_pass http://pool;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto http;
-        }}
-    }}
-}}
-"""
-
 
 def build_module(workdir):
     out = os.path.join(workdir, "module")
@@ -94,21 +59,30 @@ def build_module(workdir):
     return os.path.join(out, "ngx_http_upstream_leastload_module.so")
 
 
+def config_text(name, workers, backends, module, where, port):
+    """The nginx.conf of proxy `name` (leastload_testkit.nginx_conf, the tests' writer too)."""
+    leastload = name.startswith("leastload")
+    lines = list(BALANCERS[name])
+    if leastload:
+        lines.append(f"leastload_shared bench.{os.getpid()}.{name}.{workers}")
+    lines.append(f"keepalive {KEEPALIVE[0]}")  # after the method, as nginx wants it
+    upstream = upstream_block("pool", [f"{HOST}:{p}" for p in backends.values()], *lines)
+    return nginx_conf(where, port, "pool", upstream, workers=workers, module=module if leastload else None,
+                      error_level="warn", worker_connections=4096, rlimit_nofile=16384, listen=" backlog=4096",
+                      location=("proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for",
+                                "proxy_set_header X-Forwarded-Proto http"))
+
+
 def start_nginx(name, workers, backends, module, workdir):
     where = os.path.join(workdir, f"{name}-{workers}w")
     os.makedirs(where, exist_ok=True)
     port = free_port()
-    leastload = name.startswith("leastload")
-    conf = NGINX_CONF.format(
-        load_module=f"load_module {module};" if leastload else "", workers=workers, dir=where, host=HOST,
-        port=port, balancer=BALANCERS[name],
-        leastload_shared=f"        leastload_shared bench.{os.getpid()}.{name}.{workers};" if leastload else "",
-        servers="\n".join(f"        server {HOST}:{p};" for p in backends.values()), keepalive=KEEPALIVE[0])
+    conf = config_text(name, workers, backends, module, where, port)
     path = os.path.join(where, "nginx.conf")
     with open(path, "w") as f:
         f.write(conf)
     server = Server(f"{name}-{workers}w", ["nginx", "-p", where, "-c", path, "-e", f"{where}/error.log"],
-                        workdir)
+                    workdir)
     try:
         server.wait_port(port)
     except BaseException:

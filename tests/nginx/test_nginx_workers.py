@@ -8,7 +8,8 @@ import signal
 import threading
 import time
 
-from nginxrun import attach, unique, upstream_block
+from nginxrun import attach, unique
+from leastload_testkit.nginx_conf import upstream_block
 from leastload_testkit.waits import wait_until
 
 LOAD_SECONDS = 6.0
