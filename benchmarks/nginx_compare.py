@@ -25,6 +25,8 @@ The machinery (processes, wrk, CPU from /proc) is benchmarks/proxy_vs_haproxy.py
 import argparse
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -103,17 +105,70 @@ def start(name, workers, backends, module, workdir):
     return start_nginx(name, workers, backends, module, workdir)
 
 
-def measure(server, port, connections, args, backends):
+COUNTED = {"raw_syscalls:sys_enter": "syscalls", "syscalls:sys_enter_connect": "connects",
+           "context-switches": "switches"}
+
+
+def counts_unavailable():
+    """None when `perf stat` can count the system calls of a process here, else why not."""
+    if shutil.which("perf") is None:
+        return "perf is not installed (apt-get install linux-perf)"
+    run = subprocess.run(["perf", "stat", "-x", ",", "-e", ",".join(COUNTED), "true"], capture_output=True,
+                         text=True, timeout=60)
+    if run.returncode != 0 or "<not" in run.stderr:
+        return "perf stat cannot count system calls here: " + (run.stderr.strip().splitlines() or ["?"])[-1]
+    return None
+
+
+def tree_pids(pid):
+    """pid and its descendants (nginx: the master and its workers)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(pvh.children(p))
+    return out
+
+
+def start_counts(pid, workdir):
+    """`perf stat` on the proxy's processes, until stop_counts(): system calls, upstream connects
+    (connect(2): a connection to a backend that no kept-alive one could serve) and context
+    switches. Counts, not times: a busy machine moves them far less than CPU seconds."""
+    out = os.path.join(workdir, "perf-stat.csv")
+    proc = subprocess.Popen(["perf", "stat", "-x", ",", "-e", ",".join(COUNTED), "-o", out, "-p",
+                             ",".join(str(p) for p in tree_pids(pid))], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    return proc, out
+
+
+def stop_counts(started):
+    proc, out = started
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    counts = {}
+    with open(out) as f:
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) > 2 and fields[2] in COUNTED and fields[0].replace(".", "", 1).isdigit():
+                counts[COUNTED[fields[2]]] = float(fields[0])
+    return counts
+
+
+def measure(server, port, connections, args, backends, workdir):
     pvh.run_wrk(port, connections, args.warmup)
+    counting = start_counts(server.pid, workdir) if args.counts else None
     before = pvh.all_stats(backends)
     user0, sys0 = pvh.process_tree_cpu_split(server.pid)
     wrk = pvh.run_wrk(port, connections, args.duration)
     user1, sys1 = pvh.process_tree_cpu_split(server.pid)
     served, percent = pvh.split(before, pvh.all_stats(backends))
+    counts = stop_counts(counting) if counting else {}
     requests = sum(served.values()) or wrk["requests"]
     errors = wrk["non_2xx_3xx"] + sum(wrk["socket_errors"].values())
-    return {"requests_per_s": wrk["requests_per_s"], "p99_ms": wrk["p99_ms"], "errors": errors,
-            "cpu_us_per_request": 1e6 * ((user1 - user0) + (sys1 - sys0)) / requests, "percent": percent}
+    row = {"requests_per_s": wrk["requests_per_s"], "p99_ms": wrk["p99_ms"], "errors": errors,
+           "cpu_us_per_request": 1e6 * ((user1 - user0) + (sys1 - sys0)) / requests, "percent": percent}
+    row.update({f"{k}_per_request": v / requests for k, v in counts.items()})
+    return row
 
 
 def run(args, module, workdir):
@@ -132,12 +187,15 @@ def run(args, module, workdir):
                         order = list(args.proxies) if r % 2 == 0 else list(args.proxies)[::-1]
                         for name in order:
                             server, port = running[name]
-                            row = measure(server, port, connections, args, backends)
+                            row = measure(server, port, connections, args, backends, workdir)
                             row.update(proxy=name, workers=workers, connections=connections, round=r)
                             rows.append(row)
-                            print(f"round {r + 1} {workers}w {connections:>3}c {name:<17} "
+                            counted = "".join(f" {row[f'{k}_per_request']:.3f} {k}/req" for k in COUNTED.values()
+                                              if f"{k}_per_request" in row)
+                            print(f"round {r + 1} {workers}w {connections:>3}c {name:<21} "
                                   f"{row['requests_per_s']:8.0f} req/s {row['cpu_us_per_request']:6.1f} us/req "
-                                  f"p99 {row['p99_ms']:7.2f} ms errors {row['errors']}", file=sys.stderr, flush=True)
+                                  f"p99 {row['p99_ms']:7.2f} ms errors {row['errors']}{counted}", file=sys.stderr,
+                                  flush=True)
             finally:
                 for server, _ in running.values():
                     server.stop()
@@ -157,9 +215,10 @@ def summarize(rows, args):
             for name in args.proxies:
                 mine = of(name)
                 split = {k: statistics.median(r["percent"][k] for r in mine) for k in mine[0]["percent"]}
+                counted = [f"{k}_per_request" for k in COUNTED.values() if all(f"{k}_per_request" in r for r in mine)]
                 table.append({"workers": workers, "connections": connections, "proxy": name,
                               **{k: statistics.median(r[k] for r in mine)
-                                 for k in ("requests_per_s", "cpu_us_per_request", "p99_ms")},
+                                 for k in ("requests_per_s", "cpu_us_per_request", "p99_ms", *counted)},
                               "errors": sum(r["errors"] for r in mine), "percent": split})
             if BASELINE not in args.proxies:
                 continue
@@ -178,18 +237,69 @@ def summarize(rows, args):
 def print_report(table, ratios, args):
     print(f"backends fast1/fast2 2 ms, slow 60 ms, 1 KB; wrk -t2, {args.rounds} rounds of {args.duration} s "
           f"(medians); CPU per request = the proxy's process tree")
-    print(f"{'workers':>7} {'conns':>5}  {'proxy':<17} {'req/s':>8} {'us/req':>7} {'p99 ms':>7}  split fast1/fast2/slow %")
+    counted = [k for k in COUNTED.values() if any(f"{k}_per_request" in t for t in table)]
+    heads = "".join(f"{k + '/req':>13}" for k in counted)
+    print(f"{'workers':>7} {'conns':>5}  {'proxy':<21} {'req/s':>8} {'us/req':>7} {'p99 ms':>7}  {heads}  "
+          f"split fast1/fast2/slow %")
     for t in table:
         split = "/".join(f"{t['percent'][k]:.1f}" for k in ("fast1", "fast2", "slow"))
         errors = f"  errors {t['errors']}" if t["errors"] else ""
-        print(f"{t['workers']:>7} {t['connections']:>5}  {t['proxy']:<17} {t['requests_per_s']:8.0f} "
-              f"{t['cpu_us_per_request']:7.1f} {t['p99_ms']:7.2f}  {split}{errors}")
+        extra = "".join(f"{t[f'{k}_per_request']:13.3f}" if f"{k}_per_request" in t else f"{'-':>13}"
+                        for k in counted)
+        print(f"{t['workers']:>7} {t['connections']:>5}  {t['proxy']:<21} {t['requests_per_s']:8.0f} "
+              f"{t['cpu_us_per_request']:7.1f} {t['p99_ms']:7.2f}  {extra}  {split}{errors}")
     print(f"\nratios to {BASELINE} (median of the rounds' ratios; each round's in brackets)")
     for q in ratios:
         rps = ", ".join(f"{x:.3f}" for x in q["rps_ratios"])
         cpu = ", ".join(f"{x:.3f}" for x in q["cpu_ratios"])
-        print(f"  {q['workers']}w {q['connections']:>3}c {q['proxy']:<13} req/s x{q['rps_ratio_median']:.3f} "
+        print(f"  {q['workers']}w {q['connections']:>3}c {q['proxy']:<21} req/s x{q['rps_ratio_median']:.3f} "
               f"[{rps}]  CPU/request x{q['cpu_ratio_median']:.3f} [{cpu}]")
+    print()
+    for line in done_when(ratios, args):
+        print(line)
+
+
+LB_REASON = ("by the method's definition on this workload: every answer has the same size, so equal bytes mean "
+             "equal request counts and LEASTBANDWIDTH splits evenly, which gives the 60 ms backend a third of "
+             "the requests")
+
+
+def done_when(ratios, args):
+    """Issue 47's Done-when at 256 connections, one line per target and number of workers:
+    PASS or MISS with the medians of the per-round ratios (each round's in brackets)."""
+    lines = []
+    for workers in args.workers:
+        where = f"{workers} worker{'s' if workers > 1 else ''}, 256 connections"
+        got = {q["proxy"]: q for q in ratios if q["workers"] == workers and q["connections"] == 256}
+
+        def figure(name, key):
+            q = got[name]
+            rounds = ", ".join(f"{x:.3f}" for x in q[key.replace("_median", "s")])
+            return q[key], f"x{q[key]:.3f} [{rounds}]"
+        if "leastload-lc" in got:
+            rps, text = figure("leastload-lc", "rps_ratio_median")
+            lines.append(f"# Done-when: {'PASS' if rps >= 0.95 else 'MISS'}: {where}: LEASTCONNECTION req/s "
+                         f"{text} of least_conn's (target >= 0.95x)")
+            cpu, text = figure("leastload-lc", "cpu_ratio_median")
+            lines.append(f"# Done-when: {'PASS' if cpu <= 1.1 else 'MISS'}: {where}: LEASTCONNECTION CPU/request "
+                         f"{text} of least_conn's (target <= 1.1x)")
+        else:
+            lines.append(f"# Done-when: not judged: {where}: LEASTCONNECTION (needs leastload-lc and "
+                         f"{BASELINE} in --proxies, 256 in --connections)")
+        if "leastload-lb" in got:
+            rps, text = figure("leastload-lb", "rps_ratio_median")
+            why = "" if rps >= 0.9 else f"; {LB_REASON}"
+            if rps < 0.9 and "nginx-round_robin" in got:
+                even = figure("nginx-round_robin", "rps_ratio_median")[1]
+                why += f"; nginx round robin (the even split, no module) {even}"
+            elif rps < 0.9:
+                why += " (add nginx-round_robin to --proxies for the even split's own ratio)"
+            lines.append(f"# Done-when: {'PASS' if rps >= 0.9 else 'MISS'}: {where}: LEASTBANDWIDTH req/s {text} of "
+                         f"least_conn's (target >= 0.9x){why}")
+        else:
+            lines.append(f"# Done-when: not judged: {where}: LEASTBANDWIDTH (needs leastload-lb and {BASELINE} in "
+                         f"--proxies, 256 in --connections)")
+    return lines
 
 
 def parse_args(argv=None):
@@ -204,6 +314,9 @@ def parse_args(argv=None):
     p.add_argument("--module", help="a built ngx_http_upstream_leastload_module.so (default: build it)")
     p.add_argument("--quick", action="store_true", help="1 round of 2 s at 32 connections, 1 worker")
     p.add_argument("--json", metavar="PATH", help="write the rows, medians and ratios as JSON")
+    p.add_argument("--counts", action="store_true",
+                   help="count each proxy's system calls, upstream connects and context switches a request "
+                        "(perf stat on its processes; needs perf with tracepoints)")
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.duration, args.warmup, args.connections, args.workers = 1, 2, 1, "32", "1"
@@ -220,6 +333,10 @@ def main(argv=None):
     args = parse_args(argv)
     KEEPALIVE[0] = args.keepalive
     pvh.ensure_tools(("wrk", "haproxy") if "haproxy" in args.proxies else ("wrk",))
+    if args.counts:
+        why = counts_unavailable()
+        if why:
+            sys.exit(f"--counts: {why}")
     with tempfile.TemporaryDirectory(prefix="leastload-nginx-bench-") as workdir:
         module = args.module or build_module(workdir)
         rows = run(args, module, workdir)
