@@ -283,6 +283,10 @@ def done_when(ratios, args):
             cpu, text = figure("leastload-lc", "cpu_ratio_median")
             lines.append(f"# Done-when: {'PASS' if cpu <= 1.1 else 'MISS'}: {where}: LEASTCONNECTION CPU/request "
                          f"{text} of least_conn's (target <= 1.1x)")
+            if "nginx-least_conn-zone" in got:  # nginx's own balance shared by all workers, beside the module's
+                lines.append(f"#   beside them, nginx least_conn with a shared zone: req/s "
+                             f"{figure('nginx-least_conn-zone', 'rps_ratio_median')[1]}, CPU/request "
+                             f"{figure('nginx-least_conn-zone', 'cpu_ratio_median')[1]}")
         else:
             lines.append(f"# Done-when: not judged: {where}: LEASTCONNECTION (needs leastload-lc and "
                          f"{BASELINE} in --proxies, 256 in --connections)")
