@@ -61,12 +61,16 @@ def build_module(workdir):
     return os.path.join(out, "ngx_http_upstream_leastload_module.so")
 
 
+def shared_name(name, workers):
+    return f"bench.{os.getpid()}.{name}.{workers}"
+
+
 def config_text(name, workers, backends, module, where, port):
     """The nginx.conf of proxy `name` (leastload_testkit.nginx_conf, the tests' writer too)."""
     leastload = name.startswith("leastload")
     lines = list(BALANCERS[name])
     if leastload:
-        lines.append(f"leastload_shared bench.{os.getpid()}.{name}.{workers}")
+        lines.append(f"leastload_shared {shared_name(name, workers)}")
     lines.append(f"keepalive {KEEPALIVE[0]}")  # after the method, as nginx wants it
     upstream = upstream_block("pool", [f"{HOST}:{p}" for p in backends.values()], *lines)
     return nginx_conf(where, port, "pool", upstream, workers=workers, module=module if leastload else None,
@@ -107,6 +111,7 @@ def start(name, workers, backends, module, workdir):
 
 COUNTED = {"raw_syscalls:sys_enter": "syscalls", "syscalls:sys_enter_connect": "connects",
            "context-switches": "switches"}
+SHOWN = (*COUNTED.values(), "locks")  # and the module's locks of its shared vserver
 
 
 def counts_unavailable():
@@ -118,6 +123,16 @@ def counts_unavailable():
     if run.returncode != 0 or "<not" in run.stderr:
         return "perf stat cannot count system calls here: " + (run.stderr.strip().splitlines() or ["?"])[-1]
     return None
+
+
+def open_segment(name):
+    """The shared vserver `name`, attached from here: its ._shared_stats()["sequence"] counts
+    the locks taken so far (each read takes one); leave it with ._close_shared()."""
+    from leastload.engine._engine import Engine  # the C engine: only with --counts
+
+    engine = Engine()
+    engine._open_shared(name, 1, b"")
+    return engine
 
 
 def tree_pids(pid):
@@ -154,15 +169,20 @@ def stop_counts(started):
     return counts
 
 
-def measure(server, port, connections, args, backends, workdir):
+def measure(server, port, connections, args, backends, workdir, segment=None):
     pvh.run_wrk(port, connections, args.warmup)
     counting = start_counts(server.pid, workdir) if args.counts else None
+    reader = open_segment(segment) if counting and segment else None
+    locks0 = reader._shared_stats()["sequence"] if reader else None
     before = pvh.all_stats(backends)
     user0, sys0 = pvh.process_tree_cpu_split(server.pid)
     wrk = pvh.run_wrk(port, connections, args.duration)
     user1, sys1 = pvh.process_tree_cpu_split(server.pid)
     served, percent = pvh.split(before, pvh.all_stats(backends))
     counts = stop_counts(counting) if counting else {}
+    if reader:  # the module's locks of the segment (each worker's picks, ends and sweeps)
+        counts["locks"] = reader._shared_stats()["sequence"] - locks0 - 1  # less this read's own lock
+        reader._close_shared()
     requests = sum(served.values()) or wrk["requests"]
     errors = wrk["non_2xx_3xx"] + sum(wrk["socket_errors"].values())
     row = {"requests_per_s": wrk["requests_per_s"], "p99_ms": wrk["p99_ms"], "errors": errors,
@@ -187,10 +207,11 @@ def run(args, module, workdir):
                         order = list(args.proxies) if r % 2 == 0 else list(args.proxies)[::-1]
                         for name in order:
                             server, port = running[name]
-                            row = measure(server, port, connections, args, backends, workdir)
+                            segment = shared_name(name, workers) if name.startswith("leastload") else None
+                            row = measure(server, port, connections, args, backends, workdir, segment)
                             row.update(proxy=name, workers=workers, connections=connections, round=r)
                             rows.append(row)
-                            counted = "".join(f" {row[f'{k}_per_request']:.3f} {k}/req" for k in COUNTED.values()
+                            counted = "".join(f" {row[f'{k}_per_request']:.3f} {k}/req" for k in SHOWN
                                               if f"{k}_per_request" in row)
                             print(f"round {r + 1} {workers}w {connections:>3}c {name:<21} "
                                   f"{row['requests_per_s']:8.0f} req/s {row['cpu_us_per_request']:6.1f} us/req "
@@ -215,7 +236,7 @@ def summarize(rows, args):
             for name in args.proxies:
                 mine = of(name)
                 split = {k: statistics.median(r["percent"][k] for r in mine) for k in mine[0]["percent"]}
-                counted = [f"{k}_per_request" for k in COUNTED.values() if all(f"{k}_per_request" in r for r in mine)]
+                counted = [f"{k}_per_request" for k in SHOWN if all(f"{k}_per_request" in r for r in mine)]
                 table.append({"workers": workers, "connections": connections, "proxy": name,
                               **{k: statistics.median(r[k] for r in mine)
                                  for k in ("requests_per_s", "cpu_us_per_request", "p99_ms", *counted)},
@@ -237,7 +258,7 @@ def summarize(rows, args):
 def print_report(table, ratios, args):
     print(f"backends fast1/fast2 2 ms, slow 60 ms, 1 KB; wrk -t2, {args.rounds} rounds of {args.duration} s "
           f"(medians); CPU per request = the proxy's process tree")
-    counted = [k for k in COUNTED.values() if any(f"{k}_per_request" in t for t in table)]
+    counted = [k for k in SHOWN if any(f"{k}_per_request" in t for t in table)]
     heads = "".join(f"{k + '/req':>13}" for k in counted)
     print(f"{'workers':>7} {'conns':>5}  {'proxy':<21} {'req/s':>8} {'us/req':>7} {'p99 ms':>7}  {heads}  "
           f"split fast1/fast2/slow %")
@@ -320,7 +341,8 @@ def parse_args(argv=None):
     p.add_argument("--json", metavar="PATH", help="write the rows, medians and ratios as JSON")
     p.add_argument("--counts", action="store_true",
                    help="count each proxy's system calls, upstream connects and context switches a request "
-                        "(perf stat on its processes; needs perf with tracepoints)")
+                        "(perf stat on its processes; needs perf with tracepoints), and the module's locks of its "
+                        "shared vserver a request")
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.duration, args.warmup, args.connections, args.workers = 1, 2, 1, "32", "1"
