@@ -12,11 +12,28 @@ in turn, the order reversed at every other round; each row is the median over
 the rounds of: requests per second, the proxy's CPU per request (user + system
 of its process tree over the requests the backends served), p99 latency, and
 the split between the backends. The ratios are nginx+leastload's to nginx
-least_conn's, per round and their medians.
+least_conn's, per round and their medians. Optional proxies: nginx round
+robin (`nginx-round_robin`: the even split that LEASTBANDWIDTH makes with
+equal answers) and `least_conn` with a shared `zone` (`nginx-least_conn-zone`:
+nginx's own balance shared by the workers, as the module's is). With
+--counts, `perf stat` on the proxy's processes counts system calls, upstream
+connects (connect(2)) and context switches a request, and the module's
+proxies the locks of their shared vserver a request: counts, which a busy
+machine moves far less than CPU time.
+
+The last lines say, per number of workers, whether issue 47's targets at 256
+connections hold on this run (`# Done-when: PASS` or `MISS`, with the median
+ratio and each round's): LEASTCONNECTION req/s >= 0.95x least_conn's and CPU
+per request <= 1.1x; LEASTBANDWIDTH req/s >= 0.9x, with the reason it misses
+on this workload and round robin's ratio beside it. The run for them:
+
+    bash nginx/build.sh /tmp/m && python -m benchmarks.nginx_compare \
+        --module /tmp/m/ngx_http_upstream_leastload_module.so --connections 256 \
+        --proxies leastload-lc,leastload-lb,nginx-least_conn,nginx-round_robin,nginx-least_conn-zone
 
     python -m benchmarks.nginx_compare                   # 3 rounds of 1 s warm-up + 4 s: about 4 minutes
     python -m benchmarks.nginx_compare --quick           # 1 round of 2 s, 32 connections
-    python -m benchmarks.nginx_compare --rounds 5 --duration 6 --json out.json
+    python -m benchmarks.nginx_compare --rounds 5 --duration 6 --json out.json --counts
 
 Needs Linux, nginx, nginx-dev, wrk and haproxy (installed with apt-get as root
 when missing); the module is built with nginx/build.sh unless --module names one.
