@@ -19,7 +19,8 @@ nginx's own balance shared by the workers, as the module's is). With
 --counts, `perf stat` on the proxy's processes counts system calls, upstream
 connects (connect(2)) and context switches a request, and the module's
 proxies the locks of their shared vserver a request: counts, which a busy
-machine moves far less than CPU time.
+machine moves far less than CPU time. perf's tracepoints add to every system
+call's cost, so judge CPU per request on a run without --counts.
 
 The last lines say, per number of workers, whether issue 47's targets at 256
 connections hold on this run (`# Done-when: PASS` or `MISS`, with the median
@@ -359,7 +360,7 @@ def parse_args(argv=None):
     p.add_argument("--counts", action="store_true",
                    help="count each proxy's system calls, upstream connects and context switches a request "
                         "(perf stat on its processes; needs perf with tracepoints), and the module's locks of its "
-                        "shared vserver a request")
+                        "shared vserver a request; the tracepoints add to the CPU times")
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.duration, args.warmup, args.connections, args.workers = 1, 2, 1, "32", "1"
