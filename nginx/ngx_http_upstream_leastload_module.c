@@ -675,7 +675,7 @@ static void ngx_http_upstream_free_leastload_peer(ngx_peer_connection_t *pc, voi
     e->conf = llcf;
     e->slot = lp->slot;
     e->failed = (state & NGX_PEER_FAILED) != 0;
-    /* TCP_INFO is a system call: read only where it is the method's N (and now: the connection may be reused) */
+    /* TCP_INFO is a system call: read only where it is the method's N, here, while the connection is this attempt's */
     e->packets = llcf->method == LL_LEASTPACKETS ? ll_ngx_packets(pc->connection) : 0;
     e->bytes = 0;
     e->has_ttfb = 0;
