@@ -83,7 +83,7 @@ def shared_name(name, workers):
     return f"bench.{os.getpid()}.{name}.{workers}"
 
 
-def config_text(name, workers, backends, module, where, port):
+def config_text(name, workers, backends, module, where, port, master_process=True):
     """The nginx.conf of proxy `name` (leastload_testkit.nginx_conf, the tests' writer too)."""
     leastload = name.startswith("leastload")
     lines = list(BALANCERS[name])
@@ -94,7 +94,7 @@ def config_text(name, workers, backends, module, where, port):
     return nginx_conf(where, port, "pool", upstream, workers=workers, module=module if leastload else None,
                       error_level="warn", worker_connections=4096, rlimit_nofile=16384, listen=" backlog=4096",
                       location=("proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for",
-                                "proxy_set_header X-Forwarded-Proto http"))
+                                "proxy_set_header X-Forwarded-Proto http"), master_process=master_process)
 
 
 def start_nginx(name, workers, backends, module, workdir):
@@ -244,6 +244,57 @@ def run(args, module, workdir):
     return rows
 
 
+def instructions(name, backends, module, workdir, seconds):
+    """(requests, user-space instructions a request) of nginx proxy `name` as one process
+    (master_process off) under callgrind: its counters zeroed after a 2 s warm-up, dumped after
+    `seconds` of wrk at 32 connections. A count: the machine's load does not move it; the
+    kernel's work (system calls, TCP) is not in it."""
+    where = os.path.join(workdir, f"callgrind-{name}")
+    os.makedirs(where, exist_ok=True)
+    port = free_port()
+    path = os.path.join(where, "nginx.conf")
+    with open(path, "w") as f:
+        f.write(config_text(name, 1, backends, module, where, port, master_process=False))
+    out = os.path.join(where, "callgrind.out")
+    server = Server(f"callgrind-{name}", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "nginx",
+                                          "-p", where, "-c", path, "-e", f"{where}/error.log"], workdir)
+    try:
+        server.wait_port(port, timeout=120)
+        pvh.run_wrk(port, 32, 2)
+        subprocess.run(["callgrind_control", "-z", str(server.pid)], check=True, capture_output=True, timeout=120)
+        before = pvh.all_stats(backends)
+        pvh.run_wrk(port, 32, seconds)
+        served, _ = pvh.split(before, pvh.all_stats(backends))
+        subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True, capture_output=True, timeout=120)
+        with open(out + ".1") as f:  # the first dump: what ran since the zeroing
+            summary = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
+    finally:
+        server.stop()
+    requests = sum(served.values())
+    return requests, summary / requests
+
+
+def run_instructions(args, module, workdir):
+    rows = {}
+    servers = []
+    try:
+        backends = start_backends([("fast1", 0.002), ("fast2", 0.002), ("slow", 0.060)], 1024, workdir, servers)
+        for name in args.proxies:
+            if name != "haproxy":
+                rows[name] = instructions(name, backends, module, workdir, args.duration)
+                print(f"{name:<21} {rows[name][0]:7d} requests {rows[name][1]:9.0f} instructions/request",
+                      file=sys.stderr, flush=True)
+    finally:
+        for server in servers:
+            server.stop()
+    print(f"user-space instructions a request, one nginx process under callgrind, wrk at 32 connections "
+          f"for {args.duration} s")
+    for name, (requests, ir) in rows.items():
+        ratio = f"  x{ir / rows[BASELINE][1]:.3f} of {BASELINE}'s" if BASELINE in rows and name != BASELINE else ""
+        print(f"  {name:<21} {ir:9.0f}{ratio}  ({requests} requests)")
+    return 0
+
+
 def summarize(rows, args):
     """Medians per (workers, connections, proxy), and the ratios to nginx least_conn per round."""
     table, ratios = [], []
@@ -357,6 +408,9 @@ def parse_args(argv=None):
     p.add_argument("--module", help="a built ngx_http_upstream_leastload_module.so (default: build it)")
     p.add_argument("--quick", action="store_true", help="1 round of 2 s at 32 connections, 1 worker")
     p.add_argument("--json", metavar="PATH", help="write the rows, medians and ratios as JSON")
+    p.add_argument("--instructions", action="store_true",
+                   help="instead of the comparison: each nginx proxy's user-space instructions a request, "
+                        "as one process under callgrind (needs valgrind; --duration s of wrk each)")
     p.add_argument("--counts", action="store_true",
                    help="count each proxy's system calls, upstream connects and context switches a request "
                         "(perf stat on its processes; needs perf with tracepoints), and the module's locks of its "
@@ -383,6 +437,10 @@ def main(argv=None):
             sys.exit(f"--counts: {why}")
     with tempfile.TemporaryDirectory(prefix="leastload-nginx-bench-") as workdir:
         module = args.module or build_module(workdir)
+        if args.instructions:
+            if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+                sys.exit("--instructions needs valgrind (apt-get install valgrind)")
+            return run_instructions(args, module, workdir)
         rows = run(args, module, workdir)
     table, ratios = summarize(rows, args)
     print_report(table, ratios, args)
