@@ -20,7 +20,10 @@ nginx's own balance shared by the workers, as the module's is). With
 connects (connect(2)) and context switches a request, and the module's
 proxies the locks of their shared vserver a request: counts, which a busy
 machine moves far less than CPU time. perf's tracepoints add to every system
-call's cost, so judge CPU per request on a run without --counts.
+call's cost, so judge CPU per request on a run without --counts. With
+--instructions (instead of the comparison) each nginx proxy runs as one
+process under callgrind and the user-space instructions a request are
+counted over --duration s of wrk at 32 connections.
 
 The last lines say, per number of workers, whether issue 47's targets at 256
 connections hold on this run (`# Done-when: PASS` or `MISS`, with the median
