@@ -12,9 +12,13 @@
  *
  * Per request: init_peer evaluates the hash key (hash methods); get picks
  * under the segment's lock (ll_select_excluding: retries skip what was
- * tried); free ends the transaction with what u->state says (bytes, TTFB of
- * a 200, TCP_INFO's segments, NGX_PEER_FAILED). Nothing is allocated per
- * request beyond the request's pool.
+ * tried); free notes what u->state says (bytes, TTFB of a 200, TCP_INFO's
+ * segments, NGX_PEER_FAILED) and the transaction ends at this worker's next
+ * lock of the segment: its next pick's, or the one taken once at the end of
+ * the event-loop turn (a posted event). So a busy worker takes the lock about
+ * once a request instead of twice, and its own picks always see its ended
+ * transactions (a retry sees the failure). Nothing is allocated per request
+ * beyond the request's pool.
  */
 #include <math.h>
 #include <netinet/in.h>
@@ -29,6 +33,7 @@
 #define LL_NGX_SWEEP_MSEC 250        /* each worker's liveness sweep (dead workers' transactions) */
 #define LL_NGX_SEGMENT_PREFIX "/leastload."
 #define LL_NGX_RECORD_BYTES 1024
+#define LL_NGX_ENDED_MAX 64          /* ended transactions waiting for a lock; more: applied at once */
 
 /* One segment this process has open (kept across reloads: the master's table,
  * inherited by each generation of workers). */
@@ -44,6 +49,19 @@ static ngx_uint_t ll_ngx_nsegments;
 static ngx_uint_t ll_ngx_generation;       /* moves at each configuration load */
 static ngx_event_t ll_ngx_sweep_event;
 static ngx_connection_t ll_ngx_dummy_connection;
+
+/* A transaction that free ended, waiting for this worker's next lock of its segment. */
+typedef struct {
+    ngx_http_upstream_leastload_conf_t *conf;
+    uint64_t bytes, packets;
+    uint32_t slot, ttfb_us;
+    unsigned has_ttfb:1;
+    unsigned failed:1;
+} ll_ngx_ended_t;
+
+static ll_ngx_ended_t ll_ngx_ended[LL_NGX_ENDED_MAX];   /* this worker's, in the order they ended */
+static ngx_uint_t ll_ngx_nended;
+static ngx_event_t ll_ngx_flush_event;                   /* posted while ll_ngx_ended has entries */
 
 /* Linux's struct tcp_info up to tcpi_segs_in (linux/tcp.h; glibc's netinet/tcp.h stops earlier). */
 typedef struct {
@@ -457,6 +475,75 @@ ngx_int_t ngx_http_upstream_init_leastload(ngx_conf_t *cf, ngx_http_upstream_srv
     return NGX_OK;
 }
 
+/* ---- ended transactions: applied under a lock this worker takes anyway ------------- */
+
+/* Ends one transaction (under the segment's lock). */
+static void ll_ngx_end(ll_ngx_segment_t *seg, ll_vserver *vs, const ll_ngx_ended_t *e, int64_t sec)
+{
+    ngx_http_upstream_leastload_conf_t *llcf = e->conf;
+    if (e->bytes || e->packets)
+        ll_record(vs, e->slot, sec, e->bytes, e->packets);
+    int rc = ll_finish(vs, e->slot, e->has_ttfb, e->ttfb_us, e->failed);
+    if (rc > 0 && (rc & LL_END_DRAINED)) {  /* the last transaction of a service a reload removed */
+        ll_unbind(vs, e->slot);
+        ll_shared_set_name(seg->sh, e->slot, NULL, 0);
+    }
+    if (rc > 0 && (rc & LL_END_OUTLIER)) {
+        ngx_int_t k = e->slot < llcf->nslots ? llcf->peer_of_slot[e->slot] : -1;
+        ngx_str_t unknown = ngx_string("?");
+        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0, "leastload: upstream \"%V\": %V failed %ui times in a row "
+                      "(outlier: ejected unless the ejection limit keeps it)", &llcf->upstream,
+                      k >= 0 ? &llcf->peers[k].name : &unknown, (ngx_uint_t)llcf->settings.outlier_failures);
+    } else if (rc < 0) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0, "leastload: upstream \"%V\": finish refused (%d)",
+                      &llcf->upstream, rc);
+    }
+}
+
+/* Under seg's lock: ends this worker's waiting transactions on seg, in the order they ended. */
+static void ll_ngx_apply_ended(ll_ngx_segment_t *seg, ll_vserver *vs)
+{
+    int64_t sec = (int64_t)(ngx_current_msec / 1000);
+    ngx_uint_t kept = 0;
+    for (ngx_uint_t i = 0; i < ll_ngx_nended; i++) {
+        if (ll_ngx_ended[i].conf->segment == seg)
+            ll_ngx_end(seg, vs, &ll_ngx_ended[i], sec);
+        else
+            ll_ngx_ended[kept++] = ll_ngx_ended[i];
+    }
+    ll_ngx_nended = kept;
+    if (kept == 0 && ll_ngx_flush_event.posted) {  /* braces: the macro is two statements */
+        ngx_delete_posted_event(&ll_ngx_flush_event);
+    }
+}
+
+/* Ends every waiting transaction: one lock per segment they are on. */
+static void ll_ngx_flush(ngx_log_t *log)
+{
+    while (ll_ngx_nended) {
+        ll_ngx_segment_t *seg = ll_ngx_ended[0].conf->segment;
+        ll_vserver *vs = seg->sh ? ll_ngx_lock(seg, log) : NULL;
+        if (vs == NULL) {  /* no lock (logged): these stay open until this worker exits or dies */
+            ngx_uint_t kept = 0;
+            for (ngx_uint_t i = 0; i < ll_ngx_nended; i++)
+                if (ll_ngx_ended[i].conf->segment != seg)
+                    ll_ngx_ended[kept++] = ll_ngx_ended[i];
+            ll_ngx_nended = kept;
+            continue;
+        }
+        ll_ngx_apply_ended(seg, vs);
+        ll_shared_unlock(seg->sh);
+    }
+    if (ll_ngx_flush_event.posted) {
+        ngx_delete_posted_event(&ll_ngx_flush_event);
+    }
+}
+
+static void ll_ngx_flush_handler(ngx_event_t *ev)
+{
+    ll_ngx_flush(ev->log);
+}
+
 /* ---- per request ----------------------------------------------------------------- */
 
 static ngx_int_t ngx_http_upstream_get_leastload_peer(ngx_peer_connection_t *pc, void *data);
@@ -518,6 +605,7 @@ static ngx_int_t ngx_http_upstream_get_leastload_peer(ngx_peer_connection_t *pc,
     ll_vserver *vs = ll_ngx_lock(seg, pc->log);
     if (vs == NULL)
         return NGX_ERROR;
+    ll_ngx_apply_ended(seg, vs);
     int64_t sec = (int64_t)(ngx_current_msec / 1000);
     for (;;) {
         if (llcf->key)
@@ -581,41 +669,29 @@ static void ngx_http_upstream_free_leastload_peer(ngx_peer_connection_t *pc, voi
     if (!lp->open)
         return;
     lp->open = 0;
-    int failed = (state & NGX_PEER_FAILED) != 0;
-    /* TCP_INFO is a system call: read only where it is the method's N */
-    uint64_t bytes = 0, packets = llcf->method == LL_LEASTPACKETS ? ll_ngx_packets(pc->connection) : 0;
-    int has_ttfb = 0;
-    uint32_t ttfb_us = 0;
+    if (ll_ngx_nended == LL_NGX_ENDED_MAX)
+        ll_ngx_flush(pc->log);
+    ll_ngx_ended_t *e = &ll_ngx_ended[ll_ngx_nended++];
+    e->conf = llcf;
+    e->slot = lp->slot;
+    e->failed = (state & NGX_PEER_FAILED) != 0;
+    /* TCP_INFO is a system call: read only where it is the method's N, here, while the connection is this attempt's */
+    e->packets = llcf->method == LL_LEASTPACKETS ? ll_ngx_packets(pc->connection) : 0;
+    e->bytes = 0;
+    e->has_ttfb = 0;
+    e->ttfb_us = 0;
     if (st) {
         if (st->bytes_sent > 0)
-            bytes += (uint64_t)st->bytes_sent;
+            e->bytes += (uint64_t)st->bytes_sent;
         if (st->bytes_received > 0)
-            bytes += (uint64_t)st->bytes_received;
-        if (!failed && st->status == NGX_HTTP_OK && st->header_time != (ngx_msec_t)-1) {
+            e->bytes += (uint64_t)st->bytes_received;
+        if (!e->failed && st->status == NGX_HTTP_OK && st->header_time != (ngx_msec_t)-1) {
             uint64_t us = (uint64_t)st->header_time * 1000;
-            has_ttfb = 1;
-            ttfb_us = us > LL_MAX_TTFB_US ? LL_MAX_TTFB_US : (uint32_t)us;
+            e->has_ttfb = 1;
+            e->ttfb_us = us > LL_MAX_TTFB_US ? LL_MAX_TTFB_US : (uint32_t)us;
         }
     }
-    ll_vserver *vs = ll_ngx_lock(llcf->segment, pc->log);
-    if (vs == NULL)
-        return;
-    int64_t sec = (int64_t)(ngx_current_msec / 1000);
-    if (bytes || packets)
-        ll_record(vs, lp->slot, sec, bytes, packets);
-    int rc = ll_finish(vs, lp->slot, has_ttfb, ttfb_us, failed);
-    if (rc > 0 && (rc & LL_END_DRAINED)) {  /* the last transaction of a service a reload removed */
-        ll_unbind(vs, lp->slot);
-        ll_shared_set_name(llcf->segment->sh, lp->slot, NULL, 0);
-    }
-    ll_shared_unlock(llcf->segment->sh);
-    if (rc > 0 && (rc & LL_END_OUTLIER)) {
-        ngx_log_error(NGX_LOG_WARN, pc->log, 0, "leastload: upstream \"%V\": %V failed %ui times in a row "
-                      "(outlier: ejected unless the ejection limit keeps it)", &llcf->upstream, pc->name,
-                      (ngx_uint_t)llcf->settings.outlier_failures);
-    } else if (rc < 0) {
-        ngx_log_error(NGX_LOG_ERR, pc->log, 0, "leastload: upstream \"%V\": finish refused (%d)", &llcf->upstream, rc);
-    }
+    ngx_post_event(&ll_ngx_flush_event, &ngx_posted_events);  /* once: the macro checks `posted` */
 }
 
 /* ---- the workers: a row each at start, the sweep, leaving ------------------------------ */
@@ -629,6 +705,7 @@ static void ll_ngx_sweep(ngx_event_t *ev)
         ll_vserver *vs = ll_ngx_lock(seg, ev->log);
         if (vs == NULL)
             continue;
+        ll_ngx_apply_ended(seg, vs);
         uint64_t n = ll_shared_reclaim(seg->sh);
         ll_ngx_unbind_drained(seg, vs);
         ll_advance(vs, (int64_t)(ngx_current_msec / 1000));  /* the policy's due times run without traffic too */
@@ -658,12 +735,17 @@ static ngx_int_t ngx_http_upstream_leastload_init_process(ngx_cycle_t *cycle)
     ll_ngx_sweep_event.data = &ll_ngx_dummy_connection;
     ll_ngx_sweep_event.cancelable = 1;
     ngx_add_timer(&ll_ngx_sweep_event, LL_NGX_SWEEP_MSEC);
+    ngx_memzero(&ll_ngx_flush_event, sizeof ll_ngx_flush_event);
+    ll_ngx_flush_event.handler = ll_ngx_flush_handler;
+    ll_ngx_flush_event.log = cycle->log;
+    ll_ngx_flush_event.data = &ll_ngx_dummy_connection;
     return NGX_OK;
 }
 
 static void ngx_http_upstream_leastload_exit_process(ngx_cycle_t *cycle)
 {
-    /* this worker's open transactions end (ll_shared_close); the segments stay */
+    /* the transactions that ended here are applied; the still open ones end (ll_shared_close); the segments stay */
+    ll_ngx_flush(cycle->log);
     for (ngx_uint_t i = 0; i < ll_ngx_nsegments; i++)
         if (ll_ngx_segments[i].sh) {
             ll_shared_close(ll_ngx_segments[i].sh);

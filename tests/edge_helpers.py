@@ -1,6 +1,6 @@
 """What the end-to-end tests of the proxy's edge share (tests/proxy/test_proxy_tls.py,
 tests/proxy/test_proxy_accept_proxy.py): backends that answer with their name and what
-they were sent, HAProxy sending the PROXY header, and the proxy's /metrics read. The proxy
+they were sent, HAProxy sending the PROXY header, and the admin port's metrics. The proxy
 itself is started by leastload_testkit.proxy_process."""
 
 import http.server
@@ -10,21 +10,6 @@ import subprocess
 import threading
 import time
 import urllib.request
-
-
-def metrics(port):
-    """The admin port's (or the proxy's) /metrics text."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        return r.read().decode()
-
-
-def sample(text, name, **labels):
-    """The value of the first sample of `name` whose labels include `labels`."""
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(name + "{") and want in line:
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no {name} {labels} in:\n{text}")
 
 
 class _Echo(http.server.BaseHTTPRequestHandler):
@@ -102,3 +87,18 @@ def start_haproxy(tmp_path, config_text, ready_port):
                 proc.kill()
                 raise AssertionError(f"haproxy did not start: {(tmp_path / 'haproxy.err').read_text()}")
             time.sleep(0.05)
+
+
+def metrics(port):
+    """The admin port's /metrics text."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def sample(text, name, **labels):
+    """The value of the first sample of `name` whose labels include `labels`; fails naming them."""
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(name + "{") and want in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} {labels} in:\n{text}")

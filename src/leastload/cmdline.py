@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 import tempfile
-from typing import BinaryIO, Callable, NoReturn, Optional, Sequence
+from typing import Any, BinaryIO, Callable, Coroutine, NoReturn, Optional, Sequence
 
 EXIT_USAGE = 2
 
@@ -121,3 +121,44 @@ def read_token(path: str) -> str:
     token of `leastload proxy --admin-token-file` and `leastload ctl --token-file`."""
     with open(path, encoding="utf-8") as f:
         return f.readline().strip()
+
+
+def ignore_sigpipe() -> None:
+    """A write to a connection the peer has reset fails with EPIPE (a connection error)
+    instead of killing the process. `leastload`'s entry point sets SIGPIPE to SIG_DFL (for
+    `leastload ... | head`). Under uvloop, a reset that arrives while a write is queued is
+    read first, then libuv flushes the queue with write(2) to the dead socket: SIGPIPE. So
+    each long-running command (a server) ignores it again once its arguments are parsed
+    (--help still ends quietly in a pipe)."""
+    import signal
+    import threading
+
+    if hasattr(signal, "SIGPIPE") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+
+def serve_until_stopped(prog: str, coro: "Coroutine[Any, Any, None]", loop: str = "auto") -> int:
+    """Runs a server command's coroutine to its end on uvloop (`loop` "auto": when installed;
+    "uvloop": required; "asyncio": never). A listening address that cannot be had (a port in
+    use, an address not on this machine) is the operator's to fix: one line, exit 2. Ctrl-C
+    ends it quietly with 0."""
+    import asyncio
+
+    try:
+        if loop != "asyncio":
+            try:
+                import uvloop
+            except ImportError:
+                if loop == "uvloop":
+                    coro.close()
+                    die(prog, "--loop uvloop, but uvloop is not installed (pip install leastload[proxy])")
+            else:
+                uvloop.run(coro)
+                return 0
+        asyncio.run(coro)
+    except OSError as exc:
+        print(f"{prog}: cannot listen: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        pass
+    return 0

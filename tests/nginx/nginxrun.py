@@ -3,8 +3,8 @@
 `module_path()` builds the module once per session with nginx/build.sh (or takes
 LEASTLOAD_NGINX_MODULE, a .so built before), and says why not when it cannot: the
 tests skip with that reason. `Nginx(upstream, workers)` writes a configuration
-around an upstream block (a location proxies to it and names the pick in an
-`X-Up` header), starts nginx in the foreground (master and workers), and has
+around an upstream block with leastload_testkit.nginx_conf, the benchmark's writer
+too (a location proxies to it and names the pick in an `X-Up` header), starts nginx in the foreground (master and workers), and has
 `.get()`, `.reload(upstream)`, `.worker_pids()`, `.log()` and `.stop()`; every
 wait is bounded. `attach(name)` is the live shared vserver, from Python.
 """
@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 
+from leastload_testkit.nginx_conf import nginx_conf
 from leastload_testkit.ports import free_port
 from leastload_testkit.waits import wait_until
 
@@ -48,43 +49,15 @@ def module_path():
     return result
 
 
-CONF = """\
-load_module {module};
-daemon off;
-master_process on;
-worker_processes {workers};
-pid {dir}/nginx.pid;
-error_log {dir}/error.log notice;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-{upstream}
-    server {{
-        listen 127.0.0.1:{port} reuseport;  # connections spread over the workers by the kernel
-        location / {{
-            add_header X-Up $upstream_addr always;
-            proxy_pass http://{upstream_name};
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_next_upstream error timeout http_502;
-            proxy_connect_timeout 2s;
-            proxy_read_timeout 10s;
-        }}
-    }}
-}}
-"""
+LOCATION = ("add_header X-Up $upstream_addr always", "proxy_next_upstream error timeout http_502",
+            "proxy_connect_timeout 2s", "proxy_read_timeout 10s")
 
 
-def upstream_block(name, servers, *lines):
-    """An upstream block: `servers` are "127.0.0.1:PORT weight=N" strings, `lines` the directives."""
-    body = "".join(f"        {line};\n" for line in lines)
-    body += "".join(f"        server {s};\n" for s in servers)
-    return f"    upstream {name} {{\n{body}    }}\n"
+def conf_text(module, workers, directory, port, upstream_name, upstream):
+    """The tests' nginx.conf: the pick named in an X-Up header, retries on errors and 502s, and
+    the listen socket with reuseport (the kernel spreads connections over the workers)."""
+    return nginx_conf(directory, port, upstream_name, upstream, workers=workers, module=module,
+                      listen=" reuseport", location=LOCATION)
 
 
 class Nginx:
@@ -113,8 +86,7 @@ class Nginx:
 
     def write(self, upstream):
         with open(self.conf, "w") as f:
-            f.write(CONF.format(module=self.module, workers=self.workers, dir=self.dir, port=self.port,
-                                upstream=upstream, upstream_name=self.upstream_name))
+            f.write(conf_text(self.module, self.workers, self.dir, self.port, self.upstream_name, upstream))
 
     def _ready(self):
         if self.proc.poll() is not None:
@@ -177,8 +149,7 @@ def nginx_t(module, upstream_name, upstream):
     try:
         conf = os.path.join(where, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(CONF.format(module=module, workers=1, dir=where, port=free_port(), upstream=upstream,
-                                upstream_name=upstream_name))
+            f.write(conf_text(module, 1, where, free_port(), upstream_name, upstream))
         run = subprocess.run(["nginx", "-t", "-p", where, "-c", conf, "-e", f"{where}/error.log"],
                              capture_output=True, text=True, timeout=60)
         return run.returncode, run.stdout + run.stderr

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from nginxrun import nginx_t, unique, upstream_block
+from nginxrun import nginx_t, unique
+from leastload_testkit.nginx_conf import upstream_block
 
 SERVERS = ["127.0.0.1:1 weight=2", "127.0.0.1:2"]
 

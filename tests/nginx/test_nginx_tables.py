@@ -6,7 +6,8 @@ import concurrent.futures
 
 import pytest
 
-from nginxrun import attach, unique, upstream_block
+from nginxrun import attach, unique
+from leastload_testkit.nginx_conf import upstream_block
 from leastload_testkit.waits import wait_until
 
 

@@ -8,7 +8,8 @@ import signal
 import threading
 import time
 
-from nginxrun import attach, unique, upstream_block
+from nginxrun import attach, unique
+from leastload_testkit.nginx_conf import upstream_block
 from leastload_testkit.waits import wait_until
 
 LOAD_SECONDS = 6.0
@@ -38,6 +39,11 @@ def load(ng, stop, counts, errors):
         c.close()
 
 
+def start_of_next_second():
+    """Sleeps until just after the next whole second of the clock nginx and the engine use."""
+    time.sleep(math.floor(time.monotonic()) + 1.02 - time.monotonic())
+
+
 def test_reload_adds_a_server_under_slow_start_exact_across_two_workers(nginx, backends):
     """S3 added by a reload is a new service: 3 requests per second more at each 1-second
     interval. With one engine for both workers S3 gets exactly its cap in every second
@@ -53,6 +59,11 @@ def test_reload_adds_a_server_under_slow_start_exact_across_two_workers(nginx, b
             assert ng.get()[0] == 200
         before = {b.address: vs.info(b.address)["selected"] for b in bs[:2]}
         assert sum(before.values()) == 4
+        # A ramp's boundary looks back on the whole second before it: a few requests there
+        # (1..8 here) end the ramp (the fair share, the rate below the cap). So the 4 requests
+        # fall in an earlier second than the bind, and the load starts as a second begins:
+        # each second a boundary looks back on has no requests or about a second of the load.
+        start_of_next_second()
         ng.reload(upstream_block("ss", [b.address for b in bs], *directives))
         new = bs[2].address
         assert vs.slow_start(new) is not None  # bound under slow start
@@ -61,6 +72,7 @@ def test_reload_adds_a_server_under_slow_start_exact_across_two_workers(nginx, b
         stop = threading.Event()
         counts, errors = {}, []
         threads = [threading.Thread(target=load, args=(ng, stop, counts, errors)) for _ in range(LOAD_THREADS)]
+        start_of_next_second()
         for t in threads:
             t.start()
         seen = {}  # second -> (the cap last seen in it, S3's selections in the second before it, when)
@@ -90,7 +102,7 @@ def test_reload_adds_a_server_under_slow_start_exact_across_two_workers(nginx, b
             served = following[1]  # S3's selections in `second`, read in the next one
             checked.append((second, cap, served))
             assert served == cap, (second, cap, served, sorted(seen.items()))
-        assert len(checked) >= 3, (checked, sorted(seen.items()))
+        assert len(checked) >= 3, (checked, sorted(seen.items()), list(vs.slow_start_exits))
         caps = [cap for _, cap, _ in checked]
         assert all(cap % 3 == 0 and cap > 0 for cap in caps) and caps == sorted(caps), caps
         assert counts.get(new, 0) > 0

@@ -11,8 +11,8 @@ import pytest
 
 from leastload_testkit.backends import start_backend
 from leastload_testkit.ports import free_ports
+from leastload_testkit.proxy_process import ProxyProcess
 from test_proxy_shared_workers import busy, requests_in
-from test_proxy_workers import Cli
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the workers' harness reads /proc")
 
@@ -23,10 +23,10 @@ def test_a_backend_reporting_high_utilization_gets_less_traffic(tmp_path):
     admin = free_ports(1)
     cli = None
     try:
-        cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--method", "ROUNDROBIN", "--weights-from-utilization",
-                  "--health-check", "none", "--admin", f"127.0.0.1:{admin}",
-                  "--backend", f"hot={hot.address}", "--backend", f"cool1={cool[0].address}",
-                  "--backend", f"cool2={cool[1].address}").started()
+        cli = ProxyProcess(["--listen", "127.0.0.1:0", "--method", "ROUNDROBIN", "--weights-from-utilization",
+                            "--health-check", "none", "--admin", f"127.0.0.1:{admin}",
+                            "--backend", f"hot={hot.address}", "--backend", f"cool1={cool[0].address}",
+                            "--backend", f"cool2={cool[1].address}"])
         with busy(cli.port, clients=4):
             time.sleep(2.0)
             early = requests_in((hot, *cool), 2.0)
@@ -51,9 +51,9 @@ def test_reports_feed_customload_by_the_metric_table(tmp_path):
     cool = start_backend(0.0, 100, args=("--report-load", "0.3"))
     cli = None
     try:
-        cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--method", "CUSTOMLOAD", "--health-check", "none",
-                  "--load-metric", "cpu_utilization=1:80",
-                  "--backend", f"hot={hot.address}", "--backend", f"cool={cool.address}").started()
+        cli = ProxyProcess(["--listen", "127.0.0.1:0", "--method", "CUSTOMLOAD", "--health-check", "none",
+                            "--load-metric", "cpu_utilization=1:80",
+                            "--backend", f"hot={hot.address}", "--backend", f"cool={cool.address}"])
         with busy(cli.port, clients=4):
             time.sleep(1.0)  # every backend has answered with its report by now
             served = requests_in((hot, cool), 2.0)

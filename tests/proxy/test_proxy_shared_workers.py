@@ -18,7 +18,8 @@ import pytest
 
 from leastload_testkit.backends import start_backend
 from leastload_testkit.ports import free_ports
-from test_proxy_workers import Cli, get, wait_for
+from leastload_testkit.proxy_process import ProxyProcess
+from test_proxy_workers import get, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT workers, /proc")
 
@@ -55,9 +56,9 @@ def samples(text, family, **labels):
 def test_the_probes_run_once_for_the_shared_engine(tmp_path, backends):
     b1, b2 = backends(2)
     admin = free_ports(3)  # the fan-out, then worker 0 and worker 1 (PORT + 1 + i)
-    cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
-              "--health-check", "http", "--health-path", "/probe", "--health-interval", "0.1",
-              "--backend", f"b1={b1.address}", "--backend", f"b2={b2.address}").started()
+    cli = ProxyProcess(["--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
+                        "--health-check", "http", "--health-path", "/probe", "--health-interval", "0.1",
+                        "--backend", f"b1={b1.address}", "--backend", f"b2={b2.address}"])
     try:
         wait_for(lambda: b1.stats()["requests"] >= 5, 20, "probes")
         start, t0 = b1.stats()["requests"], time.monotonic()
@@ -78,9 +79,9 @@ def _eject_run(tmp_path, backends, *extra):
     workers), while one of two backends refuses connections: its failures until ejected."""
     good, bad = backends(2)
     admin = free_ports(3)  # the fan-out, then worker 0 and worker 1 (PORT + 1 + i)
-    cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
-              "--health-check", "none", "--outlier-failures", "4", "--outlier-ejection-time", "60",
-              "--backend", f"good={good.address}", "--backend", f"bad={bad.address}", *extra).started()
+    cli = ProxyProcess(["--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
+                        "--health-check", "none", "--outlier-failures", "4", "--outlier-ejection-time", "60",
+                        "--backend", f"good={good.address}", "--backend", f"bad={bad.address}", *extra])
     try:
         bad.kill()  # connections to it are refused from now on
         statuses = [get(cli.port, "/?size=10")[0] for _ in range(60)]
@@ -196,10 +197,10 @@ def slow_start_run(tmp_path, backends, *extra, new_delay=0.0, seconds=4, metrics
     new, = backends(1, new_delay)
     admin = free_ports(3)
     (tmp_path / "token").write_text("t0ken\n")
-    cli = Cli(tmp_path, "--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
-              "--admin-token-file", str(tmp_path / "token"), "--health-check", "none",
-              "--new-service-request", "10", "--backend", f"b1={b1.address}", "--backend", f"b2={b2.address}",
-              *extra).started()
+    cli = ProxyProcess(["--listen", "127.0.0.1:0", "--workers", "2", "--admin", f"127.0.0.1:{admin}",
+                        "--admin-token-file", str(tmp_path / "token"), "--health-check", "none",
+                        "--new-service-request", "10", "--backend", f"b1={b1.address}", "--backend", f"b2={b2.address}",
+                        *extra])
     try:
         with busy(cli.port) as served:
             time.sleep(1.0)

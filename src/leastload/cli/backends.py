@@ -16,7 +16,6 @@ Needs httptools (`pip install leastload[proxy]`).
 import argparse
 import asyncio
 import json
-import signal
 import sys
 from typing import Any, List, Optional, Sequence, Tuple, cast
 from urllib.parse import parse_qsl
@@ -26,6 +25,7 @@ try:
 except ImportError as exc:
     raise ImportError("leastload backends needs httptools: pip install leastload[proxy]") from exc
 
+from ..cmdline import ignore_sigpipe, serve_until_stopped
 from ..net.upstream import parse_host_port
 
 CHUNK = 65536  # large bodies go out in pieces, paced by the transport's flow control
@@ -201,22 +201,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _parser().error("--delay and --size must not be negative")
     if args.report_load is not None and not 0 <= args.report_load < float("inf"):
         _parser().error(f"--report-load must be a utilization >= 0, got {args.report_load}")
-    if hasattr(signal, "SIGPIPE"):  # `leastload` set it to SIG_DFL: a write to a reset connection would kill us
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    run: Any = asyncio.run
-    try:
-        import uvloop
-        run = uvloop.run
-    except ImportError:
-        pass
-    try:
-        run(_main(args))
-    except OSError as exc:  # a port in use: one line and exit 2, as for every leastload command
-        print(f"leastload backends: cannot listen: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        pass
-    return 0
+    ignore_sigpipe()
+    return serve_until_stopped("leastload backends", _main(args))
 
 
 if __name__ == "__main__":

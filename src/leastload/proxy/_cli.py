@@ -11,15 +11,14 @@ import logging
 import signal
 import socket
 import sys
-import threading
-from typing import Any, Callable, Coroutine, Dict, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
 
 from ..engine.methods import METHODS
 from ..engine.settings import HANDOVERS, SETTING, SETTINGS, UNITS, flag_dest
 from ..net import orca
 from ..net.upstream import parse_host_port
 from ..config import ConfigError, proxy_settings
-from ..cmdline import UserError, read_token
+from ..cmdline import UserError, ignore_sigpipe, read_token, serve_until_stopped
 from ..config import load as load_config
 from . import _admin, _supervisor
 from ._accesslog import AccessLog
@@ -303,37 +302,12 @@ async def _serve_gateway(args: argparse.Namespace, gateway: Gateway) -> None:
             access_log.close()
 
 
-def _run_loop(kind: str, coro: Coroutine[Any, Any, None]) -> None:
-    if kind != "asyncio":
-        try:
-            import uvloop
-        except ImportError:
-            if kind == "uvloop":
-                raise SystemExit("leastload proxy: --loop uvloop, but uvloop is not installed "
-                                 "(pip install leastload[proxy])") from None
-        else:
-            uvloop.run(coro)
-            return
-    asyncio.run(coro)
-
-
 class _IsoFormatter(logging.Formatter):
     """Log times as ISO 8601 wall-clock times with their UTC offset (2026-12-02T01:40:00.123+00:00)."""
 
     def formatTime(self, record: logging.LogRecord, datefmt: Optional[str] = None) -> str:
         when = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).astimezone()
         return when.isoformat(timespec="milliseconds")
-
-
-def _ignore_sigpipe() -> None:
-    """A write to a connection the peer has reset fails with EPIPE (a connection error)
-    instead of killing the process. `leastload`'s entry point sets SIGPIPE to SIG_DFL (for
-    `leastload ... | head`). Under uvloop, a reset that arrives while a write is queued is
-    read first, then libuv flushes the queue with write(2) to the dead socket: SIGPIPE. So
-    each long-running command ignores it again once its arguments are parsed (--help still
-    ends quietly in a pipe); the workers are such commands too."""
-    if hasattr(signal, "SIGPIPE") and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -392,17 +366,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             open(args.access_log, "a", encoding="utf-8").close()
         except OSError as exc:
             parser.error(f"--access-log: cannot open {args.access_log!r} for appending: {exc.strerror}")
-    _ignore_sigpipe()
+    ignore_sigpipe()  # the workers are such commands too: each calls it
     if args.workers > 1:
         return _supervisor.run_workers(args, argv, gateway)
-    try:
-        _run_loop(args.loop, _serve_gateway(args, gateway) if gateway is not None else _serve_logged(args, proxy))
-    except OSError as exc:  # a port in use, an address not here: the operator's to fix, as a usage error
-        print(f"leastload proxy: cannot listen: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return serve_until_stopped("leastload proxy", _serve_gateway(args, gateway) if gateway is not None
+                               else _serve_logged(args, proxy), args.loop)
 
 
 if __name__ == "__main__":

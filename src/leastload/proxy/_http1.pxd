@@ -8,7 +8,7 @@
 cimport cython
 
 from leastload.proxy._scan cimport (Limits, _Chunks, _HeadReader, _all_in, _equal_at, _head_end, _line_end,
-                                    _plain_fields, _value_end)
+                                    _plain_fields, _plain_request_line)
 from leastload.proxy._response cimport ResponseReader
 
 # bound to _scan's objects at import (the same ones: Host's name is compared by identity)
@@ -20,8 +20,6 @@ cdef int _NOT_PLAIN_REQUEST
 cdef frozenset _CONNECTION_OPTIONS, _BODY_METHODS, _CLIENT_FORWARDING
 cdef dict _HOSTS_SEEN, _FORWARDED_TAILS
 cdef object _HOST, _ABSOLUTE
-cdef tuple _PLAIN_METHODS
-cdef bytes _HTTP11_END
 cdef str _BAD_REQUEST_LINE
 cdef bytes _LENGTH_PRIMER, _CHUNKED_PRIMER
 
@@ -77,8 +75,8 @@ cdef class RequestReader(_HeadReader):
     @cython.locals(limits=Limits, end=Py_ssize_t, first=Py_ssize_t, stop=Py_ssize_t, nl=Py_ssize_t,
                    head=RequestHead)
     cdef str _read_head(self)
-    @cython.locals(data=bytes, p=cython.p_uchar, token=cython.p_uchar, space=Py_ssize_t, method=bytes,
-                   version_at=Py_ssize_t, stop=Py_ssize_t, at=Py_ssize_t, host=bytes, head=RequestHead, known=bytes)
+    @cython.locals(data=bytes, p=cython.p_uchar, method=bytes, stop=Py_ssize_t, at=Py_ssize_t, host=bytes,
+                   head=RequestHead)
     cdef bint _plain_head(self, object piece, Py_ssize_t first) except -1
     @cython.locals(length=object)
     cdef str _after_head(self, RequestHead head)

@@ -36,7 +36,7 @@ import httptools
 
 from ._response import ResponseReader
 from ._scan import (Buffer, Limits, Piece, _all_in, _Chunks, _equal_at, _head_end, _HeadReader, _line_end,
-                    _plain_fields, _Refuse, _value_end)
+                    _plain_fields, _plain_request_line, _Refuse)
 from ._scan import (HOST_NAME as _HOST_NAME, NO_NAMES as _NO_NAMES, NOT_PLAIN_REQUEST as _NOT_PLAIN_REQUEST,
                     PARSE_ERRORS as _PARSE_ERRORS, PROTECTED as _PROTECTED, REQUEST_DROP as _REQUEST_DROP,
                     REQUEST_SPECIAL as _REQUEST_SPECIAL, TOKEN_TABLE as _TOKEN_TABLE,
@@ -126,9 +126,6 @@ class RequestHead:
 
 
 _HOSTS_SEEN: Dict[bytes, bool] = {}  # Host values already checked (bounded): clients repeat theirs
-# the methods a plain request may have, each to itself (the head keeps this one object)
-_PLAIN_METHODS = (b"GET", b"POST", b"HEAD", b"PUT", b"DELETE", b"OPTIONS", b"PATCH")  # the commonest first
-_HTTP11_END = b" HTTP/1.1\r\n"   # a plain request line's end
 
 
 def _request_line_ok(line: bytes, first: int) -> bool:
@@ -408,31 +405,15 @@ class RequestReader(_HeadReader):
         the proxy drops or rewrites. Anything else, including every head the proxy
         refuses, goes the general way, which says why."""
         data = piece if isinstance(piece, bytes) else bytes(piece)
-        if not 0 < first < len(data):
-            return False
-        p = data
-        if p[first] != 10:
-            return False
-        token = _TOKEN_TABLE
-        space = 0
-        while token[p[space]]:  # stops at the request line's LF at the latest
-            space += 1
-        version_at = first - 10
-        if p[space] != 32 or version_at <= space + 1 or p[space + 1] != 47:  # " /"
-            return False
-        method = None
-        for known in _PLAIN_METHODS:
-            if len(known) == space and _equal_at(data, 0, known):
-                method = known
-                break
-        if (method is None or not _equal_at(data, version_at, _HTTP11_END)
-                or not _all_in(data, space + 1, version_at, _VISIBLE_TABLE)):
+        method = _plain_request_line(data, first)  # (it checked 0 < first < len(data))
+        if method is None:
             return False
         stop = len(data) - 2
         at = self._plain_lines(data, first + 1, stop, _NOT_PLAIN_REQUEST, _HOST_NAME)
         if at < 0:
             return False
-        host = p[at:_value_end(data, at, stop)]
+        p = data
+        host = p[at:self._wanted_end]
         if host[len(host) - 1] in (32, 9):  # llhttp keeps the whitespace after a value
             host = host.strip()
         if host != self._good_host and not _host_ok(host):
@@ -441,7 +422,7 @@ class RequestReader(_HeadReader):
         self._good_host = host
         head = self._next_head
         head.method = method
-        head.target = p[space + 1:version_at]
+        head.target = p[len(method) + 1:first - 10]  # between the method's space and " HTTP/1.1"
         head.host = host
         head.raw = data
         head._lines_at, head._lines_end = first + 1, stop  # its headers and hosts, made when asked

@@ -1,8 +1,7 @@
 # Augmenting declarations for _response.py (Cython's pure-Python mode; see _http1.pxd).
 cimport cython
 
-from leastload.proxy._scan cimport (Limits, _Chunks, _HeadReader, _decimal, _equal_at, _head_end, _plain_fields,
-                                    _value_end)
+from leastload.proxy._scan cimport Limits, _Chunks, _HeadReader, _decimal, _equal_at, _head_end, _plain_fields
 
 # bound to _scan's objects at import (the same ones: Content-Length's name is compared by identity)
 cdef object _PARSE_ERRORS

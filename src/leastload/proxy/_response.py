@@ -12,8 +12,7 @@ from typing import List, Optional, Set, Tuple
 
 import httptools
 
-from ._scan import (Limits, Piece, _Chunks, _decimal, _equal_at, _head_end, _HeadReader, _plain_fields, _Refuse,
-                    _value_end)
+from ._scan import Limits, Piece, _Chunks, _decimal, _equal_at, _head_end, _HeadReader, _plain_fields, _Refuse
 from ._scan import (CONTENT_LENGTH_NAME as _CONTENT_LENGTH_NAME, DIGIT_TABLE as _DIGIT_TABLE,
                     LOAD_REPORT as _LOAD_REPORT, LOAD_REPORT_NAME as _LOAD_REPORT_NAME, NO_NAMES as _NO_NAMES,
                     NOT_PLAIN_RESPONSE as _NOT_PLAIN_RESPONSE, PARSE_ERRORS as _PARSE_ERRORS,
@@ -237,7 +236,7 @@ class ResponseReader(_HeadReader):
         at = self._plain_lines(data, first + 2, stop - 2, _NOT_PLAIN_RESPONSE, _CONTENT_LENGTH_NAME)
         if at < 0:
             return False
-        length = _decimal(data, at, _value_end(data, at, stop - 2))
+        length = _decimal(data, at, self._wanted_end)
         if length < 0 or stop + length != len(data):
             return False
         self._kept_report = (self._line_flags & _LOAD_REPORT) != 0

@@ -17,6 +17,8 @@ cdef list _NAME_SLOTS
 cdef bytes _HOST_NAME, _CONTENT_LENGTH_NAME, _LOAD_REPORT_NAME
 cdef int _NOT_PLAIN_REQUEST, _NOT_PLAIN_RESPONSE, _LOAD_REPORT
 cdef Py_ssize_t _MAX_CHUNK_LINE
+cdef tuple _PLAIN_METHODS
+cdef bytes _HTTP11_END
 
 
 @cython.final
@@ -38,6 +40,7 @@ cdef class _Chunks:
 cdef class _HeadReader:
     cdef public Limits limits
     cdef int _line_flags            # the flags of the names the last scan read, ORed
+    cdef Py_ssize_t _wanted_end     # where the value of the wanted name that scan found ends
 
     @cython.locals(at=Py_ssize_t, lines=Py_ssize_t, flags=int, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t,
                    seen=tuple)
@@ -65,5 +68,7 @@ cdef Py_ssize_t _name_end(bytes data, Py_ssize_t i, Py_ssize_t stop) except -2
 cpdef Py_ssize_t _value_end(bytes data, Py_ssize_t j, Py_ssize_t stop) except -2
 @cython.locals(p=cython.p_uchar, slot=Py_ssize_t, seen=tuple, name=bytes, known=tuple)
 cdef tuple _known_name(bytes data, Py_ssize_t i, Py_ssize_t name_end)
+@cython.locals(p=cython.p_uchar, token=cython.p_uchar, space=Py_ssize_t, version_at=Py_ssize_t, known=bytes)
+cpdef bytes _plain_request_line(bytes data, Py_ssize_t first)
 @cython.locals(p=cython.p_uchar, i=Py_ssize_t, j=Py_ssize_t, name_end=Py_ssize_t, seen=tuple)
 cpdef _plain_fields(bytes data, Py_ssize_t start, Py_ssize_t stop, list fields)

@@ -304,6 +304,35 @@ def _known_name(data: bytes, i: int, name_end: int) -> Tuple[bytes, bytes, int]:
 # The scans below take the lines of a head, data[start:stop], each ending with CRLF. Each
 # checks its bounds against len(data) first: the helpers above read without checks.
 
+# A plain request line (RequestReader._plain_head): a known method, each to itself (the head
+# keeps this one object), a space, an origin-form target of visible ASCII, " HTTP/1.1" CRLF.
+_PLAIN_METHODS = (b"GET", b"POST", b"HEAD", b"PUT", b"DELETE", b"OPTIONS", b"PATCH")  # the commonest first
+_HTTP11_END = b" HTTP/1.1\r\n"   # a plain request line's end
+
+
+def _plain_request_line(data: bytes, first: int) -> Optional[bytes]:
+    """The method of the request line data[:first + 1] (its LF at `first`) when the line is
+    plain, as the object of _PLAIN_METHODS; None for any other line (llhttp reads it)."""
+    if not 0 < first < len(data):
+        return None
+    p = data
+    if p[first] != 10:
+        return None
+    token = _TOKEN_TABLE
+    space = 0
+    while token[p[space]]:  # stops at the request line's LF at the latest
+        space += 1
+    version_at = first - 10
+    if p[space] != 32 or version_at <= space + 1 or p[space + 1] != 47:  # " /"
+        return None
+    for known in _PLAIN_METHODS:
+        if len(known) == space and _equal_at(data, 0, known):
+            if _equal_at(data, version_at, _HTTP11_END) and _all_in(data, space + 1, version_at, _VISIBLE_TABLE):
+                return known
+            return None
+    return None
+
+
 def _plain_fields(data: bytes, start: int, stop: int, fields: List[Tuple[bytes, bytes, bytes]]) -> None:
     """Appends the header lines, lines _HeadReader._plain_lines found plain, to `fields` as
     (lowercase name, name, value): a plain head's list, made when asked for (a request's
@@ -333,7 +362,7 @@ class _HeadReader:
         nowhere: where the value of their one line named `wanted` (a lowercase name, the
         object _field_name gives) starts; -1 when there is not exactly one, when a name has
         a flag of `not_plain`, or when the lines are not plain or more than max_headers
-        (then llhttp reads the head)."""
+        (then llhttp reads the head). That value ends at `_wanted_end` (its line's CR)."""
         if not 0 <= start <= stop <= len(data):
             return -1
         at = -1
@@ -352,6 +381,7 @@ class _HeadReader:
                 if at >= 0:
                     return -1
                 at = name_end + 2
+                self._wanted_end = j
             flags |= seen[2]
             lines += 1
             i = j + 2
