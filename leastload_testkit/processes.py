@@ -173,6 +173,39 @@ def kit_module(module: str, *args: str) -> Tuple[List[str], Dict[str, str]]:
     return [sys.executable, "-m", f"{__package__}.{module}", *args], dict(os.environ, PYTHONPATH=path)
 
 
+
+class KitServer(Server):
+    """One of this kit's servers (`python -m leastload_testkit.MODULE --listen 127.0.0.1:PORT`)
+    in a child process, started and waited for until it says `listening on`: `.port`, `.stop()`."""
+
+    MODULE = ""  # set by each kind
+
+    def __init__(self, port: int = 0, name: str = "", workdir: Optional[str] = None) -> None:
+        cmd, env = kit_module(self.MODULE, "--listen", f"127.0.0.1:{port}")
+        super().__init__(name or self.MODULE, cmd, workdir, env)
+        try:
+            self.wait_listening()
+        except RuntimeError:
+            self.stop()
+            raise
+
+
+def listen_main(description: str, serve: Any, argv: Optional[Sequence[str]] = None) -> int:
+    """The command line of a kit server: `--listen HOST:PORT` (default 127.0.0.1:0), then
+    `asyncio.run(serve(host, port))` until Ctrl-C or SIGTERM."""
+    import argparse
+    import asyncio
+
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT")
+    args = p.parse_args(argv)
+    host, _, port = args.listen.rpartition(":")
+    try:
+        asyncio.run(serve(host, int(port)))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
 # ---- /proc ----------------------------------------------------------------------------------
 
 def stat_fields(pid: int) -> List[str]:

@@ -46,7 +46,7 @@ import sys
 from typing import Any, Optional
 from urllib.parse import parse_qsl
 
-from .processes import Server, get_json, kit_module
+from .processes import KitServer, get_json, listen_main
 
 HEAD_LIMIT = 1 << 20
 BODY_LIMIT = 64 << 20
@@ -292,28 +292,13 @@ async def serve(host, port):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="A misbehaving HTTP/1.1 backend (see the module docstring).")
-    p.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT")
-    args = p.parse_args(argv)
-    host, _, port = args.listen.rpartition(":")
-    try:
-        asyncio.run(serve(host, int(port)))
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return listen_main("A misbehaving HTTP/1.1 backend (see the module docstring).", serve, argv)
 
 
-class RogueProcess(Server):
+class RogueProcess(KitServer):
     """The rogue backend in a child process: a Server with `.port` and `.stats()`."""
 
-    def __init__(self, port: int = 0, name: str = "rogue", workdir: Optional[str] = None) -> None:
-        cmd, env = kit_module("rogue_backend", "--listen", f"127.0.0.1:{port}")
-        super().__init__(name, cmd, workdir, env)
-        try:
-            self.wait_listening()
-        except RuntimeError:
-            self.stop()
-            raise
+    MODULE = "rogue_backend"
 
     def stats(self) -> Any:
         return get_json(self.port, "/__stats")

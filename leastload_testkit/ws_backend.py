@@ -8,12 +8,10 @@ HTTP requests that ask for no upgrade get 426 (the server's own refusal). Bounde
 at most 1 MiB, per-connection flow control as the package does it.
 """
 
-import argparse
-import asyncio
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from .processes import Server, kit_module
+from .processes import KitServer, listen_main
 
 MAX_MESSAGE = 1 << 20
 
@@ -35,29 +33,14 @@ async def serve(host: str, port: int) -> None:
         await server.serve_forever()
 
 
-def main(argv: Optional[list] = None) -> int:
-    p = argparse.ArgumentParser(description="A WebSocket echo backend (see the module docstring).")
-    p.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT")
-    args = p.parse_args(argv)
-    host, _, port = args.listen.rpartition(":")
-    try:
-        asyncio.run(serve(host, int(port)))
-    except KeyboardInterrupt:
-        pass
-    return 0
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return listen_main("A WebSocket echo backend (see the module docstring).", serve, argv)
 
 
-class WsBackend(Server):
+class WsBackend(KitServer):
     """The WebSocket echo backend in a child process: a Server with `.port`."""
 
-    def __init__(self, port: int = 0, name: str = "ws-echo", workdir: Optional[str] = None) -> None:
-        cmd, env = kit_module("ws_backend", "--listen", f"127.0.0.1:{port}")
-        super().__init__(name, cmd, workdir, env)
-        try:
-            self.wait_listening()
-        except RuntimeError:
-            self.stop()
-            raise
+    MODULE = "ws_backend"
 
 
 if __name__ == "__main__":
