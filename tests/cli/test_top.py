@@ -129,6 +129,29 @@ def test_the_reader_takes_escapes_timestamps_and_refuses_what_is_not_the_format(
         Snapshot("up 1\n", 0.0)
 
 
+EDGE = """\
+leastload_vserver_tunnels_total{{vserver="web",worker="0"}} 12
+leastload_vserver_tunnels_total{{vserver="web",worker="1"}} 3
+leastload_vserver_tunnels_open{{vserver="web",worker="0"}} 2
+leastload_vserver_tunnels_open{{vserver="web",worker="1"}} 1
+leastload_vserver_tunnel_timeouts_total{{vserver="web",worker="0"}} 1
+leastload_vserver_tls_handshakes_total{{vserver="web",worker="0"}} 40
+leastload_vserver_tls_handshakes_total{{vserver="web",worker="1"}} 60
+leastload_vserver_tls_handshake_failures_total{{vserver="web",worker="0",reason="error"}} 2
+leastload_vserver_tls_handshake_failures_total{{vserver="web",worker="1",reason="timeout"}} 1
+"""
+
+
+def test_the_edge_line_sums_the_workers_and_reasons_and_names_only_what_the_vserver_has():
+    (view,) = views(None, snapshot(10.0, 1, 1, ONE + EDGE))
+    assert view.edge == "tunnels 3 open, 15 opened, 1 timed out  TLS 100 handshakes, 3 failed"
+    (plain,) = views(None, snapshot(10.0, 1, 1))  # no tunnel yet, no TLS, no PROXY protocol
+    assert plain.edge == ""
+    console = Console(record=True, width=160, color_system=None)
+    console.print(top.table(view))
+    assert "TLS 100 handshakes, 3 failed" in console.export_text()
+
+
 def test_the_table_shows_every_column_of_every_row():
     console = Console(record=True, width=160, color_system=None)
     for view in views(snapshot(10.0, 100, 50), snapshot(11.0, 130, 50)):

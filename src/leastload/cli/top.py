@@ -67,6 +67,8 @@ def fetch(base: str, timeout: float) -> Snapshot:
 def table(view: VserverView) -> Table:
     title = (f"lb vserver [bold]{view.name}[/]  {view.method}  "
              f"{per_second(view.requests_per_second)} req/s  {view.clients} clients")
+    if view.edge:
+        title += "\n" + view.edge
     t = Table(title=title, title_justify="left", expand=False)
     for column in COLUMNS:
         t.add_column(column, justify="left" if column in ("service", "state", "slow start") else "right",

@@ -106,6 +106,7 @@ class VserverView(NamedTuple):
     clients: str
     requests_per_second: Optional[float]
     rows: List[ServiceRow]
+    edge: str = ""  # tunnels, TLS handshakes, PROXY headers: the parts this vserver has ("" if none)
 
 
 def joined(values: Sequence[float], show: Callable[[float], str]) -> str:
@@ -158,6 +159,32 @@ def _slow_start(now: Snapshot, labels: Dict[str, str]) -> str:
     return f"{phase} {joined(caps, number)}/s"
 
 
+def _all(now: Snapshot, name: str, vserver: str) -> Optional[float]:
+    """`name` summed over every worker and every other label (reason, command); None if absent."""
+    found = now.values(name, vserver=vserver)
+    return sum(sum(v) for v in found.values()) if found else None
+
+
+def _edge(now: Snapshot, vserver: str) -> str:
+    """The edge's line: open tunnels, TLS handshakes and PROXY headers, each where the proxy
+    exports it (TLS and the PROXY protocol only when on; tunnels once one was opened)."""
+    parts = []
+    opened = _all(now, "leastload_vserver_tunnels_total", vserver)
+    if opened:
+        part = f"tunnels {_maybe(_all(now, 'leastload_vserver_tunnels_open', vserver))} open, {number(opened)} opened"
+        timeouts = _all(now, "leastload_vserver_tunnel_timeouts_total", vserver)
+        parts.append(part + (f", {number(timeouts)} timed out" if timeouts else ""))
+    handshakes = _all(now, "leastload_vserver_tls_handshakes_total", vserver)
+    if handshakes is not None:
+        failed = _all(now, "leastload_vserver_tls_handshake_failures_total", vserver) or 0.0
+        parts.append(f"TLS {number(handshakes)} handshakes, {number(failed)} failed")
+    headers = _all(now, "leastload_vserver_proxy_protocol_headers_total", vserver)
+    if headers is not None:
+        refused = _all(now, "leastload_vserver_proxy_protocol_refused_total", vserver) or 0.0
+        parts.append(f"PROXY {number(headers)} headers, {number(refused)} refused")
+    return "  ".join(parts)
+
+
 def views(before: Optional[Snapshot], now: Snapshot, vserver: Optional[str] = None) -> List[VserverView]:
     """The rows to show: per vserver (all, or the one named), each service's figures now and its
     requests a second since `before` (None: the first reading, no rates yet)."""
@@ -187,7 +214,7 @@ def views(before: Optional[Snapshot], now: Snapshot, vserver: Optional[str] = No
             vs, "/".join(dict.fromkeys(methods)) or "?",
             _maybe(now.total("leastload_vserver_clients", vserver=vs)),
             rate(before.total("leastload_vserver_picks_total", vserver=vs) if before else None, picks, interval),
-            rows))
+            rows, _edge(now, vs)))
     return shown
 
 
