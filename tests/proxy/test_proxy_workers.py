@@ -153,20 +153,17 @@ def test_workers_that_die_at_start_make_the_supervisor_give_up(tmp_path, backend
     with socket.socket() as taken:  # the admin port of worker 0 (PORT + 1): it cannot listen, every time
         taken.bind(("127.0.0.1", admin + 1))
         taken.listen()
-        started = time.monotonic()
         cli = ProxyProcess(["--listen", "127.0.0.1:0", "--workers", "2", "--health-check", "none",
                             "--admin", f"127.0.0.1:{admin}", "--backend", f"a={b.address}"], ready=False)
         try:
-            cli.proc.wait(timeout=30)
+            cli.proc.wait(timeout=30)  # it gives up by itself (a hang fails here)
         finally:
             code = cli.stop()
-        elapsed = time.monotonic() - started
     assert code == 2, cli.err()  # the workers' own exit code for a port in use
     # worker 0 cannot listen; worker 1 (PORT + 2) may also find its port taken by some other
     # socket on a busy machine, and whichever reaches the limit first makes the supervisor stop
     assert re.search(rf"worker [01] died {_supervisor.START_FAILURES} times in a row before listening", cli.err()), cli.err()
     assert "giving up" in cli.err() and "Traceback" not in cli.err()
-    assert elapsed < 20
 
 
 # ---- the flags --------------------------------------------------------------------------------

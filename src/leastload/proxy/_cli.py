@@ -252,17 +252,18 @@ async def _serve_logged(args: argparse.Namespace, proxy: Proxy) -> None:
 
 async def _serve(proxy: Proxy) -> None:
     await proxy.start()
+    # the handlers before the `listening on` line: whoever waits for it may signal at once
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, proxy.reload_certificates)  # TLS: the files read again
     host, port = proxy.address
     print(f"listening on {host}:{port}", flush=True)
     admin = proxy.admin_address
     if admin is not None:
         print(f"admin on http://{admin[0]}:{admin[1]}/leastload/status", flush=True)
         log.info("admin: GET http://%s:%d/leastload/status (and /metrics, /healthz)", *admin)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, proxy.reload_certificates)  # TLS: the files read again
     await stop.wait()
     await proxy.close()
 
@@ -274,6 +275,12 @@ async def _serve_gateway(args: argparse.Namespace, gateway: Gateway) -> None:
         proxy.access_log = access_log
     try:
         await gateway.start()
+        # the handlers before the `listening on` line: whoever waits for it may signal at once
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, gateway.reload_logged)
         # one line, as the supervisor of --workers prints it: every vserver's address
         print("listening on " + ", ".join(f"{p.address[0]}:{p.address[1]}" for p in gateway.proxies.values()),
               flush=True)
@@ -286,11 +293,6 @@ async def _serve_gateway(args: argparse.Namespace, gateway: Gateway) -> None:
             host, port = admin_server.sockets[0].getsockname()[:2]
             print(f"admin on http://{host}:{port}/leastload/status", flush=True)
             log.info("admin: GET http://%s:%d/leastload/status (and /metrics, /healthz)", host, port)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        loop.add_signal_handler(signal.SIGHUP, gateway.reload_logged)
         try:
             await stop.wait()
         finally:
