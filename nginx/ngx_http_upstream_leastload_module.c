@@ -80,6 +80,7 @@ typedef struct {
     uint32_t *tried;                        /* slots tried or refused, for ll_select_excluding */
     ngx_uint_t ntried, max_tried;
     uint32_t slot;
+    uint64_t dispatched;                    /* the request's bytes, counted at the pick */
     unsigned open:1;                        /* a transaction is open on `slot` */
 } ll_ngx_peer_data_t;
 
@@ -569,6 +570,7 @@ static ngx_int_t ngx_http_upstream_init_leastload_peer(ngx_http_request_t *r, ng
     lp->conf = llcf;
     lp->request = r;
     lp->open = 0;
+    lp->dispatched = 0;
     lp->ntried = 0;
     lp->max_tried = llcf->npeers + 8;  /* the tried, and a few slots of another configuration */
     lp->tried = ngx_palloc(r->pool, lp->max_tried * sizeof(uint32_t));
@@ -591,6 +593,19 @@ static ngx_int_t ngx_http_upstream_init_leastload_peer(ngx_http_request_t *r, ng
     r->upstream->peer.save_session = ll_ngx_save_session;
 #endif
     return NGX_OK;
+}
+
+/* The bytes nginx is about to send to the service: the request it made (u->request_bufs,
+ * head and buffered body). Counted into the window at the pick, as a proxy counts what it
+ * sends when it sends it: a slow service's requests in flight then weigh at once, and
+ * LEASTBANDWIDTH does not pile a burst of requests on it before its first answer ends. */
+static uint64_t ll_ngx_request_bytes(ngx_http_request_t *r)
+{
+    uint64_t n = 0;
+    for (ngx_chain_t *cl = r->upstream ? r->upstream->request_bufs : NULL; cl; cl = cl->next)
+        if (cl->buf && ngx_buf_size(cl->buf) > 0)
+            n += (uint64_t)ngx_buf_size(cl->buf);
+    return n;
 }
 
 static ngx_int_t ngx_http_upstream_get_leastload_peer(ngx_peer_connection_t *pc, void *data)
@@ -621,6 +636,12 @@ static ngx_int_t ngx_http_upstream_get_leastload_peer(ngx_peer_connection_t *pc,
             break;
         }
         lp->tried[lp->ntried++] = (uint32_t)slot;
+    }
+    lp->dispatched = 0;
+    if (slot >= 0) {
+        lp->dispatched = ll_ngx_request_bytes(lp->request);
+        if (lp->dispatched)
+            ll_record(vs, (uint32_t)slot, sec, lp->dispatched, 0);
     }
     ll_shared_unlock(seg->sh);
     if (slot < 0) {
@@ -685,6 +706,9 @@ static void ngx_http_upstream_free_leastload_peer(ngx_peer_connection_t *pc, voi
             e->bytes += (uint64_t)st->bytes_sent;
         if (st->bytes_received > 0)
             e->bytes += (uint64_t)st->bytes_received;
+        /* the rest: what the pick counted is not counted twice (an attempt that failed before
+         * sending all of it keeps the count: at most the request's size, once per attempt) */
+        e->bytes = e->bytes > lp->dispatched ? e->bytes - lp->dispatched : 0;
         if (!e->failed && st->status == NGX_HTTP_OK && st->header_time != (ngx_msec_t)-1) {
             uint64_t us = (uint64_t)st->header_time * 1000;
             e->has_ttfb = 1;

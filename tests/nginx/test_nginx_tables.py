@@ -44,6 +44,36 @@ def test_least_bandwidth_table(nginx, backends):
         vs._close_shared()
 
 
+
+def test_least_bandwidth_counts_a_request_when_it_is_sent(nginx, backends):
+    """The request's bytes weigh from the pick, its answer's when it ends: requests in
+    flight to a service that has not answered yet are not a burst. With S1 already heavy,
+    six requests held open by their backends alternate S2, S3 (each pick adds the request's
+    R bytes to its service); counted only at the end they would all have gone to S2."""
+    bs = backends(3, delay=3.0, size=100)
+    shared = unique("t.lbsent")
+    ng = nginx("lbsent", upstream_block("lbsent", [b.address for b in bs], "leastload LEASTBANDWIDTH",
+                                        f"leastload_shared {shared}"))
+    name = names_of(bs)
+    vs = attach(shared)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            first = pool.submit(ng.get, "/", 20.0)  # the tie of three zeros goes to S1
+            assert wait_until(lambda: vs.load(bs[0].address) > 0, 5.0)
+            request = vs.load(bs[0].address)  # R: what nginx sends, counted while the answer is awaited
+            assert (first.result(timeout=30)[0], vs.load(bs[0].address) > request) == (200, True)
+            vs.record(bs[0].address, bytes=100 * request)  # S1 well above six requests' worth
+            futures = []
+            for k in range(6):
+                futures.append(pool.submit(ng.get, "/", 20.0))
+                assert wait_until(lambda: vs.load(bs[1].address) + vs.load(bs[2].address) == (k + 1) * request,
+                                  5.0), k
+            answers = [f.result(timeout=30) for f in futures]
+        assert [s for s, _, _ in answers] == [200] * 6
+        assert [name[up] for _, up, _ in answers] == "S2 S3 S2 S3 S2 S3".split()
+    finally:
+        vs._close_shared()
+
 def lrt_table(nginx, backends, weights, expected):
     """TTFB (2, 1, 2) ms and active (3, 7, 0) put in from Python; then 8 requests, each
     held open by its backend until all are picked, go through nginx one after the other."""
