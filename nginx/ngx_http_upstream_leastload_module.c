@@ -12,8 +12,9 @@
  *
  * Per request: init_peer evaluates the hash key (hash methods); get picks
  * under the segment's lock (ll_select_excluding: retries skip what was
- * tried); free notes what u->state says (bytes, TTFB of a 200, TCP_INFO's
- * segments, NGX_PEER_FAILED) and the transaction ends at this worker's next
+ * tried) and counts the request's bytes; free notes what u->state says (the
+ * rest of the bytes, TTFB of a 200, TCP_INFO's segments, NGX_PEER_FAILED)
+ * and the transaction ends at this worker's next
  * lock of the segment: its next pick's, or the one taken once at the end of
  * the event-loop turn (a posted event). So a busy worker takes the lock about
  * once a request instead of twice, and its own picks always see its ended
