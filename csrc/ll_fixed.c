@@ -97,7 +97,8 @@ ll_vserver *ll_fixed_create(void *mem, size_t size, ll_method method, int64_t se
     vs->capacity = capacity;
     vs->ledger_rows = ledger_rows;
     ll_fixed_rebase(vs);
-    ll_tree_init(&vs->tree, leaves(capacity), vs->tree.cell, vs->tree.arg);
+    /* the arrays have leaves(capacity); the tree spans the slots bound so far (ll_bind grows it) */
+    ll_tree_init(&vs->tree, 1, vs->tree.cell, vs->tree.arg);
     for (int c = 0; c < LL_COL_COUNT; c++)  /* every column, each element initial */
         for (uint32_t i = 0; i < capacity; i++)
             ll_column_reset(vs->col[c], c, i);

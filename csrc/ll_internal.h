@@ -78,7 +78,7 @@ struct ll_vserver {
     ll_totals totals;        /* aggregates kept by count_svc(), O(1) to read */
     uint64_t this_up;        /* what totals.last_up will be after the next second: */
     uint64_t this_open;      /* sel_this summed like last_up / last_open          */
-    uint32_t capacity;       /* slots allocated; tree.P >= capacity        */
+    uint32_t capacity;       /* slots allocated; tree.P >= capacity (fixed layout: >= n_slots) */
     ll_tree tree;            /* keys and arg-min nodes over the slots      */
     ll_svc *svc;             /* [capacity]                                 */
     uint64_t *bytes;         /* [capacity] window totals                   */

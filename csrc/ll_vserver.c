@@ -73,6 +73,19 @@ static void refresh_all(ll_vserver *vs)
     ll_tree_build(&vs->tree);
 }
 
+/* A fixed layout (a shared segment) has its arrays for its whole capacity, but its tree
+ * spans only the slots in use, rounded up to a power of two: an update climbs log2(slots)
+ * levels, not log2(capacity), and writes as many cache lines, which the other processes
+ * sharing the vserver then miss. Rebuilt here, in O(slots), when a bind outgrows it. */
+static void span_tree(ll_vserver *vs)
+{
+    uint32_t P = 1;
+    while (P < vs->n_slots)
+        P *= 2;
+    ll_tree_init(&vs->tree, P, vs->tree.cell, vs->tree.arg);
+    refresh_all(vs);
+}
+
 
 /* Adds (sign > 0) or removes (sign < 0) one bound service's share of the
  * aggregates. Every change of state, cap, flags or binding is bracketed by
@@ -297,7 +310,10 @@ int64_t ll_bind(ll_vserver *vs, uint32_t weight)
     vs->n_bound++;
     ll_hash_count_weight(vs, weight, +1);
     count_svc(vs, slot, +1);
-    ll_refresh(vs, slot);
+    if (slot >= vs->tree.P)
+        span_tree(vs);  /* a fixed layout's tree grows with its slots */
+    else
+        ll_refresh(vs, slot);
     ll_pol_bound(vs, (uint32_t)slot);
     return slot;
 }
@@ -776,7 +792,10 @@ void ll_repair(ll_vserver *vs)
     vs->n_live = 0;
     ll_head_moved(vs);
     window_from_buckets(vs);
-    refresh_all(vs);
+    if (vs->fixed)
+        span_tree(vs);  /* whatever a holder that died left of it */
+    else
+        refresh_all(vs);
 }
 
 int ll_probe(ll_vserver *vs, uint32_t slot, uint32_t rtt_us)
