@@ -68,11 +68,15 @@ def outcome(call, *args, **kw):
     return result
 
 
-def finish_outcome(vs, service):
-    """finish(name) of a select(): another process may have unbound the service since,
-    or ended its transactions (set_state, unbind and bind again): what it raises is logged."""
+def ending_outcome(call, *args, **kw):
+    """A call that ends a transaction: finish(name) of a select(), or a transaction's own
+    finish() or fail(). Another process may have unbound the service since, or ended its
+    transactions (set_state, unbind and bind again); and a finish(name) of a select() made
+    before an unbind and a bind ends one of the new binding's transactions (a name carries
+    no binding), so a transaction of that service can find none left open. What it raises
+    is logged, and the replay must raise the same."""
     try:
-        return outcome(vs.finish, service)
+        return outcome(call, *args, **kw)
     except ValueError as exc:
         return str(exc)
 
@@ -272,11 +276,11 @@ def _worker(name, method, settings, seed, ops, out_path, done, reopen_every=0):
             log.append((vs._shared_sequence(), "tx_record", (tx_id, size, 1 + size // 1500), None))
             status = rng.choice((200, 200, 200, 503))
             op, args = "finish", (tx_id, rng.randrange(1, 5000) / 1e5, status)
-            result = outcome(tx.finish, ttfb=args[1], status=status)
+            result = ending_outcome(tx.finish, ttfb=args[1], status=status)
         elif r < 0.82 and open_tx:
             tx_id, tx = open_tx.pop(rng.randrange(len(open_tx)))
             op, args = "fail", (tx_id,)
-            result = outcome(tx.fail)
+            result = ending_outcome(tx.fail)
         elif r < 0.87:
             op, args = "record", (rng.choice(POOL), rng.randrange(1, 20000))
             result = outcome(vs.record, args[0], bytes=args[1], packets=1)
@@ -294,7 +298,7 @@ def _worker(name, method, settings, seed, ops, out_path, done, reopen_every=0):
             result = outcome(vs.set_state, *args)
         log.append((vs._shared_sequence(), op, args, result))
     for tx_id, tx in open_tx:  # nothing left open: a worker's exit changes nothing
-        result = outcome(tx.finish)
+        result = ending_outcome(tx.finish)
         log.append((vs._shared_sequence(), "finish", (tx_id, None, 200), result))
     Path(out_path).write_bytes(pickle.dumps(log))
     done.wait(600)  # every worker stays until all logs are written: no exit while others run
@@ -305,11 +309,11 @@ def _end_everything_and_reopen(vs, name, method, settings, log, open_tx, selecte
     """Ends what this handle has open (so that closing it changes nothing), closes it and
     attaches again by name: a new handle, a new row of the ledger."""
     for tx_id, tx in open_tx:
-        result = outcome(tx.finish)
+        result = ending_outcome(tx.finish)
         log.append((vs._shared_sequence(), "finish", (tx_id, None, 200), result))
     open_tx.clear()
     for service in selected:
-        result = finish_outcome(vs, service)
+        result = ending_outcome(vs.finish, service)
         log.append((vs._shared_sequence(), "finish_name", (service,), result))
     selected.clear()
     del vs
@@ -334,11 +338,11 @@ def replay_in_order(c_impl, method, settings, logs):
         elif op == "tx_record":
             got = txs[worker, args[0]].record(bytes=args[1], packets=args[2])
         elif op == "finish":
-            got = outcome(txs.pop((worker, args[0])).finish, ttfb=args[1], status=args[2])
+            got = ending_outcome(txs.pop((worker, args[0])).finish, ttfb=args[1], status=args[2])
         elif op == "fail":
-            got = outcome(txs.pop((worker, args[0])).fail)
+            got = ending_outcome(txs.pop((worker, args[0])).fail)
         elif op == "finish_name":
-            got = finish_outcome(vs, args[0])
+            got = ending_outcome(vs.finish, args[0])
         elif op == "record":
             got = outcome(vs.record, args[0], bytes=args[1], packets=1)
         else:
