@@ -491,6 +491,28 @@ def test_handle_of_an_earlier_incarnation_leaves_the_new_one_alone(impl):
     assert (info["active"], info["ttfb"], info["bytes"], info["failures"]) == (1, None, 0, 0)
 
 
+def test_a_name_carries_no_binding(impl):
+    """finish(name) of a select() made before an unbind: UnknownService while the name is
+    unbound; once bound again it ends one of the new service's transactions, and that
+    service's handle then finds nothing active (ValueError, still open)."""
+    vs, _ = make(impl, "LEASTCONNECTION")
+    assert vs.select() == "S1"
+    vs.unbind("S1")
+    before = vs.snapshot()
+    with pytest.raises(UnknownService):
+        vs.finish("S1")
+    assert vs.snapshot() == before
+    vs.bind("S1")
+    t = vs.acquire(exclude=["S2", "S3"])
+    assert t.service == "S1" and vs.active("S1") == 1
+    vs.finish("S1", ttfb=0.25)  # the old select's end, taken by the new binding
+    assert vs.active("S1") == 0 and vs.info("S1")["ttfb"] == 0.25
+    before = vs.snapshot()
+    with pytest.raises(ValueError, match="'S1' has no active transaction"):
+        t.finish()
+    assert vs.snapshot() == before and not t.done
+
+
 def test_handles_follow_their_service_when_unbinds_compact_the_slots(impl):
     # 40 services; S1 and S40 each get a transaction; unbinding S1..S39 leaves 39 holes,
     # more than max(1, 32): the slots are compacted and S40 moves to S1's old place. S40's
