@@ -8,12 +8,14 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
+from certs import OPENSSL, make_cert
 from leastload.proxy import Proxy, _overload
 from leastload_testkit.waits import wait_until_async
 from servers import run_loop
@@ -68,6 +70,18 @@ def test_make_room_skips_a_candidate_that_moved_on_since_the_scan():
     conns[1].since = -1.0   # its head came in
     conns[2].since = 500.0  # a new wait: now the newest
     assert o.make_room() and conns[3].evicted and not conns[2].evicted
+
+
+def test_make_room_closes_a_connection_still_at_its_edge_too():
+    """A connection whose PROXY header or TLS handshake is not done yet (overload.at_edge) waits
+    for its head like any: the longest waiting of both kinds goes first."""
+    clients, edge = [Conn(3.0), Conn(-1.0)], [Conn(1.0), Conn(2.0), Conn(-1.0)]
+    o = _overload.Overload(5, 3, 1.0, clients)
+    o.at_edge.update(edge)
+    assert o.make_room() and edge[0].evicted
+    assert o.make_room() and edge[1].evicted
+    assert o.make_room() and clients[0].evicted
+    assert not o.make_room() and o.evicted == 3
 
 
 def test_the_reserve_descriptor_is_freed_and_taken_again():
@@ -178,6 +192,62 @@ def test_a_new_connection_not_read_yet_is_spared_by_a_flood_at_the_limit(backend
             return answer
     answer = run_loop(scenario(), 60)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:100]
+
+
+async def _edge_get(address, at):
+    """A GET through the edge: after a PROXY header, or over TLS (any certificate)."""
+    if at == "proxy-header":
+        reader, writer = await asyncio.open_connection(*address)
+        writer.write(b"PROXY TCP4 203.0.113.7 192.0.2.1 41000 80\r\n")
+    else:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        reader, writer = await asyncio.open_connection(*address, ssl=context, server_hostname="a.test")
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    try:
+        return await reader.read()
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("at", ["proxy-header", "tls-handshake"])
+def test_at_the_limit_a_connection_silent_at_its_edge_makes_room(backend_procs, tmp_path, at, loop):
+    """Connections that never send their PROXY header (or their TLS ClientHello) fill
+    max_connections: past the edge's grace, the one accepted first is shut down to admit a new
+    connection, which is served at once, not after the 30 s header timeout. Counted as an
+    eviction, not as a client that left early. On both loops: the handshake is each loop's own."""
+    new_loop = asyncio.new_event_loop
+    if loop == "uvloop":
+        new_loop = pytest.importorskip("uvloop", reason="uvloop is not installed: asyncio's loop only").new_event_loop
+    if at == "proxy-header":
+        edge = {"accept_proxy": True}
+    else:
+        if OPENSSL is None:
+            pytest.skip("the openssl command is not installed: no certificate for the TLS case")
+        cert, key, _ = make_cert(tmp_path, "a", "a.test", ["DNS:a.test"])
+        edge = {"tls_cert": [cert], "tls_key": [key]}
+    procs = backend_procs(1)
+
+    async def scenario():
+        async with _proxy(procs[0].port, max_connections=4, overload_connections=2,
+                          header_timeout=30.0, overload_timeout=30.0, **edge) as proxy:
+            silent = [await asyncio.open_connection(*proxy.address) for _ in range(4)]
+            await wait_until_async(lambda: len(proxy.overload.at_edge) == 4, 5)
+            await asyncio.sleep(_overload.EDGE_GRACE + 0.05)  # past the grace: they wait for their heads
+            answer = await asyncio.wait_for(_edge_get(proxy.address, at), 10)
+            first = await asyncio.wait_for(silent[0][0].read(), 5)  # shut down: EOF, no answer
+            evicted, counters = proxy.overload.evicted, proxy.edge.counters.as_dict()
+            still_at_edge = len(proxy.overload.at_edge)
+            for _, w in silent:
+                w.close()
+            return answer, first, evicted, counters, still_at_edge
+    answer, first, evicted, counters, still_at_edge = run_loop(scenario(), 60, new_loop)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:100]
+    assert first == b""
+    assert evicted == 1 and still_at_edge == 3  # only the longest waiting one made room
+    refusals = ("proxy_refused", "proxy_timeouts", "tls_failures", "tls_timeouts", "closed_early")
+    assert all(counters[k] == 0 for k in refusals), counters
 
 
 def test_past_the_high_water_mark_the_header_timeout_shrinks(backend_procs):

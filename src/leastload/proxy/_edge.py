@@ -16,7 +16,8 @@ header (_proxy_protocol.py) and the TLS handshake (_tls.py), both within one hea
    families that fall back to the connection's own).
 
 Every refusal closes the socket and is counted in `edge.counters` (EdgeCounters); `take`
-then answers None. The deadline starts at accept (`accepted_at`, the loop's clock), so the
+then answers None. (A connection the overload state shut down to admit another one ends the
+same way, counted there instead.) The deadline starts at accept (`accepted_at`, the loop's clock), so the
 header, the handshake and (with the protocol's own deadline set from the same time) the
 request head share one header timeout, as a request head alone does without them.
 """
@@ -117,11 +118,18 @@ async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket, deadli
 
 
 async def take(loop: asyncio.AbstractEventLoop, sock: socket.socket, edge: Edge, factory: Factory,
-               accepted_at: Optional[float] = None
+               accepted_at: Optional[float] = None, evicted: Optional[Callable[[], bool]] = None
                ) -> Optional[Tuple[asyncio.BaseTransport, asyncio.BaseProtocol]]:
     """An accepted socket through the edge to its protocol (see the module's text): the transport
-    and the protocol, or None when it was refused and closed (counted)."""
+    and the protocol, or None when it was refused and closed (counted). `evicted()` true: the
+    socket was shut down to admit another connection (the overload state counts that), so its
+    end is not counted here as the client's doing."""
     counters = edge.counters
+
+    def refused(what: str) -> None:
+        if evicted is None or not evicted():
+            setattr(counters, what, getattr(counters, what) + 1)
+
     deadline = (loop.time() if accepted_at is None else accepted_at) + edge.header_timeout
     sock.setblocking(False)
     header: Optional[ProxyHeader] = None
@@ -129,15 +137,15 @@ async def take(loop: asyncio.AbstractEventLoop, sock: socket.socket, edge: Edge,
         try:
             header = await read_proxy_header(loop, sock, deadline, edge.max_v2_length)
         except ProxyProtocolError:
-            counters.proxy_refused += 1
+            refused("proxy_refused")
             sock.close()
             return None
         except asyncio.TimeoutError:
-            counters.proxy_timeouts += 1
+            refused("proxy_timeouts")
             sock.close()
             return None
         except OSError:
-            counters.closed_early += 1
+            refused("closed_early")
             sock.close()
             return None
         counters.proxy_headers += 1
@@ -148,28 +156,28 @@ async def take(loop: asyncio.AbstractEventLoop, sock: socket.socket, edge: Edge,
         try:
             return await loop.connect_accepted_socket(lambda: factory(chosen), sock)
         except OSError:  # gone between the header and the hand-over
-            counters.closed_early += 1
+            refused("closed_early")
             sock.close()
             return None
     left = deadline - loop.time()
     if left <= 0:
-        counters.tls_timeouts += 1
+        refused("tls_timeouts")
         sock.close()
         return None
     try:
         pair = await loop.connect_accepted_socket(lambda: factory(chosen), sock, ssl=edge.tls.context,
                                                   ssl_handshake_timeout=left)
     except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
-        counters.closed_early += 1
+        refused("closed_early")
     except ssl.SSLError:
-        counters.tls_failures += 1
+        refused("tls_failures")
     except (OSError, asyncio.TimeoutError):
         # the loop reports its handshake timeout as ConnectionAbortedError (asyncio's and uvloop's):
         # told from a client's reset by the time
         if loop.time() >= deadline - 0.001:
-            counters.tls_timeouts += 1
+            refused("tls_timeouts")
         else:
-            counters.closed_early += 1
+            refused("closed_early")
     else:
         counters.tls_handshakes += 1
         return pair

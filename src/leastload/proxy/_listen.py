@@ -28,7 +28,10 @@ its `connection_lost`: that is how the Listener counts what is open.
 With an `edge` (_edge.Edge: TLS, the PROXY protocol) each accepted socket goes through
 `_edge.take()` in a task of its own, and its protocol is `edge_factory(header, accepted_at)`;
 a connection the edge refuses never has a protocol, so the Listener counts it closed itself.
-Without one, the path is the task-less hand-over below, nothing added.
+Without one, the path is the task-less hand-over below, nothing added. While a connection is
+at its edge, the overload state sees it (`AtEdge` in `overload.at_edge`): at the limit it can
+be closed for a new connection like one waiting for its head (a silent TLS or PROXY client
+would otherwise hold its place for the whole header timeout).
 """
 
 import asyncio
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Tuple
 
 from ._core import clock
 from ._edge import take
+from ._overload import EDGE_GRACE
 
 if TYPE_CHECKING:
     from ._edge import Edge
@@ -254,7 +258,10 @@ class Listener:
         (A Task costs some 5 us more per connection, on either loop.) With an edge, a task
         of _edge.take() instead."""
         if self.edge is not None:
-            self.loop.create_task(self._through_edge(conn))
+            wait = AtEdge(conn, clock())  # the clock the connections' deadlines use
+            if self.overload is not None:
+                self.overload.at_edge.add(wait)
+            self.loop.create_task(self._through_edge(conn, wait))
             return
         coro = self.loop.connect_accepted_socket(self.protocol_factory, conn)
         try:
@@ -268,19 +275,23 @@ class Listener:
             return
         waiting.add_done_callback(lambda _: _finish(coro))
 
-    async def _through_edge(self, conn: socket.socket) -> None:
+    async def _through_edge(self, conn: socket.socket, wait: "AtEdge") -> None:
         """The PROXY header and the TLS handshake (_edge.take), then the protocol; a refused
         connection is closed and counted by take(), and closed here for the Listener's count."""
         edge, make = self.edge, self.edge_factory
         assert edge is not None and make is not None
-        accepted_at = clock()  # the clock the connections' deadlines use
+        accepted_at = wait.since
         try:
             taken = await take(self.loop, conn, edge, lambda header: make(header, accepted_at),
-                               accepted_at=self.loop.time())
+                               accepted_at=self.loop.time(), evicted=wait.was_evicted)
         except Exception as exc:  # not the client's doing: logged, and the connection closed
             log.error("cannot take a client connection: %r", exc, exc_info=exc)
             conn.close()
             taken = None
+        finally:
+            wait.done = True
+            if self.overload is not None:
+                self.overload.at_edge.discard(wait)
         if taken is None:
             self.connection_closed()
 
@@ -304,6 +315,37 @@ class Listener:
         self._retry = None
         if self.active < self.max_connections:
             self._resume()
+
+
+class AtEdge:
+    """A connection between accept() and its protocol (its PROXY header or TLS handshake not
+    done), as the overload state sees it (_overload.Waiting): waiting for its head since it was
+    accepted, once past EDGE_GRACE. Evicted, its socket is shut down: the edge's read or the
+    handshake ends at once and take() closes it, counted as an eviction, not as a client that
+    left. (A shutdown, not a close or a cancel: the socket may be the loop's transport's by
+    then, whose close reports itself; a socket already closed refuses it, harmlessly.)"""
+
+    __slots__ = ("sock", "since", "done", "evicted")
+
+    def __init__(self, sock: socket.socket, since: float) -> None:
+        self.sock, self.since = sock, since
+        self.done = False     # take() has returned: nothing left here to evict
+        self.evicted = False
+
+    def waiting_since(self) -> float:
+        if self.done or self.evicted or clock() - self.since < EDGE_GRACE:
+            return -1.0
+        return self.since
+
+    def was_evicted(self) -> bool:
+        return self.evicted
+
+    def evict(self) -> None:
+        self.evicted = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # closed meanwhile (take() refused it, or its transport closed it)
 
 
 def _finish(coro: "Coroutine[Any, Any, Any]") -> None:

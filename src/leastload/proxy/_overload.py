@@ -12,8 +12,14 @@ out. So, in the manner of Envoy's overload manager (`reduce_timeouts`):
 - At `max_connections` a new connection is still accepted, and the connection
   that has waited longest without a complete head is closed in its stead
   (`make_room`): answered 408 when it waits for a head (a new connection's first
-  one too), closed quietly when it sat idle between requests. Only when no connection waits
-  so does the listener stop accepting.
+  one too), closed quietly when it sat idle between requests. A connection still at its
+  edge (a PROXY header or a TLS handshake not done: `at_edge`, kept by the Listener) waits
+  for its head too, since it was accepted; it is shut down without an answer (there is no
+  HTTP yet to answer in). Only when no connection waits so does the listener stop accepting.
+  A connection younger than a quarter of a second is spared if it has sent nothing yet
+  (_client.FIRST_BYTES_GRACE), or if it is at its edge (EDGE_GRACE): its first bytes may
+  be in the socket still, and a flood of new connections fills the limit within a few
+  turns of the loop.
 - One descriptor is kept in reserve (`Reserve`): when accept() fails for want
   of descriptors, the reserve is closed to accept the connection, one that
   waits is closed in its stead (else the new one is closed at once, not left in
@@ -25,16 +31,18 @@ and counted in the admin port's status and /metrics.
 """
 
 import heapq
+import itertools
 import logging
 import os
 from operator import itemgetter
-from typing import Collection, Dict, List, Optional, Protocol, Tuple
+from typing import Collection, Dict, List, Optional, Protocol, Set, Tuple
 
 log = logging.getLogger("leastload.proxy")
 
 NORMAL, HIGH, FULL = "normal", "high", "full"
 STATES = (NORMAL, HIGH, FULL)
 CANDIDATES = 64  # the longest waiting connections one scan finds; closed from the oldest, then scanned again
+EDGE_GRACE = 0.25  # seconds a connection at its edge is spared (as _client.FIRST_BYTES_GRACE spares a new one)
 
 
 class Waiting(Protocol):
@@ -72,6 +80,7 @@ class Overload:
         self.refused = 0         # connections accepted with the reserve and closed at once (none to close instead)
         self.reserve_accepts = 0  # accept()s made with the reserve descriptor
         self.entered: Dict[str, int] = {HIGH: 0, FULL: 0}  # times each state was entered
+        self.at_edge: Set[Waiting] = set()  # accepted, before their protocol (the Listener adds and removes)
         self._candidates: List[Tuple[float, Waiting]] = []  # newest first: the oldest is popped
 
     def level(self, open_connections: int) -> float:
@@ -117,7 +126,8 @@ class Overload:
         return state
 
     def make_room(self) -> bool:
-        """Closes the connection that has waited longest without a complete head; False when
+        """Closes the connection that has waited longest without a complete head (a client
+        connection's, or one still at its edge); False when
         none waits so. (A scan finds the CANDIDATES longest waiting; each is checked again
         when its turn comes, since it may have moved on meanwhile.)"""
         for _ in range(2):
@@ -128,7 +138,8 @@ class Overload:
                     conn.evict()
                     self.evicted += 1
                     return True
-            waiting = [(since, c) for c in self.clients for since in (c.waiting_since(),) if since >= 0.0]
+            waiting = [(since, c) for c in itertools.chain(self.clients, self.at_edge)
+                       for since in (c.waiting_since(),) if since >= 0.0]
             if not waiting:
                 return False
             self._candidates = heapq.nsmallest(CANDIDATES, waiting, key=itemgetter(0))[::-1]
