@@ -234,7 +234,7 @@ def test_at_the_limit_a_connection_silent_at_its_edge_makes_room(backend_procs, 
                           header_timeout=30.0, overload_timeout=30.0, **edge) as proxy:
             silent = [await asyncio.open_connection(*proxy.address) for _ in range(4)]
             await wait_until_async(lambda: len(proxy.overload.at_edge) == 4, 5)
-            await asyncio.sleep(_overload.EDGE_GRACE + 0.05)  # past the grace: they wait for their heads
+            await asyncio.sleep(_overload.FIRST_BYTES_GRACE + 0.05)  # past the grace: they wait for their heads
             answer = await asyncio.wait_for(_edge_get(proxy.address, at), 10)
             first = await asyncio.wait_for(silent[0][0].read(), 5)  # shut down: EOF, no answer
             evicted, counters = proxy.overload.evicted, proxy.edge.counters.as_dict()

@@ -34,7 +34,7 @@ import time
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple, cast
 
 from ..net.request_keys import Address, KeyRule, MissingKey, ip_or_none
-from . import _http1, _linger, _tunnel
+from . import _http1, _linger, _overload, _tunnel
 from ._backend import ClientSide
 from ._core import ProxyCore, clock, socket_fd
 from ._exchange import Upstream, new_exchange
@@ -52,7 +52,7 @@ WAIT_BODY = 2      # the body of a head that is in: 408 when late
 WAIT_IDLE = 3      # the next request on a kept-alive connection: closed when late
 WAIT_NONE = 0      # a request is being served (the backend side keeps its own time)
 WAIT_LINGER = 4    # answered for the last time, half-closed: ended if the client has not closed by then
-FIRST_BYTES_GRACE = 0.25  # seconds a new connection that sent nothing yet is not evicted (_overload)
+FIRST_BYTES_GRACE = _overload.FIRST_BYTES_GRACE  # a new connection that sent nothing yet is not evicted before
 
 
 class ClientContext(Upstream, Protocol):

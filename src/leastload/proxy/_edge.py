@@ -17,9 +17,9 @@ header (_proxy_protocol.py) and the TLS handshake (_tls.py), both within one hea
 
 Every refusal closes the socket and is counted in `edge.counters` (EdgeCounters); `take`
 then answers None. (A connection the overload state shut down to admit another one ends the
-same way, counted there instead.) The deadline starts at accept (`accepted_at`, the loop's clock), so the
-header, the handshake and (with the protocol's own deadline set from the same time) the
-request head share one header timeout, as a request head alone does without them.
+same way, counted there instead.) The deadline starts at accept (`accepted_at`, the loop's
+clock), so the header, the handshake and (with the protocol's own deadline set from the same
+time) the request head share one header timeout, as a request head alone does without them.
 """
 
 import asyncio

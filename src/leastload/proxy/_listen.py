@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Tuple
 
 from ._core import clock
 from ._edge import take
-from ._overload import EDGE_GRACE
+from ._overload import FIRST_BYTES_GRACE
 
 if TYPE_CHECKING:
     from ._edge import Edge
@@ -320,7 +320,7 @@ class Listener:
 class AtEdge:
     """A connection between accept() and its protocol (its PROXY header or TLS handshake not
     done), as the overload state sees it (_overload.Waiting): waiting for its head since it was
-    accepted, once past EDGE_GRACE. Evicted, its socket is shut down: the edge's read or the
+    accepted, once past FIRST_BYTES_GRACE. Evicted, its socket is shut down: the edge's read or the
     handshake ends at once and take() closes it, counted as an eviction, not as a client that
     left. (A shutdown, not a close or a cancel: the socket may be the loop's transport's by
     then, whose close reports itself; a socket already closed refuses it, harmlessly.)"""
@@ -333,7 +333,7 @@ class AtEdge:
         self.evicted = False
 
     def waiting_since(self) -> float:
-        if self.done or self.evicted or clock() - self.since < EDGE_GRACE:
+        if self.done or self.evicted or clock() - self.since < FIRST_BYTES_GRACE:
             return -1.0
         return self.since
 

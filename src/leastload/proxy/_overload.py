@@ -16,10 +16,9 @@ out. So, in the manner of Envoy's overload manager (`reduce_timeouts`):
   edge (a PROXY header or a TLS handshake not done: `at_edge`, kept by the Listener) waits
   for its head too, since it was accepted; it is shut down without an answer (there is no
   HTTP yet to answer in). Only when no connection waits so does the listener stop accepting.
-  A connection younger than a quarter of a second is spared if it has sent nothing yet
-  (_client.FIRST_BYTES_GRACE), or if it is at its edge (EDGE_GRACE): its first bytes may
-  be in the socket still, and a flood of new connections fills the limit within a few
-  turns of the loop.
+  A connection younger than FIRST_BYTES_GRACE is spared if it has sent nothing yet, or if
+  it is at its edge: its first bytes may be in the socket still, and a flood of new
+  connections fills the limit within a few turns of the loop.
 - One descriptor is kept in reserve (`Reserve`): when accept() fails for want
   of descriptors, the reserve is closed to accept the connection, one that
   waits is closed in its stead (else the new one is closed at once, not left in
@@ -42,7 +41,9 @@ log = logging.getLogger("leastload.proxy")
 NORMAL, HIGH, FULL = "normal", "high", "full"
 STATES = (NORMAL, HIGH, FULL)
 CANDIDATES = 64  # the longest waiting connections one scan finds; closed from the oldest, then scanned again
-EDGE_GRACE = 0.25  # seconds a connection at its edge is spared (as _client.FIRST_BYTES_GRACE spares a new one)
+# seconds a connection that has sent nothing yet is spared by make_room: a new client connection
+# (_client reads it) or one still at its edge (_listen.AtEdge)
+FIRST_BYTES_GRACE = 0.25
 
 
 class Waiting(Protocol):
