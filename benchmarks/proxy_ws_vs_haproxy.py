@@ -13,9 +13,9 @@ alternating; the ratios are leastload's over HAProxy's per round, and their medi
 
 A run sends its N x M messages again until the proxy has used MIN_CPU_TICKS clock ticks of
 CPU (CPU time is counted in ticks), so a small run's CPU a message is still resolved.
-Bounded: a run that has not reached that within RUN_LIMIT seconds is reported as failed. Needs Linux and haproxy (installed with
-apt-get when missing, as root); the clients share the machine with the proxies, so the CPU
-a message is the steadier figure of the two.
+Bounded: a run that has not reached that within RUN_LIMIT seconds is reported as failed.
+Needs Linux and haproxy (installed with apt-get when missing, as root); the clients share
+the machine with the proxies, so the CPU a message is the steadier figure of the two.
 """
 
 import argparse

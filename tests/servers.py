@@ -22,14 +22,25 @@ import threading
 CLEANUP_TIMEOUT = 10.0  # what the tasks left at the end get to finish once cancelled
 
 
-def run_loop(coro, timeout, new_loop=asyncio.new_event_loop):
-    """Runs an end-to-end test's event loop (`new_loop()`: asyncio's, or uvloop's
-    new_event_loop), bounded by `timeout` seconds; any error the loop reports (a
+LOOPS = ["asyncio", "uvloop"]  # the loops the proxy runs on (uvloop where it is installed)
+
+
+def new_loop(kind="asyncio"):
+    """A new event loop of `kind` (LOOPS); the test skips, saying why, without uvloop."""
+    if kind == "uvloop":
+        import pytest
+        return pytest.importorskip("uvloop", reason="uvloop is not installed: asyncio's loop only").new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def run_loop(coro, timeout, loop_kind="asyncio"):
+    """Runs an end-to-end test's event loop (of `loop_kind`: new_loop()), bounded by
+    `timeout` seconds; any error the loop reports (a
     callback or task that raised) fails the test. The tasks still running at the end
     are cancelled, as asyncio.run() does, but given CLEANUP_TIMEOUT seconds: one that
     ignores its cancellation fails the test, its stack printed, instead of hanging the run."""
     errors = []
-    loop = new_loop()
+    loop = new_loop(loop_kind)
     loop.set_exception_handler(lambda loop, context: errors.append(context))
     asyncio.set_event_loop(loop)
     stuck = []

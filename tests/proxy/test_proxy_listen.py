@@ -18,17 +18,14 @@ from leastload.proxy import _health, _listen
 from leastload.net.upstream import Backend, make_vserver
 from leastload_testkit.ports import free_port
 from leastload_testkit.waits import first_line
+from servers import LOOPS, new_loop
 
 TIMEOUT = 20.0
-LOOPS = ["asyncio", "uvloop"]
 
 
 def run(kind, coro):
     """Runs coro on a new loop of `kind`, bounded; any error the loop reports fails the test."""
-    if kind == "uvloop":
-        loop = pytest.importorskip("uvloop").new_event_loop()
-    else:
-        loop = asyncio.new_event_loop()
+    loop = new_loop(kind)
     errors = []
     loop.set_exception_handler(lambda loop, context: errors.append(context))
     try:

@@ -18,7 +18,7 @@ import pytest
 from certs import OPENSSL, make_cert
 from leastload.proxy import Proxy, _overload
 from leastload_testkit.waits import wait_until_async
-from servers import run_loop
+from servers import LOOPS, run_loop
 
 
 class Conn:
@@ -210,16 +210,13 @@ async def _edge_get(address, at):
         writer.close()
 
 
-@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("at", ["proxy-header", "tls-handshake"])
 def test_at_the_limit_a_connection_silent_at_its_edge_makes_room(backend_procs, tmp_path, at, loop):
     """Connections that never send their PROXY header (or their TLS ClientHello) fill
     max_connections: past the edge's grace, the one accepted first is shut down to admit a new
     connection, which is served at once, not after the 30 s header timeout. Counted as an
     eviction, not as a client that left early. On both loops: the handshake is each loop's own."""
-    new_loop = asyncio.new_event_loop
-    if loop == "uvloop":
-        new_loop = pytest.importorskip("uvloop", reason="uvloop is not installed: asyncio's loop only").new_event_loop
     if at == "proxy-header":
         edge = {"accept_proxy": True}
     else:
@@ -242,7 +239,7 @@ def test_at_the_limit_a_connection_silent_at_its_edge_makes_room(backend_procs, 
             for _, w in silent:
                 w.close()
             return answer, first, evicted, counters, still_at_edge
-    answer, first, evicted, counters, still_at_edge = run_loop(scenario(), 60, new_loop)
+    answer, first, evicted, counters, still_at_edge = run_loop(scenario(), 60, loop)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:100]
     assert first == b""
     assert evicted == 1 and still_at_edge == 3  # only the longest waiting one made room
