@@ -134,6 +134,7 @@ def test_least_packets_counts_the_upstream_connections_segments(nginx, backends)
     try:
         picks = [ng.get()[1] for _ in range(6)]
         assert set(picks) == {b.address for b in bs}
+        ended(vs, bs)
         for b in bs:
             info = vs.info(b.address)
             assert info["packets"] >= 4 * info["selected"] > 0  # a handshake, a request, an answer, a close
@@ -152,6 +153,7 @@ def test_ttfb_comes_from_nginx_header_time_with_keepalive(nginx, backends):
     vs = attach(shared)
     try:
         picks = [ng.get()[1] for _ in range(12)]
+        ended(vs, [fast, slow])
         fast_ttfb, slow_ttfb = vs.info(fast.address)["ttfb"], vs.info(slow.address)["ttfb"]
         assert slow_ttfb is not None and slow_ttfb >= 0.08
         assert fast_ttfb is not None and fast_ttfb < 0.04
